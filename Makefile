@@ -1,0 +1,58 @@
+# pathdiv — one command per workflow. The lab needs root: as a normal user every
+# privileged step goes through sudo (and says so); without either it stops.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+CONFIG ?= configs/noisy.yaml
+ARGS ?=
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.setup-stamp
+
+ifeq ($(shell id -u),0)
+  SUDO :=
+else ifneq ($(shell command -v sudo 2>/dev/null),)
+  SUDO := sudo
+  $(info pathdiv: not root; privileged steps run through sudo)
+else
+  SUDO := __no_root__
+endif
+
+.PHONY: help setup test unit experiment lint clean-lab need-root
+
+help:
+	@echo "make setup                         install system packages and the Python venv (idempotent)"
+	@echo "make test                          run the whole test suite (runs setup when needed)"
+	@echo "make experiment CONFIG=configs/noisy.yaml [ARGS='--quick']   run an experiment"
+	@echo "make lint                          ruff on the Python code"
+	@echo "make clean-lab                     remove namespaces/links/processes a killed run left"
+
+need-root:
+	@if [ "$(SUDO)" = "__no_root__" ]; then \
+	  echo "pathdiv needs root for network namespaces and packages: run as root or install sudo."; \
+	  exit 1; fi
+
+# The stamp depends on the files that define the environment, so setup reruns
+# only when they change.
+$(STAMP): setup.py scripts/install-deps.sh | need-root
+	$(SUDO) bash scripts/install-deps.sh
+	$(SUDO) /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	$(SUDO) $(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	$(SUDO) touch $(STAMP)
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(SUDO) $(PY) -m pytest $(ARGS)
+
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit $(ARGS)
+
+experiment: $(STAMP)
+	$(SUDO) $(VENV)/bin/pathdiv run $(CONFIG) $(ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+clean-lab: $(STAMP)
+	$(SUDO) $(VENV)/bin/pathdiv clean

@@ -1,0 +1,28 @@
+"""pathdiv: a testbed for multipath transport research in data-center networks."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="pathdiv",
+    version="0.1.0",
+    description=(
+        "Emulated fat trees with ECMP, packet spraying and MPTCP, measured from "
+        "packet captures and compared with two-way MANOVA"
+    ),
+    python_requires=">=3.11",
+    packages=find_packages(include=["topologies*", "experiments*", "analysis*"]),
+    package_data={"experiments": ["*.yaml"]},
+    install_requires=[
+        "pyyaml>=6",
+        "numpy>=1.24",
+        "pandas>=2.0",
+        "scipy>=1.10",
+        "statsmodels>=0.14",
+        "scapy>=2.5",
+        "dpkt>=1.9.8",
+        "matplotlib>=3.7",
+        "tqdm>=4.66",
+    ],
+    extras_require={"dev": ["pytest>=7.4", "ruff>=0.6"]},
+    entry_points={"console_scripts": ["pathdiv=experiments.cli:main"]},
+)

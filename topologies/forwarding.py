@@ -1,0 +1,99 @@
+"""Forwarding state of every switch, computed from the topology alone.
+
+Both data planes install exactly these entries (the kernel one as routes and
+nftables rules, the bmv2 one as P4 table entries), so they cannot disagree on
+where a packet may go:
+
+  down    deterministic routes towards hosts (host /32 at edges, edge /24 at
+          aggregation switches, pod /16 at cores);
+  up      the equal-cost group towards the core, in port order (empty at cores);
+  static  the fat-tree paper's two-level table for `switching.mode: static`: a host
+          /32 (primary and aliases) -> one member of `up`, spread by host index so
+          different destinations use different cores but one destination one path;
+  seed    the per-switch hash seed for `ecmp`, so tiers do not polarise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from topologies.fattree import FatTree
+from topologies.model import Role
+
+
+@dataclass(frozen=True)
+class NextHop:
+    """Leave through `port` (interface `intf`) towards neighbour `node` at `address`."""
+
+    port: int
+    intf: str
+    node: str
+    address: str
+
+
+@dataclass(frozen=True)
+class Route:
+    prefix: str
+    hop: NextHop
+    direct: bool = False  # the destination is the neighbour itself (a host): no gateway
+
+
+@dataclass(frozen=True)
+class SwitchTable:
+    switch: str
+    address: str
+    down: tuple[Route, ...]
+    up: tuple[NextHop, ...]
+    static: tuple[Route, ...]
+    seed: int
+
+
+def switch_seed(run_seed: int, switch: str) -> int:
+    """A stable 32-bit hash seed per (run seed, switch)."""
+    digest = hashlib.blake2s(f"{run_seed}:{switch}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _hop(topo: FatTree, switch: str, link_peer: str) -> NextHop:
+    link = topo.link_between(switch, link_peer)
+    port = link.port_of(switch)
+    return NextHop(port.number, port.intf, link_peer, topo.nodes[link_peer].address)
+
+
+def switch_table(topo: FatTree, switch: str, run_seed: int = 0) -> SwitchTable:
+    node = topo.nodes[switch]
+    if not node.is_switch:
+        raise KeyError(f"{switch} is a host, not a switch")
+    down: list[Route] = []
+    for link in topo.downlinks(switch):
+        peer = link.a.node
+        hop = _hop(topo, switch, peer)
+        if node.role is Role.EDGE:
+            down += [Route(f"{a}/32", hop, direct=True) for a in topo.host_addresses(peer)]
+        elif node.role is Role.AGG:
+            down.append(Route(topo.edge_prefix(peer), hop))
+        else:
+            down.append(Route(topo.pod_prefix(topo.nodes[peer].pod or 0), hop))
+    up = tuple(_hop(topo, switch, lk.b.node) for lk in topo.uplinks(switch))
+    static: list[Route] = []
+    if up:
+        local = {r.prefix for r in down}
+        for host in topo.hosts:
+            hn = topo.nodes[host]
+            if node.role is Role.EDGE and topo.edge_of(host) == switch:
+                continue
+            if node.role is Role.AGG and hn.pod == node.pod:
+                continue
+            member = up[(hn.index + node.index) % len(up)]
+            static += [
+                Route(f"{a}/32", member) for a in topo.host_addresses(host) if a not in local
+            ]
+    return SwitchTable(
+        switch, node.address, tuple(down), up, tuple(static), switch_seed(run_seed, switch)
+    )
+
+
+def forwarding_tables(topo: FatTree, run_seed: int = 0) -> dict[str, SwitchTable]:
+    """Every switch's table, keyed by switch name."""
+    return {s: switch_table(topo, s, run_seed) for s in topo.switches}
