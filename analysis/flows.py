@@ -192,16 +192,17 @@ def group_connections(table: pd.DataFrame) -> pd.DataFrame:
     subflow itself for plain TCP and unresolved joins) and `token_resolved`."""
     table = table.copy()
     conn = pd.Series(table.index.to_numpy(), index=table.index)
-    tokens: dict[int, int] = {}
+    # token -> [(start time, connection)]: a token seen twice (reused after its
+    # connection ended) resolves to the latest connection that started before the join.
+    tokens: dict[int, list[tuple[float, int]]] = {}
     for sf, row in table[table["mp"] == "capable"].iterrows():
-        for key in (row["key_resp"], row["key_init"]):
-            if key:
-                tokens[mptcp_token(int(key))] = int(sf)
+        for key in {int(row["key_resp"]), int(row["key_init"])} - {0}:
+            tokens.setdefault(mptcp_token(key), []).append((float(row["first_ts"]), int(sf)))
     resolved = pd.Series(table["mp"] != "join", index=table.index)
     for sf, row in table[table["mp"] == "join"].iterrows():
-        owner = tokens.get(int(row["join_token"]))
-        if owner is not None:
-            conn[sf] = owner
+        owners = [c for c in tokens.get(int(row["join_token"]), []) if c[0] <= row["first_ts"]]
+        if owners:
+            conn[sf] = max(owners)[1]
             resolved[sf] = True
     table["conn"] = conn
     table["token_resolved"] = resolved
