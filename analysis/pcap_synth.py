@@ -134,6 +134,8 @@ class TransferSpec:
     delayed: dict[int, float] = field(default_factory=dict)  # segment -> extra last-hop delay
     key_client: int = 0x1111222233334444
     key_server: int = 0x5555666677778888
+    keys_visible: bool = True  # False: MP_CAPABLE without keys, so joins cannot resolve
+    isn: int = 1000  # initial sequence numbers: client isn*(i+1), server 500*isn*(i+1)
 
 
 def add_transfer(b: CaptureBuilder, spec: TransferSpec) -> dict[str, Any]:
@@ -150,8 +152,8 @@ def add_transfer(b: CaptureBuilder, spec: TransferSpec) -> dict[str, Any]:
     n = len(spec.subflows)
     fwd = [sf.path for sf in spec.subflows]
     rev = [tuple(reversed(p)) for p in fwd]
-    cseq = [1000 * (i + 1) for i in range(n)]
-    sseq = [500000 * (i + 1) for i in range(n)]
+    cseq = [spec.isn * (i + 1) for i in range(n)]
+    sseq = [500 * spec.isn * (i + 1) for i in range(n)]
     ip_id = [0] * n
 
     def frame(i: int, from_client: bool, flags: str, payload: int = 0, opts=()) -> Any:
@@ -178,8 +180,12 @@ def add_transfer(b: CaptureBuilder, spec: TransferSpec) -> dict[str, Any]:
     t = spec.t0
     for i in range(n):
         if spec.mptcp and i == 0:
-            syn_o, synack_o = [mp_capable()], [mp_capable(spec.key_server)]
-            ack_o = [mp_capable(spec.key_client, spec.key_server)]
+            syn_o = [mp_capable()]
+            if spec.keys_visible:
+                synack_o = [mp_capable(spec.key_server)]
+                ack_o = [mp_capable(spec.key_client, spec.key_server)]
+            else:
+                synack_o = ack_o = [mp_capable()]
         elif spec.mptcp:
             syn_o = [mp_join_syn(mptcp_token(spec.key_server), 7 + i, i)]
             synack_o = [(30, bytes([0x10, i]) + bytes(12))]
@@ -304,3 +310,38 @@ def write_run(
             w.writerow(row)
     builder.write(run_dir / "captures")
     return run_dir
+
+
+def spec_between(
+    topo: FatTree,
+    transfer_id: int,
+    client: str,
+    server: str,
+    *,
+    paths: Sequence[int] = (0,),
+    mptcp: bool = False,
+    client_port: int = 40000,
+    server_port: int = 80,
+    **kw: Any,
+) -> TransferSpec:
+    """A TransferSpec with one subflow per entry of `paths` (indices into
+    `topo.paths(client, server)`); subflow i leaves from the client's i-th address
+    (alias addresses for i >= 1, so the topology needs aliases for MPTCP)."""
+    all_paths = topo.paths(client, server)
+    addrs = topo.host_addresses(client)
+    subflows = [
+        SubflowSpec(addrs[i % len(addrs)], client_port + i, all_paths[p])
+        for i, p in enumerate(paths)
+    ]
+    kw.setdefault("group_id", transfer_id)
+    kw.setdefault("flow_type", "short")
+    return TransferSpec(
+        transfer_id=transfer_id,
+        client=client,
+        server=server,
+        server_addr=topo.nodes[server].address,
+        server_port=server_port,
+        subflows=subflows,
+        mptcp=mptcp,
+        **kw,
+    )
