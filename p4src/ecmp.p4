@@ -1,0 +1,32 @@
+/* pathdiv ecmp: equal-cost multipath, one path per flow.
+ *
+ * The member is a hash of the 5-tuple, mixed with the switch's seed (a
+ * `set_group` parameter) so that edge, aggregation and core switches choose
+ * independently instead of polarising onto the same member index.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#include "include/headers.p4"
+#include "include/parser.p4"
+
+control SelectMember(inout headers_t hdr,
+                     inout metadata_t meta,
+                     inout standard_metadata_t standard_metadata) {
+    apply {
+        hash_t flow_hash;
+        hash(flow_hash, HashAlgorithm.crc32, (hash_t) 0,
+             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
+               meta.l4_src_port, meta.l4_dst_port },
+             HASH_SPACE);
+        hash_t mixed = (flow_hash ^ meta.seed) * MIX_MULTIPLIER;
+        hash(meta.member, HashAlgorithm.identity, (member_t) 0, { mixed[31:16] }, meta.members);
+    }
+}
+
+#include "include/ingress.p4"
+#include "include/egress.p4"
+#include "include/deparser.p4"
+
+V1Switch(PathdivParser(), PathdivVerifyChecksum(), PathdivIngress(), PathdivEgress(),
+         PathdivComputeChecksum(), PathdivDeparser()) main;

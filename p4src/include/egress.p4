@@ -1,0 +1,46 @@
+/* pathdiv: egress. Rewrite MACs for the neighbour on the egress port (links are
+ * point to point, so the port names the next hop), mark ECN-capable packets CE
+ * when the egress queue is deeper than a threshold, count every sent packet.
+ */
+#ifndef PATHDIV_EGRESS_P4
+#define PATHDIV_EGRESS_P4
+
+typedef bit<19> qdepth_t;
+
+control PathdivEgress(inout headers_t hdr,
+                      inout metadata_t meta,
+                      inout standard_metadata_t standard_metadata) {
+    /* Every packet that leaves on a port. */
+    counter<port_index_t>(NUM_PORTS, CounterType.packets_and_bytes) port_tx;
+
+    /* Index 0: queue depth in packets at which ECT packets are marked CE; 0 = off.
+     * Only meaningful when bmv2's queue rate is set near the link rate. */
+    register<qdepth_t, bit<32>>(1) ecn_threshold;
+
+    action set_macs(mac_addr_t src, mac_addr_t dst) {
+        hdr.ethernet.src_addr = src;
+        hdr.ethernet.dst_addr = dst;
+    }
+
+    table neighbor_mac {
+        key = { standard_metadata.egress_port: exact; }
+        actions = { set_macs; NoAction; }
+        default_action = NoAction();
+        size = NUM_PORTS;
+    }
+
+    apply {
+        if (hdr.ipv4.isValid()) {
+            neighbor_mac.apply();
+            qdepth_t threshold;
+            ecn_threshold.read(threshold, 0);
+            if (threshold != 0 && standard_metadata.enq_qdepth >= threshold
+                    && hdr.ipv4.ecn != ECN_NOT_ECT) {
+                hdr.ipv4.ecn = ECN_CE;
+            }
+        }
+        port_tx.count((port_index_t) standard_metadata.egress_port);
+    }
+}
+
+#endif /* PATHDIV_EGRESS_P4 */

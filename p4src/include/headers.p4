@@ -1,0 +1,121 @@
+/* pathdiv: types, constants, headers and metadata shared by every program.
+ *
+ * Nothing here emits code; it only names things so the programs read without
+ * bare literals.
+ */
+#ifndef PATHDIV_HEADERS_P4
+#define PATHDIV_HEADERS_P4
+
+/* ---- types ------------------------------------------------------------------ */
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+typedef bit<16> group_id_t;     /* equal-cost group (one per switch: the up group) */
+typedef bit<16> member_t;       /* index of a member inside its group */
+typedef bit<32> hash_t;
+typedef bit<32> seed_t;         /* per-switch hash seed, so tiers do not polarise */
+typedef bit<48> time_us_t;      /* bmv2 timestamps are in microseconds */
+typedef bit<32> port_index_t;   /* index into the per-port counter and register arrays */
+
+/* ---- sizes ------------------------------------------------------------------ */
+const bit<32> NUM_PORTS = 64;        /* bmv2 port N is interface <switch>-eth<N> */
+const bit<32> MAX_GROUPS = 16;
+const bit<32> FLOWLET_SLOTS = 4096;  /* flowlet state is kept per hash slot */
+
+/* ---- protocol numbers ------------------------------------------------------- */
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_ARP = 0x0806;
+const bit<8> IP_PROTO_TCP = 6;
+const bit<8> IP_PROTO_UDP = 17;
+const bit<4> IPV4_IHL_NO_OPTIONS = 5;
+const bit<8> TTL_EXPIRED = 1;        /* a packet arriving with TTL <= 1 is dropped */
+const bit<16> ARP_HTYPE_ETHERNET = 1;
+const bit<16> ARP_PTYPE_IPV4 = ETHERTYPE_IPV4;
+const bit<16> ARP_OPER_REQUEST = 1;
+const bit<16> ARP_OPER_REPLY = 2;
+const bit<2> ECN_NOT_ECT = 0;
+const bit<2> ECN_CE = 3;
+
+/* ---- spray policies (value of the spray_policy register) --------------------- */
+const bit<8> SPRAY_RANDOM = 0;
+const bit<8> SPRAY_ROUNDROBIN = 1;
+
+/* ---- hash mixing ------------------------------------------------------------ */
+/* Odd multiplier (2^32 / golden ratio): (flow_hash ^ seed) * MIX_MULTIPLIER is a
+ * bijection per seed whose high bits differ non-linearly between seeds, unlike a
+ * CRC over (seed, tuple) whose outputs for two seeds differ by a constant XOR. */
+const bit<32> MIX_MULTIPLIER = 0x9E3779B1;
+const bit<64> HASH_SPACE = 0x100000000;   /* keep all 32 bits of a hash */
+
+/* ---- headers ---------------------------------------------------------------- */
+header ethernet_t {
+    mac_addr_t dst_addr;
+    mac_addr_t src_addr;
+    bit<16>    ether_type;
+}
+
+header arp_t {
+    bit<16>     htype;
+    bit<16>     ptype;
+    bit<8>      hlen;
+    bit<8>      plen;
+    bit<16>     oper;
+    mac_addr_t  sender_hw_addr;
+    ipv4_addr_t sender_proto_addr;
+    mac_addr_t  target_hw_addr;
+    ipv4_addr_t target_proto_addr;
+}
+
+header ipv4_t {
+    bit<4>      version;
+    bit<4>      ihl;
+    bit<6>      dscp;
+    bit<2>      ecn;
+    bit<16>     total_len;
+    bit<16>     identification;
+    bit<3>      flags;
+    bit<13>     frag_offset;
+    bit<8>      ttl;
+    bit<8>      protocol;
+    bit<16>     hdr_checksum;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+}
+
+header tcp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<32> seq_no;
+    bit<32> ack_no;
+    bit<4>  data_offset;
+    bit<4>  res;
+    bit<8>  flags;
+    bit<16> window;
+    bit<16> checksum;
+    bit<16> urgent_ptr;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+struct headers_t {
+    ethernet_t ethernet;
+    arp_t      arp;
+    ipv4_t     ipv4;
+    tcp_t      tcp;
+    udp_t      udp;
+}
+
+struct metadata_t {
+    bit<16>    l4_src_port;   /* 0 unless TCP or UDP */
+    bit<16>    l4_dst_port;
+    group_id_t group;         /* set by the route lookup when it hits a group */
+    member_t   members;       /* group size; 0 = the route named a port directly */
+    member_t   member;        /* chosen by the program's SelectMember control */
+    seed_t     seed;
+}
+
+#endif /* PATHDIV_HEADERS_P4 */

@@ -1,0 +1,67 @@
+/* pathdiv: parser and checksum verification (Ethernet, ARP, IPv4, TCP, UDP).
+ *
+ * L4 ports are copied into metadata so hashing reads one place whatever the
+ * protocol. IPv4 with options is forwarded but its L4 header is not parsed.
+ */
+#ifndef PATHDIV_PARSER_P4
+#define PATHDIV_PARSER_P4
+
+parser PathdivParser(packet_in packet,
+                     out headers_t hdr,
+                     inout metadata_t meta,
+                     inout standard_metadata_t standard_metadata) {
+    state start {
+        meta.l4_src_port = 0;
+        meta.l4_dst_port = 0;
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_ARP: parse_arp;
+            default: accept;
+        }
+    }
+
+    state parse_arp {
+        packet.extract(hdr.arp);
+        transition accept;
+    }
+
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (IPV4_IHL_NO_OPTIONS, 0, IP_PROTO_TCP): parse_tcp;
+            (IPV4_IHL_NO_OPTIONS, 0, IP_PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_tcp {
+        packet.extract(hdr.tcp);
+        meta.l4_src_port = hdr.tcp.src_port;
+        meta.l4_dst_port = hdr.tcp.dst_port;
+        transition accept;
+    }
+
+    state parse_udp {
+        packet.extract(hdr.udp);
+        meta.l4_src_port = hdr.udp.src_port;
+        meta.l4_dst_port = hdr.udp.dst_port;
+        transition accept;
+    }
+}
+
+/* A bad IPv4 header checksum sets standard_metadata.checksum_error; ingress drops. */
+control PathdivVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        verify_checksum(
+            hdr.ipv4.isValid() && hdr.ipv4.ihl == IPV4_IHL_NO_OPTIONS,
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+              hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags,
+              hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol,
+              hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum,
+            HashAlgorithm.csum16);
+    }
+}
+
+#endif /* PATHDIV_PARSER_P4 */

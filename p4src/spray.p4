@@ -1,0 +1,41 @@
+/* pathdiv spray: packet spraying, a new member for every packet.
+ *
+ * The spray_policy register (index 0) selects at run time:
+ *   SPRAY_RANDOM      a uniformly random member;
+ *   SPRAY_ROUNDROBIN  members in turn (next_member holds the turn per group).
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#include "include/headers.p4"
+#include "include/parser.p4"
+
+control SelectMember(inout headers_t hdr,
+                     inout metadata_t meta,
+                     inout standard_metadata_t standard_metadata) {
+    register<bit<8>, bit<32>>(1) spray_policy;
+    register<member_t, bit<32>>(MAX_GROUPS) next_member;
+
+    apply {
+        bit<8> policy;
+        spray_policy.read(policy, 0);
+        if (policy == SPRAY_ROUNDROBIN) {
+            member_t turn;
+            next_member.read(turn, (bit<32>) meta.group);
+            if (turn >= meta.members) {
+                turn = 0;
+            }
+            meta.member = turn;
+            next_member.write((bit<32>) meta.group, turn + 1);
+        } else {
+            random(meta.member, (member_t) 0, meta.members - 1);
+        }
+    }
+}
+
+#include "include/ingress.p4"
+#include "include/egress.p4"
+#include "include/deparser.p4"
+
+V1Switch(PathdivParser(), PathdivVerifyChecksum(), PathdivIngress(), PathdivEgress(),
+         PathdivComputeChecksum(), PathdivDeparser()) main;

@@ -1,0 +1,178 @@
+"""P4 table entries computed from the fat tree (no p4c, no root)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+
+from experiments.p4_entries import (
+    A_ARP_REPLY,
+    A_FORWARD,
+    A_SET_GROUP,
+    A_SET_MACS,
+    R_ECN_THRESHOLD,
+    R_FLOWLET_GAP,
+    R_SPRAY_POLICY,
+    T_ARP,
+    T_GROUP,
+    T_LPM,
+    T_NEIGHBOR,
+    UP_GROUP,
+    EntryError,
+    EntryOptions,
+    Value,
+    mac_to_int,
+    network_entries,
+    switch_entries,
+)
+from topologies.fattree import FatTree
+from topologies.forwarding import forwarding_tables
+
+
+def fake_macs(topo: FatTree) -> dict[str, str]:
+    """A distinct MAC per interface, derived from its position in the list."""
+    return {
+        intf: "02:00:00:00:{:02x}:{:02x}".format(*divmod(i + 1, 256))
+        for i, intf in enumerate(topo.interfaces)
+    }
+
+
+@pytest.fixture(scope="module")
+def topo() -> FatTree:
+    return FatTree(4, aliases_per_host=3)
+
+
+@pytest.fixture(scope="module")
+def tables(topo: FatTree):
+    return forwarding_tables(topo, run_seed=7)
+
+
+@pytest.fixture(scope="module")
+def macs(topo: FatTree) -> dict[str, str]:
+    return fake_macs(topo)
+
+
+def lpm(entries, prefix: str):
+    net = ipaddress.IPv4Network(prefix)
+    key = ((int(net.network_address), net.prefixlen),)
+    hits = [e for e in entries.tables if e.table == T_LPM and e.normalized()[0] == key]
+    assert len(hits) <= 1
+    return hits[0] if hits else None
+
+
+def test_edge_routes_its_hosts_and_aliases_to_their_ports(topo, tables, macs) -> None:
+    entries = switch_entries(topo, tables["e1"], macs, "ecmp")
+    for host in ("h1", "h2"):
+        port = topo.link_between("e1", host).port_of("e1").number
+        for addr in topo.host_addresses(host):
+            e = lpm(entries, f"{addr}/32")
+            assert e is not None, addr
+            assert (e.action, e.params) == (A_FORWARD, (Value(port),))
+
+
+def test_ecmp_up_group_lists_every_uplink_in_port_order(topo, tables, macs) -> None:
+    entries = switch_entries(topo, tables["a1"], macs, "ecmp")
+    default = lpm(entries, "0.0.0.0/0")
+    assert default.action == A_SET_GROUP
+    assert [v.value for v in default.params] == [UP_GROUP, 2, tables["a1"].seed]
+    members = sorted(
+        (e.match[1].value, e.params[0].value) for e in entries.tables if e.table == T_GROUP
+    )
+    up_ports = [lk.port_of("a1").number for lk in topo.uplinks("a1")]
+    assert members == list(enumerate(up_ports))
+
+
+def test_seeds_differ_between_switches(topo, tables, macs) -> None:
+    seeds = {
+        lpm(switch_entries(topo, tables[s], macs, "ecmp"), "0.0.0.0/0").params[-1].value
+        for s in ("e1", "e2", "a1", "a2")
+    }
+    assert len(seeds) == 4
+
+
+def test_static_has_one_route_per_remote_address_and_no_group(topo, tables, macs) -> None:
+    entries = switch_entries(topo, tables["e1"], macs, "static")
+    assert not [e for e in entries.tables if e.table == T_GROUP]
+    assert lpm(entries, "0.0.0.0/0") is None
+    remote = [a for h in topo.hosts if topo.edge_of(h) != "e1" for a in topo.host_addresses(h)]
+    up_ports = {lk.port_of("e1").number for lk in topo.uplinks("e1")}
+    used = set()
+    for addr in remote:
+        e = lpm(entries, f"{addr}/32")
+        assert e is not None and e.action == A_FORWARD, addr
+        assert e.params[0].value in up_ports
+        used.add(e.params[0].value)
+    assert used == up_ports  # destinations are spread over both uplinks
+
+
+def test_core_routes_pods_down_and_has_no_group(topo, tables, macs) -> None:
+    entries = switch_entries(topo, tables["c1"], macs, "spray")
+    for pod in range(4):
+        e = lpm(entries, f"10.{pod}.0.0/16")
+        assert e.params == (Value(pod),)
+    assert lpm(entries, "0.0.0.0/0") is None
+
+
+def test_arp_and_neighbor_macs_cover_every_port(topo, tables, macs) -> None:
+    entries = switch_entries(topo, tables["e3"], macs, "ecmp")
+    for link in topo.links_of("e3"):
+        mine, peer = link.port_of("e3"), link.peer_of("e3")
+        arp = [e for e in entries.tables if e.table == T_ARP and e.match[0].value == mine.number]
+        assert len(arp) == 1
+        assert arp[0].match[1] == Value(int(ipaddress.IPv4Address("10.1.0.1")), "ipv4")
+        my_mac, peer_mac = mac_to_int(macs[mine.intf]), mac_to_int(macs[peer.intf])
+        assert (arp[0].action, arp[0].params) == (A_ARP_REPLY, (Value(my_mac, "mac"),))
+        nb = [
+            e for e in entries.tables if e.table == T_NEIGHBOR and e.match[0].value == mine.number
+        ]
+        assert nb[0].action == A_SET_MACS
+        assert [v.value for v in nb[0].params] == [my_mac, peer_mac]
+
+
+def test_registers_per_program(topo, tables, macs) -> None:
+    opts = EntryOptions(spray="roundrobin", flowlet_gap_us=250, ecn_threshold_pkts=30)
+    spray = switch_entries(topo, tables["e1"], macs, "spray", opts)
+    assert {(r.register, r.value) for r in spray.registers} == {
+        (R_ECN_THRESHOLD, 30),
+        (R_SPRAY_POLICY, 1),
+    }
+    flowlet = switch_entries(topo, tables["e1"], macs, "flowlet", opts)
+    assert {(r.register, r.value) for r in flowlet.registers} == {
+        (R_ECN_THRESHOLD, 30),
+        (R_FLOWLET_GAP, 250),
+    }
+
+
+def test_cli_commands_are_readable(topo, tables, macs) -> None:
+    cmds = switch_entries(topo, tables["e1"], macs, "ecmp").commands()
+    assert "table_add PathdivIngress.ipv4_lpm PathdivIngress.forward 10.0.0.2/32 => 0" in cmds
+    mac0 = macs["e1-eth0"]
+    arp = f"table_add PathdivIngress.arp_responder PathdivIngress.arp_reply 0 10.0.0.1 => {mac0}"
+    assert arp in cmds
+    assert "register_write PathdivEgress.ecn_threshold 0 0" in cmds
+
+
+def test_whole_network_has_entries_for_every_switch(topo, tables, macs) -> None:
+    net = network_entries(topo, tables, macs, "ecmp")
+    assert set(net) == set(topo.switches)
+
+
+def test_missing_mac_names_the_interface(topo, tables, macs) -> None:
+    partial = {k: v for k, v in macs.items() if k != "e1-eth2"}
+    with pytest.raises(EntryError, match="no MAC address known for interface e1-eth2"):
+        switch_entries(topo, tables["e1"], partial, "ecmp")
+
+
+def test_bad_inputs_name_the_value() -> None:
+    with pytest.raises(EntryError, match="spray policy 'zigzag' is not one of random, roundrobin"):
+        EntryOptions(spray="zigzag")
+    with pytest.raises(EntryError, match=r"ECN threshold must be in 0\.\.524287"):
+        EntryOptions(ecn_threshold_pkts=-1)
+    with pytest.raises(EntryError, match="'aa:bb' is not of the form"):
+        mac_to_int("aa:bb")
+
+
+def test_unknown_program_lists_the_known_ones(topo, tables, macs) -> None:
+    with pytest.raises(EntryError, match="'wcmp' is not one of static, ecmp, spray, flowlet"):
+        switch_entries(topo, tables["e1"], macs, "wcmp")
