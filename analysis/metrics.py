@@ -87,10 +87,9 @@ def load_transfers(run_dir: Path) -> pd.DataFrame:
     path = run_dir / "transfers.csv"
     if not path.exists():
         raise RunLayoutError(f"{path} missing; the runner writes one per run")
-    tr = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    ok = tr["ok"].astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
-    tr["ok"] = ok
-    tr["error"] = tr["error"].fillna("").astype(str) if "error" in tr else ""
+    tr = pd.read_csv(path, dtype={"error": str, "client_addr": str, "server_addr": str})
+    tr["ok"] = tr["ok"].astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
+    tr["error"] = tr["error"].fillna("") if "error" in tr else ""
     return tr
 
 

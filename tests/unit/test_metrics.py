@@ -1,0 +1,186 @@
+"""The study's metrics on scapy-crafted runs whose answers follow from the timing model
+of analysis.pcap_synth: a packet sent at t is captured on hop i at t + (i+1)·H, the
+server's handshake reply leaves RTT/2 after the client's packet, with RTT = 2·6·H + 2·H
+on the 6-hop paths between pods."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.metrics import (
+    METRIC_COLUMNS,
+    RunLayoutError,
+    compute_metrics,
+    compute_run_metrics,
+    compute_transfer_metrics,
+)
+from analysis.metrics_transfer import balance_utilization
+from analysis.pcap_synth import ETH_IP_TCP, CaptureBuilder, add_transfer, spec_between, write_run
+from topologies.fattree import FatTree
+
+H = 50e-6  # CaptureBuilder's hop delay
+RTT = 14 * H
+GAP = 1e-3  # TransferSpec.gap_s
+MSS = 1000
+REQ = 100
+
+
+def run(tmp_path: Path, specs: list, transport: str = "tcp", pattern: str = "silent",
+        name: str = "r1", status: str = "complete") -> Path:
+    topo = FatTree(4, aliases_per_host=3 if transport == "mptcp" else 0)
+    b = CaptureBuilder(topo, hop_delay_s=H)
+    rows = [add_transfer(b, s) for s in specs]
+    return write_run(tmp_path / "runs" / name, topo, b, rows, transport=transport,
+                     subflows=4 if transport == "mptcp" else 1, pattern=pattern,
+                     factors={"switching": f"ecmp-{transport}", "host": "vanilla"},
+                     run_id=name, status=status)
+
+
+def one(tmp_path: Path, spec, transport: str = "tcp") -> pd.Series:
+    return compute_transfer_metrics(run(tmp_path, [spec], transport)).iloc[0]
+
+
+def tcp_spec(**kw):
+    return spec_between(FatTree(4), 1, "h1", "h16", t0=1000.0, mss=MSS, gap_s=GAP,
+                        request_bytes=REQ, **kw)
+
+
+def test_tcp_transfer_known_fct_and_bytes(tmp_path: Path) -> None:
+    m = one(tmp_path, tcp_spec(size_bytes=5000))
+    # Client SYN seen on its access link at t0 + H. Request at t0 + RTT + H, data from
+    # RTT/2 later, 5 segments GAP apart, server FIN 5·GAP after the first, seen 6·H later.
+    fct = (RTT + H + RTT / 2 + 5 * GAP + 6 * H) - H
+    assert m["fct_s"] == pytest.approx(fct, abs=2e-6)
+    # Frames: SYN, SYN-ACK, ACK, request, 5 data + 5 ACKs, FIN, FIN, ACK.
+    wire = 11 * ETH_IP_TCP + (ETH_IP_TCP + REQ) + 5 * (ETH_IP_TCP + MSS)
+    assert m["wire_bytes"] == wire
+    assert m["throughput_mbps"] == pytest.approx(wire * 8 / fct / 1e6, rel=1e-3)
+    assert m["goodput_mbps"] == pytest.approx(5000 * 8 / fct / 1e6, rel=1e-3)
+    assert m["excess_pct"] == pytest.approx(100 * (wire - 5000) / 5000)
+    assert (m["retrans_pct"], m["reorder_pct"]) == (0, 0)
+    assert (m["subflows"], m["subflows_opened"], m["paths"], m["paths_used"]) == (1, 1, 4, 1)
+    assert m["utilization"] == 0.25
+
+
+def test_retransmissions_counted_from_the_repeated_sequence_range(tmp_path: Path) -> None:
+    # Segment 2 is dropped after 3 of its 6 hops and sent again after segment 4.
+    m = one(tmp_path, tcp_spec(size_bytes=5000, lost={2: 3}))
+    assert m["retrans_bytes"] == MSS
+    assert m["data_bytes_sent"] == 6 * MSS
+    assert m["retrans_pct"] == pytest.approx(100 / 6)
+    assert m["reorder_pct"] == 0  # the late retransmission is not reordering
+    # The lost copy crossed half of the path: it counts for half a frame.
+    # 4 segments through, 1 lost half way, 1 retransmission through.
+    wire = 11 * ETH_IP_TCP + (ETH_IP_TCP + REQ) + 5.5 * (ETH_IP_TCP + MSS)
+    assert m["wire_bytes"] == wire
+    assert m["fct_s"] == pytest.approx(RTT + RTT / 2 + 6 * GAP + 6 * H, abs=2e-6)
+
+
+def test_reordering_counted_exactly(tmp_path: Path) -> None:
+    # Segment 2 arrives 3.5 gaps late: after segments 3, 4 and 5 -> one late packet.
+    # Segment 6 arrives 1.5 gaps late: after segment 7 -> a second one.
+    # Segment 8 is lost and retransmitted at the end: not reordering.
+    spec = tcp_spec(size_bytes=10 * MSS, delayed={2: 3.5 * GAP, 6: 1.5 * GAP}, lost={8: 1})
+    m = one(tmp_path, spec)
+    assert m["reordered_pkts"] == 2
+    assert m["data_pkts_received"] == 10
+    assert m["reorder_pct"] == pytest.approx(20.0)
+    assert m["retrans_bytes"] == MSS
+
+
+def mptcp_spec(paths, **kw):
+    return spec_between(FatTree(4, aliases_per_host=3), 1, "h1", "h16", paths=paths,
+                        mptcp=True, t0=1000.0, mss=MSS, gap_s=GAP, request_bytes=REQ, **kw)
+
+
+def test_mptcp_on_four_paths_has_utilization_one(tmp_path: Path) -> None:
+    m = one(tmp_path, mptcp_spec((0, 1, 2, 3), size_bytes=8 * MSS), "mptcp")
+    # Each path carries 2 data segments; handshakes differ by the 4 bytes an MP_JOIN
+    # SYN-ACK option has over MP_CAPABLE's, so the balance is 1.0 to within 1e-5.
+    assert m["utilization"] == pytest.approx(1.0, abs=1e-5)
+    assert (m["subflows"], m["subflows_opened"], m["paths_used"]) == (4, 4, 4)
+    # FCT spans all subflows: 4 handshakes of RTT + H, request, 8 segments, and the
+    # last subflow's FIN 3·H after the first's.
+    fct = 4 * (RTT + H) + RTT / 2 + 8 * GAP + 3 * H + 6 * H - H
+    assert m["fct_s"] == pytest.approx(fct, abs=2e-6)
+    assert m["goodput_mbps"] * 1e6 * m["fct_s"] / 8 == pytest.approx(8 * MSS)
+
+
+def test_mptcp_on_a_single_path_has_utilization_a_quarter(tmp_path: Path) -> None:
+    m = one(tmp_path, mptcp_spec((2, 2, 2, 2), size_bytes=8 * MSS), "mptcp")
+    assert m["utilization"] == 0.25
+    assert (m["subflows"], m["paths_used"]) == (4, 1)
+
+
+def test_two_of_four_paths_balanced_is_a_half() -> None:
+    assert balance_utilization([5, 5, 0, 0]) == 0.5
+    assert balance_utilization([1, 1, 1, 1]) == 1.0
+    assert 0.25 < balance_utilization([10, 1, 0, 0]) < 0.5
+    assert balance_utilization([0, 0]) != balance_utilization([0, 0])  # NaN: nothing sent
+
+
+def test_partition_aggregate_group_takes_the_longest_transfer(tmp_path: Path) -> None:
+    topo = FatTree(4)
+    servers = [h for h in topo.hosts if h not in ("h1",)][:7]
+    specs = [
+        spec_between(topo, i + 1, "h1", s, size_bytes=(i + 1) * MSS, t0=1000.0, group_id=9,
+                     flow_type="query", mss=MSS, gap_s=GAP, client_port=40000 + i)
+        for i, s in enumerate(servers)
+    ]
+    rdir = run(tmp_path, specs, pattern="noisy")
+    per_transfer = compute_transfer_metrics(rdir)
+    rows = compute_run_metrics(rdir)
+    assert len(rows) == 1
+    g = rows.iloc[0]
+    assert g["transfers"] == 7 and g["ok"]
+    assert g["fct_s"] == per_transfer["fct_s"].max()
+    assert g["goodput_mbps"] == pytest.approx(28 * MSS * 8 / g["fct_s"] / 1e6)
+    assert g["throughput_mbps"] > g["goodput_mbps"]
+    assert (g["condition"], g["flow_type"], g["switching"], g["host"]) == (
+        "noisy", "query", "ecmp-tcp", "vanilla"
+    )
+
+
+def test_metrics_csv_covers_complete_runs_only(tmp_path: Path) -> None:
+    run(tmp_path, [tcp_spec(size_bytes=3000)], name="r1")
+    run(tmp_path, [tcp_spec(size_bytes=4000)], name="r2")
+    run(tmp_path, [tcp_spec(size_bytes=5000)], name="r3", status="failed")
+    out = compute_metrics(tmp_path)
+    assert out == tmp_path / "metrics.csv"
+    df = pd.read_csv(out)
+    assert sorted(df["run_id"]) == ["r1", "r2"]
+    assert sorted(df["payload_bytes"]) == [3000, 4000]
+    for col in ["switching", "host", "run_id", "repetition", "condition", "flow_type",
+                *METRIC_COLUMNS]:
+        assert col in df.columns
+    assert df[METRIC_COLUMNS].notna().all().all()
+    assert not list(tmp_path.glob(".metrics.csv.*"))  # no temp file left behind
+    assert len(pd.read_csv(tmp_path / "transfer_metrics.csv")) == 2
+
+
+def test_no_complete_run_is_an_error_naming_the_folder(tmp_path: Path) -> None:
+    run(tmp_path, [tcp_spec(size_bytes=3000)], status="partial")
+    with pytest.raises(RunLayoutError, match=r"no complete runs under .*runs \(1 manifests"):
+        compute_metrics(tmp_path)
+
+
+def test_failed_transfer_gives_a_row_marked_not_ok(tmp_path: Path) -> None:
+    rdir = run(tmp_path, [tcp_spec(size_bytes=3000)])
+    csv = rdir / "transfers.csv"
+    df = pd.read_csv(csv, dtype={"error": str})
+    df.loc[0, "ok"], df.loc[0, "error"] = False, "timeout"
+    df.to_csv(csv, index=False)
+    row = compute_run_metrics(rdir).iloc[0]
+    assert not row["ok"] and row["error"] == "timeout"
+
+
+def test_missing_manifest_names_the_expected_layout(tmp_path: Path) -> None:
+    with pytest.raises(RunLayoutError, match=r"manifest.json missing; expected a run folder"):
+        compute_run_metrics(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({"config": {}}))
+    with pytest.raises(RunLayoutError, match=r"transfers.csv missing"):
+        compute_run_metrics(tmp_path)
