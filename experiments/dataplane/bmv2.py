@@ -1,0 +1,389 @@
+"""The P4 data plane: one bmv2 `simple_switch` per switch namespace, tables from the topology.
+
+Each switch node is a network namespace whose ports are driven by a `simple_switch`
+process (bmv2 port N = interface <switch>-ethN, thrift port THRIFT_BASE + index),
+running the program of the current mode (p4src/<mode>.p4, compiled once and cached
+by content hash). Entries come from `experiments.p4_entries` and are installed with
+`simple_switch_CLI` inside the namespace, then read back and compared: any
+difference stops the run with the switch, the difference and the files to read.
+
+`set_mode` swaps the program on every running switch (`load_new_config_file` +
+`swap_configs`, which bmv2 allows with `--enable-swap`) and reinstalls entries;
+between spray policies only a register changes. Packets that arrive between a swap
+and the end of the entry install are dropped, so change modes between runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from mininet.node import Node
+
+from experiments.dataplane.base import DataPlane, DataPlaneError, PortCounters, check_mode
+from experiments.p4_cli import (
+    cli_errors,
+    parse_counters,
+    parse_registers,
+    readback_commands,
+    readback_differences,
+)
+from experiments.p4_entries import (
+    C_PORT_RX,
+    C_PORT_TX,
+    R_SPRAY_POLICY,
+    SPRAY_POLICIES,
+    EntryOptions,
+    SwitchEntries,
+    switch_entries,
+    switch_ports,
+)
+from experiments.p4_programs import MODE_PROGRAMS, CompiledProgram, compile_program
+from experiments.p4_tools import P4Tools, find_p4_tools
+
+__all__ = ["Bmv2DataPlane", "Bmv2Switch", "find_p4_tools"]
+
+THRIFT_BASE = 9090
+READY_TIMEOUT_S = 30.0
+CLI_TIMEOUT_S = 120.0
+POLL_S = 0.05
+DEBUG_ENV = "PATHDIV_P4_DEBUG"
+# bmv2 reads whole frames with libpcap: no partial checksums, no super-packets.
+OFFLOADS_OFF = ("rx", "off", "tx", "off", "sg", "off", "tso", "off", "gso", "off", "gro", "off")
+TCP_LISTEN = "0A"
+
+
+def simple_switch_argv(
+    tools: P4Tools,
+    device_id: int,
+    thrift_port: int,
+    ports: list[tuple[int, str]],
+    program_json: Path,
+    debug_dir: Path | None = None,
+) -> list[str]:
+    """argv of one switch: logging off unless `debug_dir` (console log + per-port pcaps)."""
+    argv = [str(tools.switch), "--device-id", str(device_id), "--thrift-port", str(thrift_port)]
+    for number, intf in ports:
+        argv += ["-i", f"{number}@{intf}"]
+    if debug_dir is not None:
+        argv += ["--log-console", "--log-level", "debug", "--pcap", str(debug_dir)]
+    argv.append(str(program_json))
+    argv += ["--", "--enable-swap"]
+    return argv
+
+
+def listening_tcp_ports(proc_net_tcp: str) -> set[int]:
+    """Local ports in LISTEN state in a /proc/<pid>/net/tcp{,6} dump."""
+    ports: set[int] = set()
+    for line in proc_net_tcp.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 3 and fields[3] == TCP_LISTEN:
+            ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def offload_argv(intf: str) -> list[str]:
+    return ["ethtool", "-K", intf, *OFFLOADS_OFF]
+
+
+class Bmv2Switch(Node):
+    """A network namespace whose ports one `simple_switch` process drives.
+
+    The namespace's own IP stack stays out of the way: no IPv4 address on the ports,
+    no forwarding, IPv6 off (so it sends no neighbour discovery of its own).
+    """
+
+    def __init__(self, name: str, **params: Any) -> None:
+        super().__init__(name, **params)
+        self.bmv2: subprocess.Popen[bytes] | None = None
+        self.bmv2_log: Path | None = None
+        self.thrift_port: int | None = None
+
+    def config(self, **params: Any) -> dict[str, Any]:
+        result = super().config(**params)
+        self.cmd(
+            "sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.disable_ipv6=1 "
+            "net.ipv6.conf.default.disable_ipv6=1"
+        )
+        return result
+
+    def start_bmv2(self, argv: list[str], log: Path, thrift_port: int) -> None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("wb") as out:
+            self.bmv2 = self.popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                   stderr=subprocess.STDOUT)
+        self.bmv2_log, self.thrift_port = log, thrift_port
+
+    def wait_bmv2(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Return once the thrift port listens; raise naming the log otherwise."""
+        assert self.bmv2 is not None and self.thrift_port is not None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            rc = self.bmv2.poll()
+            if rc is not None:
+                raise DataPlaneError(
+                    f"switch {self.name}: simple_switch exited with code {rc} while starting; "
+                    f"read {self.bmv2_log}"
+                )
+            if self.thrift_port in self._listening():
+                return
+            if time.monotonic() > deadline:
+                raise DataPlaneError(
+                    f"switch {self.name}: simple_switch did not listen on thrift port "
+                    f"{self.thrift_port} within {timeout_s:g} s; read {self.bmv2_log}"
+                )
+            time.sleep(POLL_S)
+
+    def _listening(self) -> set[int]:
+        assert self.bmv2 is not None
+        ports: set[int] = set()
+        for name in ("tcp", "tcp6"):
+            with contextlib.suppress(OSError):
+                ports |= listening_tcp_ports(Path(f"/proc/{self.bmv2.pid}/net/{name}").read_text())
+        return ports
+
+    def stop_bmv2(self) -> None:
+        proc, self.bmv2 = self.bmv2, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+    def stop(self, deleteIntfs: bool = False) -> None:
+        self.stop_bmv2()
+        super().stop(deleteIntfs)
+
+
+class Bmv2DataPlane(DataPlane):
+    name = "bmv2"
+
+    def __init__(
+        self,
+        topo: Any,
+        tables: dict[str, Any],
+        workdir: Path,
+        tools: P4Tools | None = None,
+        options: EntryOptions | None = None,
+        debug: bool | None = None,
+    ) -> None:
+        super().__init__(topo, tables, workdir)
+        if tools is None:
+            found, reason = find_p4_tools()
+            if found is None:
+                raise DataPlaneError(f"the bmv2 data plane cannot run: {reason}")
+            tools = found
+        self.tools = tools
+        self.options = options or EntryOptions()
+        self.debug = os.environ.get(DEBUG_ENV) == "1" if debug is None else debug
+        self.net: Any = None
+        self.compiled: dict[str, CompiledProgram] = {}
+        self.program: str | None = None
+        self.macs: dict[str, str] = {}
+        self.entries: dict[str, SwitchEntries] = {}
+        self._versions: dict[str, str] | None = None
+
+    def switch_class(self) -> type:
+        return Bmv2Switch
+
+    @property
+    def switch_dir(self) -> Path:
+        return self.workdir / "switches"
+
+    def thrift_port(self, switch: str) -> int:
+        return THRIFT_BASE + self.topo.switches.index(switch)
+
+    def _program(self, name: str) -> CompiledProgram:
+        if name not in self.compiled:
+            self.compiled[name] = compile_program(name, self.tools)
+        return self.compiled[name]
+
+    # ---- lifecycle ---------------------------------------------------------------
+    def start(self, net: Any, mode: str, spray: str) -> None:
+        check_mode(mode, spray)
+        self.net = net
+        program = self._program(MODE_PROGRAMS[mode])
+        self.macs = self._read_macs()
+        self._offloads_off()
+        for i, sw in enumerate(self.topo.switches):
+            ports = [(hop.port, hop.intf) for hop in switch_ports(self.tables[sw])]
+            debug_dir = self.switch_dir / f"{sw}.pcap" if self.debug else None
+            if debug_dir is not None:
+                debug_dir.mkdir(parents=True, exist_ok=True)
+            argv = simple_switch_argv(
+                self.tools, i, self.thrift_port(sw), ports, program.json, debug_dir
+            )
+            net[sw].start_bmv2(argv, self.switch_dir / f"{sw}.bmv2.log", self.thrift_port(sw))
+        for sw in self.topo.switches:
+            net[sw].wait_bmv2()
+        self.program = program.name
+        self._install(spray)
+        self.mode, self.spray = mode, spray
+
+    def set_mode(self, mode: str, spray: str) -> None:
+        check_mode(mode, spray)
+        if self.net is None:
+            raise DataPlaneError("set_mode before start: the bmv2 switches are not running")
+        wanted = MODE_PROGRAMS[mode]
+        if wanted != self.program:
+            program = self._program(wanted)
+            self._cli_all(
+                {sw: [f"load_new_config_file {program.json}", "swap_configs"]
+                 for sw in self.topo.switches},
+                "swap",
+            )
+            self.program = wanted
+            self._install(spray)
+        elif spray != self.spray and wanted == "spray":
+            value = SPRAY_POLICIES[spray]
+            self._cli_all(
+                {sw: [f"register_write {R_SPRAY_POLICY} 0 {value}"] for sw in self.topo.switches},
+                "spray",
+            )
+            outputs = self._cli_all(
+                {sw: [f"register_read {R_SPRAY_POLICY} 0"] for sw in self.topo.switches},
+                "spray-readback",
+            )
+            for sw, out in outputs.items():
+                got = parse_registers(out).get((R_SPRAY_POLICY, 0))
+                if got != value:
+                    raise DataPlaneError(
+                        f"switch {sw}: spray policy register reads {got}, expected {value} "
+                        f"({spray}); read {self.switch_dir / f'{sw}.spray-readback.out'}"
+                    )
+        self.mode, self.spray = mode, spray
+
+    def stop(self) -> None:
+        if self.net is None:
+            return
+        for sw in self.topo.switches:
+            with contextlib.suppress(Exception):
+                self.net[sw].stop_bmv2()
+        self.net = None
+
+    # ---- configuration -----------------------------------------------------------
+    def _read_macs(self) -> dict[str, str]:
+        macs: dict[str, str] = {}
+        script = 'for i in /sys/class/net/*; do echo "${i##*/} $(cat $i/address)"; done'
+        for node in self.topo.nodes:
+            for line in self.net[node].cmd(script).splitlines():
+                parts = line.split()
+                if len(parts) == 2:
+                    macs[parts[0]] = parts[1]
+        return macs
+
+    def _offloads_off(self) -> None:
+        for sw in self.topo.switches:
+            for link in self.topo.links_of(sw):
+                for port in (link.port_of(sw), link.peer_of(sw)):
+                    if port.node != sw and self.topo.nodes[port.node].is_switch:
+                        continue  # that switch does its own ports
+                    out = self.net[port.node].cmd(
+                        " ".join(offload_argv(port.intf)) + " 2>&1; echo __rc=$?"
+                    )
+                    body, _, rc = out.rpartition("__rc=")
+                    if rc.strip() != "0":
+                        raise DataPlaneError(
+                            f"{port.node}: could not turn offloads off on {port.intf} "
+                            f"(exit {rc.strip()}): {body.strip()[-300:]}"
+                        )
+
+    def _install(self, spray: str) -> None:
+        assert self.program is not None
+        options = EntryOptions(spray, self.options.flowlet_gap_us, self.options.ecn_threshold_pkts)
+        self.entries = {
+            sw: switch_entries(self.topo, self.tables[sw], self.macs, self.program, options)
+            for sw in self.topo.switches
+        }
+        self._cli_all({sw: e.commands() for sw, e in self.entries.items()}, "entries")
+        outputs = self._cli_all(
+            {sw: readback_commands(e) for sw, e in self.entries.items()}, "readback"
+        )
+        for sw, out in outputs.items():
+            problems = readback_differences(self.entries[sw], out)
+            if problems:
+                shown = "; ".join(problems[:5])
+                more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+                raise DataPlaneError(
+                    f"switch {sw}: the tables read back differ from what was installed: "
+                    f"{shown}{more}; compare {self.switch_dir / f'{sw}.entries.cli'} with "
+                    f"{self.switch_dir / f'{sw}.readback.out'}"
+                )
+
+    def _cli_all(self, commands: dict[str, list[str]], label: str) -> dict[str, str]:
+        """Run one simple_switch_CLI batch per switch, all at once; return their outputs."""
+        self.switch_dir.mkdir(parents=True, exist_ok=True)
+        running = []
+        for sw, cmds in commands.items():
+            cmd_file = self.switch_dir / f"{sw}.{label}.cli"
+            out_file = self.switch_dir / f"{sw}.{label}.out"
+            cmd_file.write_text("\n".join(cmds) + "\n")
+            with cmd_file.open("rb") as stdin, out_file.open("wb") as stdout:
+                proc = self.net[sw].popen(
+                    self.tools.cli_argv(self.thrift_port(sw)),
+                    stdin=stdin, stdout=stdout, stderr=subprocess.STDOUT,
+                )
+            running.append((sw, proc, out_file))
+        outputs: dict[str, str] = {}
+        failures: list[str] = []
+        for sw, proc, out_file in running:
+            try:
+                rc = proc.wait(timeout=CLI_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                rc = None
+            text = out_file.read_text(errors="replace")
+            outputs[sw] = text
+            errors = cli_errors(text)
+            if rc != 0 or errors:
+                why = "; ".join(errors[:3]) or f"exit code {rc}"
+                failures.append(f"switch {sw}: simple_switch_CLI {label} failed ({why}); "
+                                f"read {out_file}")
+        if failures:
+            raise DataPlaneError(" | ".join(failures[:3]))
+        return outputs
+
+    # ---- measurements ------------------------------------------------------------
+    def port_counters(self, switch: str) -> dict[str, PortCounters]:
+        if self.net is None:
+            raise DataPlaneError(f"switch {switch}: counters asked for, but bmv2 is not running")
+        hops = switch_ports(self.tables[switch])
+        cmds = [f"counter_read {c} {h.port}" for h in hops for c in (C_PORT_RX, C_PORT_TX)]
+        text = self._cli_all({switch: cmds}, "counters")[switch]
+        values = parse_counters(text)
+        out: dict[str, PortCounters] = {}
+        for h in hops:
+            rx, tx = values.get((C_PORT_RX, h.port)), values.get((C_PORT_TX, h.port))
+            if rx is None or tx is None:
+                raise DataPlaneError(
+                    f"switch {switch}: no counter value for port {h.port} ({h.intf}) in the "
+                    f"CLI output; read {self.switch_dir / f'{switch}.counters.out'}"
+                )
+            out[h.intf] = PortCounters(rx.packets, rx.bytes, tx.packets, tx.bytes)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        if self._versions is None:
+            self._versions = self.tools.versions()
+        return {
+            **super().describe(),
+            "program": self.program,
+            "programs": {
+                n: {"sha": p.digest, "json": str(p.json)} for n, p in self.compiled.items()
+            },
+            "tools": self._versions,
+            "thrift_base": THRIFT_BASE,
+            "debug": self.debug,
+            "options": {
+                "flowlet_gap_us": self.options.flowlet_gap_us,
+                "ecn_threshold_pkts": self.options.ecn_threshold_pkts,
+            },
+        }
