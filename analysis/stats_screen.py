@@ -111,6 +111,17 @@ def screen_cluster(data: pd.DataFrame, ivs: Sequence[str], dvs: Sequence[str]) -
         screen.manova_dvs = []
         return _stop(screen, "No dependent variable varies within cells; nothing can be tested.")
 
+    screen.manova_dvs = list(anova_dvs)
+    error_df = len(frame) - len(all_cells)
+    if error_df < len(anova_dvs):
+        screen.fit_manova = False
+        messages.append(
+            f"MANOVA not computed: {error_df} error degrees of freedom (observations minus "
+            f"cells) for {len(anova_dvs)} dependent variables; it needs at least as many. "
+            "Add repetitions or use fewer dependent variables. The univariate tests below "
+            "are still valid."
+        )
+        return screen
     manova_dvs = _independent_dvs(residuals[anova_dvs])
     dropped = [dv for dv in anova_dvs if dv not in manova_dvs]
     if dropped:
@@ -120,14 +131,6 @@ def screen_cluster(data: pd.DataFrame, ivs: Sequence[str], dvs: Sequence[str]) -
             f" of {', '.join(manova_dvs)}, so the MANOVA uses {', '.join(manova_dvs)} only."
         )
     screen.manova_dvs = manova_dvs
-    error_df = len(frame) - len(all_cells)
-    if error_df < len(manova_dvs):
-        screen.fit_manova = False
-        messages.append(
-            f"MANOVA not computed: {error_df} error degrees of freedom (observations minus "
-            f"cells) for {len(manova_dvs)} dependent variables; it needs at least as many. "
-            "Add repetitions. The univariate tests below are still valid."
-        )
     return screen
 
 
