@@ -25,6 +25,8 @@ help:
 	@echo "make test                          run the whole test suite (runs setup when needed)"
 	@echo "make experiment CONFIG=configs/noisy.yaml [ARGS='--quick']   run an experiment"
 	@echo "make lint                          ruff on the Python code"
+	@echo "make kernel                        build the lab kernel (MPTCP rb scheduler), cached"
+	@echo "make kernel-test                   user-space tests of the rb allocation C code"
 	@echo "make clean-lab                     remove namespaces/links/processes a killed run left"
 
 need-root:
@@ -56,3 +58,14 @@ lint: $(STAMP)
 
 clean-lab: $(STAMP)
 	$(SUDO) $(VENV)/bin/pathdiv clean
+
+# The lab kernel (kernels/): Debian linux-source-6.12 + the MPTCP rb/roundrobin patches,
+# cached by a hash of source version + patches + config under /var/cache/pathdiv/kernels/;
+# when cached it only prints the image path.
+.PHONY: kernel kernel-test
+kernel: $(STAMP)
+	$(SUDO) $(PY) -m experiments.labvm build
+
+# The rb allocation C file compiled with a user-space driver and tested (fast, no root).
+kernel-test: $(STAMP)
+	$(PY) -m pytest tests/unit/test_rb_alloc.py -q
