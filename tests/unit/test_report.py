@@ -1,0 +1,137 @@
+"""write_report renders stats.json, report.md and a self-contained report.html from a
+results folder, including one that holds only metrics.csv."""
+
+import base64
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from analysis.report import write_report
+from analysis.stats_synthetic import synthetic_metrics
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+STUDY_PLOTS = {"box_throughput_mbps", "box_goodput_mbps", "box_fct_s", "box_utilization",
+               "fct_cdf", "path_usage"}
+
+
+def embedded_plots(html: str) -> dict[str, bytes]:
+    found = re.findall(r'data-plot="([^"]+)" src="data:image/png;base64,([^"]+)"', html)
+    return {name: base64.b64decode(data) for name, data in found}
+
+
+@pytest.fixture(scope="module")
+def study_folder(tmp_path_factory) -> Path:
+    """A results folder shaped like a real run: metrics, config, plan, manifests."""
+    folder = tmp_path_factory.mktemp("study")
+    metrics = synthetic_metrics(11, repetitions=4, effects={
+        "switching": {"ps-mptcp": {"goodput_mbps": 3.0}}})
+    metrics.to_csv(folder / "metrics.csv", index=False)
+    config = {"name": "noisy-synthetic", "seed": 7, "repetitions": 4,
+              "factors": {"switching": {"ecmp-mptcp": {}, "ps-mptcp": {}}},
+              "analysis": {"alpha": 0.05}}
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    runs = metrics[["run_id", "switching", "host"]].drop_duplicates()
+    plan = [{"run_id": r.run_id, "factors": {"switching": r.switching, "host": r.host}}
+            for r in runs.itertuples()]
+    (folder / "plan.json").write_text(json.dumps({"runs": plan}))
+    for r in runs.head(3).itertuples():
+        run_dir = folder / "runs" / r.run_id
+        run_dir.mkdir(parents=True)
+        manifest = {"run_id": r.run_id, "status": "complete",
+                    "dataplane": {"dataplane": "kernel", "mode": "ecmp"},
+                    "kernel_release": "6.18.0"}
+        (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    write_report(folder)
+    return folder
+
+
+def test_report_embeds_every_plot(study_folder):
+    html = (study_folder / "report.html").read_text()
+    plots = embedded_plots(html)
+    assert set(plots) == STUDY_PLOTS
+    assert all(png.startswith(PNG_MAGIC) and len(png) > 1000 for png in plots.values())
+    assert "nan" not in re.sub(r"data:image/png;base64,[^\"]+", "", html).lower().split()
+
+
+def test_report_shows_design_and_every_cluster(study_folder):
+    md = (study_folder / "report.md").read_text()
+    for cluster in ("condition=noisy / flow_type=query", "condition=silent / flow_type=long"):
+        assert f"## Cluster {cluster}" in md
+    assert "Pillai's trace" in md and "Roy's largest root" in md
+    assert "partial η²" in md
+    assert "equal covariance matrices (Box's M)" in md
+    assert "240 runs planned" in md
+    assert "kernel (3)" in md and "6.18.0 (3)" in md
+    assert "## Excess traffic" in md
+    for image in re.findall(r"\]\((plots/[^)]+\.png)\)", md):
+        assert (study_folder / image).is_file()
+
+
+def test_stats_json_holds_every_number(study_folder):
+    stats = json.loads((study_folder / "stats.json").read_text())
+    assert len(stats["clusters"]) == 6
+    cluster = stats["clusters"][0]
+    pillai = [r for r in cluster["manova"] if r["statistic"] == "pillai"]
+    assert {r["effect"] for r in pillai} == {"switching", "host", "switching:host"}
+    assert all(set(r) >= {"value", "f", "num_df", "den_df", "p"} for r in pillai)
+    assert {r["dv"] for r in cluster["anova"]} == {"throughput_mbps", "goodput_mbps", "fct_s",
+                                                   "utilization"}
+    assert all(r["partial_eta_sq"] is not None for r in cluster["anova"]
+               if r["effect"] != "Residual")
+    assert len(cluster["assumptions"]) == 6
+    assert stats["excess_traffic"]
+
+
+def test_stats_only_folder_with_config_subset(tmp_path):
+    metrics = synthetic_metrics(2, repetitions=3, conditions=["noisy"], flow_types=["long"],
+                                switching=["ecmp-mptcp", "ps-mptcp"])
+    metrics = metrics.drop(columns=[c for c in metrics.columns if c.startswith("path_")])
+    metrics.to_csv(tmp_path / "metrics.csv", index=False)
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(
+        {"name": "elsewhere", "analysis": {"dvs": ["goodput_mbps", "fct_s"]}}))
+    html_path = write_report(tmp_path, stats_only=True)
+    html = html_path.read_text()
+    assert set(embedded_plots(html)) == {"box_goodput_mbps", "box_fct_s", "fct_cdf"}
+    assert "path-usage heatmap is skipped" in html
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["spec"]["dvs"] == ["goodput_mbps", "fct_s"]
+
+
+def test_degenerate_cluster_is_explained_in_report(tmp_path):
+    metrics = synthetic_metrics(2, repetitions=3, conditions=["noisy"], flow_types=["long"],
+                                switching=["ecmp-mptcp", "ps-mptcp"])
+    metrics["utilization"] = 1.0
+    metrics.to_csv(tmp_path / "metrics.csv", index=False)
+    write_report(tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "> utilization is constant (1) in this cluster" in md
+
+
+def test_bad_folders_raise_with_next_step(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"metrics\.csv does not exist.*--stats-only"):
+        write_report(tmp_path)
+    synthetic_metrics(1, repetitions=2).to_csv(tmp_path / "metrics.csv", index=False)
+    (tmp_path / "config.yaml").write_text("analysis: {ivz: [host]}\n")
+    with pytest.raises(ValueError, match=r"unknown analysis key\(s\) \['ivz'\]"):
+        write_report(tmp_path)
+
+
+def test_report_opens_in_headless_chromium(study_folder):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    html_path = study_folder / "report.html"
+    done = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu",
+         "--disable-background-networking", "--dump-dom", html_path.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = set(re.findall(r'<img[^>]*data-plot="([^"]+)"[^>]*src="data:image/png;base64,',
+                           done.stdout))
+    assert shown == STUDY_PLOTS
