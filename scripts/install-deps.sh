@@ -9,7 +9,7 @@ PACKAGES=(
   python3 python3-venv python3-dev python3-thrift procps psmisc
   build-essential bc bison flex libelf-dev libssl-dev cpio kmod rsync
   qemu-system-x86 linux-source-6.12
-  ruby shellcheck
+  ruby shellcheck chromium
 )
 
 missing=()
