@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  mininet iperf3 tcpdump tshark nftables iproute2 ethtool curl mptcpize
+  mininet iperf3 tcpdump tshark nftables iproute2 ethtool curl mptcpize iputils-ping net-tools
   python3 python3-venv python3-dev python3-thrift procps psmisc
   build-essential bc bison flex libelf-dev libssl-dev cpio kmod rsync
   qemu-system-x86 linux-source-6.12

@@ -21,6 +21,7 @@ eth0..eth(h-1) go down to the pod's edges and eth(h+m) up to core (a+1, m+1); co
 from __future__ import annotations
 
 import ipaddress
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -150,7 +151,8 @@ class FatTree:
 
     # ---- links -------------------------------------------------------------------
     def _link(self, lower: str, lport: int, upper: str, uport: int, tier: Tier) -> Link:
-        return Link(Port(lower, lport), Port(upper, uport), tier, self.params.get(tier, LinkParams()))
+        params = self.params.get(tier, LinkParams())
+        return Link(Port(lower, lport), Port(upper, uport), tier, params)
 
     @cached_property
     def links(self) -> list[Link]:
@@ -249,7 +251,7 @@ class FatTree:
                 yield (src, es, agg, core, agg_down, ed, dst)
 
     def path_links(self, path: tuple[str, ...] | list[str]) -> list[Link]:
-        return [self.link_between(u, v) for u, v in zip(path, path[1:], strict=False)]
+        return [self.link_between(u, v) for u, v in itertools.pairwise(path)]
 
     def core_of_path(self, path: tuple[str, ...]) -> str | None:
         return next((n for n in path if self.nodes[n].role is Role.CORE), None)

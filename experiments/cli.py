@@ -1,0 +1,163 @@
+"""The `pathdiv` command line. Only this module turns errors into exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from experiments.config import Config, ConfigError, load
+from experiments.dataplane.base import DataPlaneError
+from experiments.environment import EnvironmentProblem, preflight
+from experiments.network import LabError
+from experiments.schema import MapOf, iter_leaves
+
+log = logging.getLogger("pathdiv")
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return load(args.config, args.set or [])
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from experiments.dataplane.select import select_dataplane
+    from experiments.plan import describe, expand
+
+    cfg = _config(args)
+    runs = expand(cfg)
+    topo = cfg.topology()
+    _, reason = select_dataplane(cfg.dataplane)
+    print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
+          f"{len(topo.hosts)} hosts, {len(topo.links)} links; {reason}")
+    print(f"plan: {len(runs)} run(s)")
+    print(describe(runs))
+    return 0
+
+
+def _lab(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:
+    from experiments.dataplane.select import select_dataplane
+    from experiments.network import Lab
+
+    if cfg.host_kernel == "lab":
+        raise LabError("hosts.kernel: lab runs inside the pathdiv lab VM, which `net` and "
+                       "`probe` do not boot yet; use hosts.kernel: host here")
+    preflight(cfg)
+    cls, reason = select_dataplane(cfg.dataplane)
+    workdir = Path(tempfile.mkdtemp(prefix="pathdiv-lab-"))
+    return Lab(cfg, cls, workdir), reason
+
+
+def cmd_net(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    lab, reason = _lab(args, cfg)
+    log.info("%s", reason)
+    from mininet.cli import CLI
+
+    with lab as running:  # type: ignore[attr-defined]
+        print(f"pathdiv: k={running.topo.k} fat tree up ({reason}); type 'help', 'exit' ends")
+        CLI(running.net)
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from experiments.probe import format_probe, run_probe
+
+    cfg = _config(args)
+    if cfg.transport != "mptcp":
+        cfg = cfg.with_overrides([("hosts.transport", "mptcp")])
+    lab, reason = _lab(args, cfg)
+    log.info("%s", reason)
+    with lab as running:  # type: ignore[attr-defined]
+        result = run_probe(running)
+    print(json.dumps(result) if args.json else format_probe(result))
+    return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from experiments.clean import clean
+
+    print(clean().summary())
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    for key, leaf in iter_leaves():
+        if isinstance(leaf, MapOf):
+            print(f"{key + '.<name>':<34} {leaf.doc}")
+            continue
+        allowed = f" [{' | '.join(map(str, leaf.choices))}]" if leaf.choices else ""
+        print(f"{key:<34} {leaf.doc}{allowed} (default: {leaf.default!r})")
+    return 0
+
+
+def cmd_not_yet(name: str, issue: int) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        print(f"pathdiv {name}: not available yet (tracked in issue {issue}); nothing was run",
+              file=sys.stderr)
+        return 3
+
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="pathdiv",
+        description="Emulated data-center fat trees: ECMP, packet spraying and MPTCP, "
+                    "measured and compared with MANOVA.",
+    )
+    ap.add_argument("-v", "--verbose", action="store_true", help="log every phase")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def with_config(name: str, help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_)
+        p.add_argument("config", help="YAML config, e.g. configs/noisy.yaml")
+        p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a config key, e.g. --set switching.mode=spray "
+                            "(repeatable; validated like the file)")
+        return p
+
+    with_config("check", "validate a config and print its run plan; starts nothing") \
+        .set_defaults(func=cmd_check)
+    with_config("net", "build the network and open the Mininet CLI").set_defaults(func=cmd_net)
+    p = with_config("probe", "build the network, measure path spreading and link fidelity")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_probe)
+    p = with_config("run", "run the whole plan, then analyse it")
+    p.add_argument("--out", type=Path)
+    p.add_argument("--reps", type=int)
+    p.set_defaults(func=cmd_not_yet("run", 5))
+    p = sub.add_parser("analyze", help="recompute metrics, statistics and report of a folder")
+    p.add_argument("folder", type=Path)
+    p.set_defaults(func=cmd_not_yet("analyze", 6))
+    sub.add_parser("clean", help="remove processes/namespaces a killed run left behind") \
+        .set_defaults(func=cmd_clean)
+    sub.add_parser("keys", help="list every config key with its meaning and default") \
+        .set_defaults(func=cmd_keys)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="pathdiv: %(message)s",
+    )
+    try:
+        return int(args.func(args))
+    except (ConfigError, EnvironmentProblem) as exc:
+        print(f"pathdiv: {exc}", file=sys.stderr)
+        return 2
+    except (LabError, DataPlaneError, ValueError) as exc:
+        print(f"pathdiv: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("pathdiv: interrupted; the network was torn down", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

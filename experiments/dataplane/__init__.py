@@ -1,0 +1,1 @@
+"""Data-plane backends behind one interface (`base.DataPlane`): `kernel` and `bmv2`."""

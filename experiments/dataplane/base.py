@@ -1,0 +1,91 @@
+"""The interface every data plane implements, so workloads never know which one runs.
+
+A data plane is given the topology and its forwarding tables (computed once in
+`topologies.forwarding`), provides the Mininet node class for switches, configures
+every switch after the links exist, switches forwarding mode live, reads per-port
+counters, and stops. It raises `DataPlaneError` naming the switch and the log to read.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from topologies.fattree import FatTree
+from topologies.forwarding import SwitchTable
+
+MODES = ("static", "ecmp", "spray")
+SPRAYS = ("random", "roundrobin")
+
+
+class DataPlaneError(RuntimeError):
+    """A switch could not be configured or does not forward as asked."""
+
+
+@dataclass(frozen=True)
+class PortCounters:
+    rx_packets: int
+    rx_bytes: int
+    tx_packets: int
+    tx_bytes: int
+
+
+def check_mode(mode: str, spray: str) -> None:
+    if mode not in MODES:
+        raise DataPlaneError(f"switching mode {mode!r} is not one of {', '.join(MODES)}")
+    if spray not in SPRAYS:
+        raise DataPlaneError(f"spray choice {spray!r} is not one of {', '.join(SPRAYS)}")
+
+
+class DataPlane(ABC):
+    """One backend instance drives every switch of one network."""
+
+    name: str = "abstract"
+
+    def __init__(self, topo: FatTree, tables: dict[str, SwitchTable], workdir: Path) -> None:
+        self.topo = topo
+        self.tables = tables
+        self.workdir = workdir
+        self.mode = "static"
+        self.spray = "random"
+
+    @abstractmethod
+    def switch_class(self) -> type:
+        """The Mininet Node subclass to instantiate for each switch."""
+
+    @abstractmethod
+    def start(self, net: Any, mode: str, spray: str) -> None:
+        """Configure every switch of the built Mininet `net` and start forwarding."""
+
+    @abstractmethod
+    def set_mode(self, mode: str, spray: str) -> None:
+        """Switch every switch to `mode` (static|ecmp|spray) without rebuilding."""
+
+    @abstractmethod
+    def port_counters(self, switch: str) -> dict[str, PortCounters]:
+        """Interface name -> counters, for every port of `switch`."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop whatever `start` started; idempotent."""
+
+    def describe(self) -> dict[str, Any]:
+        """What ran, for the manifest (backend, versions, program hashes)."""
+        return {"dataplane": self.name, "mode": self.mode, "spray": self.spray}
+
+
+def parse_proc_net_dev(text: str) -> dict[str, PortCounters]:
+    """Counters of every interface in a /proc/net/dev dump (the reader's namespace)."""
+    out: dict[str, PortCounters] = {}
+    for line in text.splitlines():
+        if ":" not in line or "|" in line:
+            continue
+        name, _, rest = line.partition(":")
+        fields = rest.split()
+        if len(fields) < 16:
+            continue
+        rx_b, rx_p, tx_b, tx_p = int(fields[0]), int(fields[1]), int(fields[8]), int(fields[9])
+        out[name.strip()] = PortCounters(rx_p, rx_b, tx_p, tx_b)
+    return out

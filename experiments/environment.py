@@ -1,0 +1,106 @@
+"""What this machine can do, checked before anything is started.
+
+`preflight(cfg)` returns every problem at once (missing root, tools, kernel features a
+config needs), so a run fails before the first namespace exists, with the next step.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from experiments.config import Config
+
+TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "sysctl", "ping", "mnexec")
+
+
+class EnvironmentProblem(RuntimeError):
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"this machine cannot run the config, nothing was started:\n{lines}")
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def available_cc() -> list[str]:
+    return _read("/proc/sys/net/ipv4/tcp_available_congestion_control").split()
+
+
+def available_schedulers() -> list[str]:
+    return _read("/proc/sys/net/mptcp/available_schedulers").split()
+
+
+def qdisc_available(kind: str, *args: str) -> bool:
+    """Try the qdisc on loopback in a throw-away namespace (no trace left)."""
+    cmd = ["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", kind, *args]
+    try:
+        return subprocess.run(cmd, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def kernel_release() -> str:
+    return os.uname().release
+
+
+def preflight(cfg: Config) -> None:
+    """Raise EnvironmentProblem listing everything that stops `cfg` from running here."""
+    problems: list[str] = []
+    if os.geteuid() != 0:
+        problems.append("pathdiv needs root for network namespaces: run it as root or via "
+                        "sudo (`make experiment` does this for you)")
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing:
+        problems.append(f"missing tools: {', '.join(missing)}; run `make setup`")
+    if cfg.host_kernel == "host":
+        if cfg.cc not in available_cc():
+            problems.append(
+                f"hosts.cc: {cfg.cc!r} is not available in this kernel; available: "
+                f"{', '.join(available_cc()) or 'none'}"
+            )
+        if cfg.transport == "mptcp" and not Path("/proc/sys/net/mptcp").exists():
+            problems.append("hosts.transport: mptcp, but this kernel has no MPTCP "
+                            "(/proc/sys/net/mptcp missing); use hosts.kernel: lab")
+        if cfg.scheduler != "default" and cfg.scheduler not in available_schedulers():
+            problems.append(
+                f"hosts.scheduler: {cfg.scheduler!r} is not in this kernel (available: "
+                f"{', '.join(available_schedulers()) or 'none'}); it ships in the pathdiv lab "
+                "kernel: set hosts.kernel: lab"
+            )
+        delays = {t: p.delay_ms for t, p in cfg.link_params().items() if p.delay_ms > 0}
+        if delays and not qdisc_available("netem"):
+            keys = ", ".join(f"topology.links.{t}.delay_ms={d:g}" for t, d in delays.items())
+            problems.append(f"{keys}: a delay needs netem, which this kernel ({kernel_release()})"
+                            " lacks; set delay_ms: 0 or run on the lab kernel "
+                            "(hosts.kernel: lab)")
+    if problems:
+        raise EnvironmentProblem(problems)
+
+
+ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+
+
+def allow_cc(cc: str) -> str | None:
+    """Make `cc` settable inside namespaces; return the previous list to restore, if changed.
+
+    A namespace may only pick a congestion control the initial namespace lists in
+    net.ipv4.tcp_allowed_congestion_control (e.g. Debian cloud images allow reno bbr).
+    """
+    allowed = _read(ALLOWED_CC).split()
+    if cc in allowed:
+        return None
+    Path(ALLOWED_CC).write_text(" ".join([*allowed, cc]))
+    return " ".join(allowed)
+
+
+def restore_allowed_cc(previous: str | None) -> None:
+    if previous is not None:
+        Path(ALLOWED_CC).write_text(previous)

@@ -1,0 +1,53 @@
+"""Host configuration as command lines (pure): addresses, routes, sysctls, MPTCP.
+
+Every host has one interface. Its primary address and, for MPTCP with N subflows,
+N-1 alias addresses are /32s on that interface; the edge switch is the on-link
+gateway. Each alias is an MPTCP `subflow` endpoint, so a connection opens its extra
+subflows from distinct source addresses over the one interface (the `ndiffports`
+behaviour): the 5-tuples differ, so ECMP can place them on different paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from topologies.fattree import FatTree
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    transport: str  # tcp | mptcp
+    subflows: int  # subflows per MPTCP connection (1 for TCP)
+    cc: str
+    scheduler: str = "default"
+
+
+def host_commands(topo: FatTree, host: str, spec: HostSpec) -> list[list[str]]:
+    """argv lists to run inside `host`'s namespace, in order."""
+    intf = topo.links_of(host)[0].port_of(host).intf
+    gateway = topo.nodes[topo.edge_of(host)].address
+    addrs = topo.host_addresses(host)
+    cmds: list[list[str]] = [["ip", "addr", "flush", "dev", intf]]
+    cmds += [["ip", "addr", "add", f"{a}/32", "dev", intf] for a in addrs]
+    cmds.append(["ip", "link", "set", intf, "up"])
+    cmds.append(["ip", "route", "replace", "default", "via", gateway, "dev", intf, "onlink",
+                 "src", addrs[0]])
+    sysctls = [
+        "net.ipv4.conf.all.rp_filter=2",
+        "net.ipv4.conf.default.rp_filter=2",
+        f"net.ipv4.conf.{intf}.rp_filter=2",
+        f"net.ipv4.tcp_congestion_control={spec.cc}",
+        "net.ipv4.tcp_no_metrics_save=1",
+        f"net.mptcp.enabled={1 if spec.transport == 'mptcp' else 0}",
+    ]
+    if spec.transport == "mptcp" and spec.scheduler != "default":
+        sysctls.append(f"net.mptcp.scheduler={spec.scheduler}")
+    cmds.append(["sysctl", "-qw", *sysctls])
+    if spec.transport == "mptcp":
+        extra = spec.subflows - 1
+        cmds.append(["ip", "mptcp", "endpoint", "flush"])
+        cmds.append(["ip", "mptcp", "limits", "set", "subflow", str(extra),
+                     "add_addr_accepted", str(extra)])
+        cmds += [["ip", "mptcp", "endpoint", "add", a, "dev", intf, "subflow"]
+                 for a in addrs[1:]]
+    return cmds
