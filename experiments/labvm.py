@@ -368,6 +368,7 @@ def build_lab_kernel(jobs: int | None = None, log: Log = print) -> Path:
         jobs = jobs or os.cpu_count() or 1
         log(f"labvm: building bzImage with -j{jobs}; log in {log_file}")
         env = dict(os.environ, **BUILD_ENV)
+        incremental = (out / "vmlinux").exists()
         _run(["nice", "-n", "19", "make", "-C", str(src), f"O={out}", f"-j{jobs}", "bzImage"],
              log_file, env=env)
         release = subprocess.run(
@@ -389,6 +390,7 @@ def build_lab_kernel(jobs: int | None = None, log: Log = print) -> Path:
             "configurator": recipe.configurator,
             "build_seconds": round(time.monotonic() - start, 1),
             "jobs": jobs,
+            "incremental": incremental,
         }, indent=2) + "\n")
         tmp.rename(image_dir)
     log(f"labvm: built {image_dir / 'bzImage'} ({release})")

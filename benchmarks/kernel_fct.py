@@ -1,0 +1,49 @@
+"""Mean flow completion time of 16 concurrent 4-subflow MPTCP transfers through one
+shallow-buffered bottleneck (tbf 20 Mbit/s, 10-packet queue, 2 ms delay on the ACK path),
+per scheduler, in the lab VM (kernels/mptcp_lab.py fct).
+
+    python benchmarks/kernel_fct.py [--size 500000] [--flows 16] [--reps 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from experiments import labvm
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", type=int, default=500_000)
+    parser.add_argument("--flows", type=int, default=16)
+    parser.add_argument("--queue-pkts", type=int, default=10)
+    parser.add_argument("--reps", type=int, default=1)
+    args = parser.parse_args()
+    image = labvm.find_lab_kernel() or labvm.build_lab_kernel()
+    schedulers = ["default", "rb", "roundrobin"] * args.reps
+    argv = [sys.executable, str(labvm.KERNELS_DIR / "mptcp_lab.py"), "fct",
+            "--schedulers", *schedulers, "--size", str(args.size), "--flows", str(args.flows),
+            "--queue-pkts", str(args.queue_pkts)]
+    with tempfile.TemporaryDirectory() as share:
+        res = labvm.run_in_lab(argv, Path(share), image, timeout_s=1800)
+    if res.returncode:
+        raise SystemExit(f"in-VM run failed: {res.stderr[-2000:]}")
+    report = json.loads(res.stdout)
+    print(f"kernel {report['kernel']} ({res.accel}); {args.flows} flows x {args.size} B, "
+          f"4 subflows, tbf 20 Mbit/s, queue {args.queue_pkts} pkts")
+    by_sched: dict[str, list[float]] = {}
+    for run in report["runs"]:
+        if not run["complete"]:
+            raise SystemExit(f"{run['scheduler']}: incomplete transfers {run['bytes']}")
+        by_sched.setdefault(run["scheduler"], []).append(run["mean_fct_s"])
+    for name, fcts in by_sched.items():
+        print(f"{name:<11} mean FCT {sum(fcts) / len(fcts):.3f} s  "
+              f"(per rep: {' '.join(f'{f:.3f}' for f in fcts)})")
+
+
+if __name__ == "__main__":
+    main()
