@@ -161,14 +161,19 @@ def _prefix(prefix: str) -> Value:
     return Value(int(net.network_address), "ipv4", net.prefixlen)
 
 
-def _mac(macs: Mapping[str, str], intf: str) -> Value:
-    try:
-        return Value(mac_to_int(macs[intf]), "mac")
-    except KeyError:
-        raise EntryError(
-            f"no MAC address known for interface {intf}: pass every interface's MAC "
-            "(read them from the built network)"
-        ) from None
+def port_macs(topo: FatTree, switch: str, macs: Mapping[str, str]) -> dict[int, tuple[str, str]]:
+    """Port number -> (the port's MAC, the MAC of the neighbour's interface on that link)."""
+    out: dict[int, tuple[str, str]] = {}
+    for link in topo.links_of(switch):
+        mine, peer = link.port_of(switch), link.peer_of(switch)
+        for intf in (mine.intf, peer.intf):
+            if intf not in macs:
+                raise EntryError(
+                    f"no MAC address known for interface {intf}: pass every interface's MAC "
+                    "(read them from the built network)"
+                )
+        out[mine.number] = (macs[mine.intf], macs[peer.intf])
+    return out
 
 
 def _forward(hop: NextHop) -> tuple[str, tuple[Value, ...]]:
@@ -183,26 +188,26 @@ def switch_ports(table: SwitchTable) -> list[NextHop]:
 
 
 def switch_entries(
-    topo: FatTree,
     table: SwitchTable,
-    macs: Mapping[str, str],
+    macs: Mapping[int, tuple[str, str]],
     program: str,
     options: EntryOptions | None = None,
 ) -> SwitchEntries:
-    """Everything `program` needs on `table.switch`; `macs` maps interface name -> MAC."""
+    """Everything `program` needs on `table.switch`; `macs` as returned by `port_macs`."""
     if program not in PROGRAMS:
         raise EntryError(f"P4 program {program!r} is not one of {', '.join(PROGRAMS)}")
     options = options or EntryOptions()
     sw = table.switch
     entries: list[TableEntry] = []
     for hop in switch_ports(table):
-        port_mac = _mac(macs, hop.intf)
-        peer_intf = topo.link_between(sw, hop.node).port_of(hop.node).intf
-        entries.append(
-            TableEntry(T_ARP, (Value(hop.port), _ip(table.address)), A_ARP_REPLY, (port_mac,))
-        )
-        peer_mac = _mac(macs, peer_intf)
-        entries.append(TableEntry(T_NEIGHBOR, (Value(hop.port),), A_SET_MACS, (port_mac, peer_mac)))
+        if hop.port not in macs:
+            raise EntryError(
+                f"switch {sw}: no MAC addresses given for port {hop.port} ({hop.intf})"
+            )
+        mine, peer = (Value(mac_to_int(m), "mac") for m in macs[hop.port])
+        port = Value(hop.port)
+        entries.append(TableEntry(T_ARP, (port, _ip(table.address)), A_ARP_REPLY, (mine,)))
+        entries.append(TableEntry(T_NEIGHBOR, (port,), A_SET_MACS, (mine, peer)))
     routes = list(table.down) + (list(table.static) if program == "static" else [])
     for route in routes:
         action, params = _forward(route.hop)
@@ -247,4 +252,8 @@ def network_entries(
     program: str,
     options: EntryOptions | None = None,
 ) -> dict[str, SwitchEntries]:
-    return {sw: switch_entries(topo, t, macs, program, options) for sw, t in tables.items()}
+    """Every switch's entries; `macs` maps interface name -> MAC for the whole network."""
+    return {
+        sw: switch_entries(t, port_macs(topo, sw, macs), program, options)
+        for sw, t in tables.items()
+    }

@@ -39,6 +39,7 @@ from experiments.p4_entries import (
     SPRAY_POLICIES,
     EntryOptions,
     SwitchEntries,
+    port_macs,
     switch_entries,
     switch_ports,
 )
@@ -299,7 +300,9 @@ class Bmv2DataPlane(DataPlane):
         assert self.program is not None
         options = EntryOptions(spray, self.options.flowlet_gap_us, self.options.ecn_threshold_pkts)
         self.entries = {
-            sw: switch_entries(self.topo, self.tables[sw], self.macs, self.program, options)
+            sw: switch_entries(
+                self.tables[sw], port_macs(self.topo, sw, self.macs), self.program, options
+            )
             for sw in self.topo.switches
         }
         self._cli_all({sw: e.commands() for sw, e in self.entries.items()}, "entries")

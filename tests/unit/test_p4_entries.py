@@ -24,6 +24,7 @@ from experiments.p4_entries import (
     Value,
     mac_to_int,
     network_entries,
+    port_macs,
     switch_entries,
 )
 from topologies.fattree import FatTree
@@ -53,6 +54,10 @@ def macs(topo: FatTree) -> dict[str, str]:
     return fake_macs(topo)
 
 
+def entries_of(topo, table, macs, program, options=None):
+    return switch_entries(table, port_macs(topo, table.switch, macs), program, options)
+
+
 def lpm(entries, prefix: str):
     net = ipaddress.IPv4Network(prefix)
     key = ((int(net.network_address), net.prefixlen),)
@@ -62,7 +67,7 @@ def lpm(entries, prefix: str):
 
 
 def test_edge_routes_its_hosts_and_aliases_to_their_ports(topo, tables, macs) -> None:
-    entries = switch_entries(topo, tables["e1"], macs, "ecmp")
+    entries = entries_of(topo, tables["e1"], macs, "ecmp")
     for host in ("h1", "h2"):
         port = topo.link_between("e1", host).port_of("e1").number
         for addr in topo.host_addresses(host):
@@ -72,7 +77,7 @@ def test_edge_routes_its_hosts_and_aliases_to_their_ports(topo, tables, macs) ->
 
 
 def test_ecmp_up_group_lists_every_uplink_in_port_order(topo, tables, macs) -> None:
-    entries = switch_entries(topo, tables["a1"], macs, "ecmp")
+    entries = entries_of(topo, tables["a1"], macs, "ecmp")
     default = lpm(entries, "0.0.0.0/0")
     assert default.action == A_SET_GROUP
     assert [v.value for v in default.params] == [UP_GROUP, 2, tables["a1"].seed]
@@ -85,14 +90,14 @@ def test_ecmp_up_group_lists_every_uplink_in_port_order(topo, tables, macs) -> N
 
 def test_seeds_differ_between_switches(topo, tables, macs) -> None:
     seeds = {
-        lpm(switch_entries(topo, tables[s], macs, "ecmp"), "0.0.0.0/0").params[-1].value
+        lpm(entries_of(topo, tables[s], macs, "ecmp"), "0.0.0.0/0").params[-1].value
         for s in ("e1", "e2", "a1", "a2")
     }
     assert len(seeds) == 4
 
 
 def test_static_has_one_route_per_remote_address_and_no_group(topo, tables, macs) -> None:
-    entries = switch_entries(topo, tables["e1"], macs, "static")
+    entries = entries_of(topo, tables["e1"], macs, "static")
     assert not [e for e in entries.tables if e.table == T_GROUP]
     assert lpm(entries, "0.0.0.0/0") is None
     remote = [a for h in topo.hosts if topo.edge_of(h) != "e1" for a in topo.host_addresses(h)]
@@ -107,7 +112,7 @@ def test_static_has_one_route_per_remote_address_and_no_group(topo, tables, macs
 
 
 def test_core_routes_pods_down_and_has_no_group(topo, tables, macs) -> None:
-    entries = switch_entries(topo, tables["c1"], macs, "spray")
+    entries = entries_of(topo, tables["c1"], macs, "spray")
     for pod in range(4):
         e = lpm(entries, f"10.{pod}.0.0/16")
         assert e.params == (Value(pod),)
@@ -115,7 +120,7 @@ def test_core_routes_pods_down_and_has_no_group(topo, tables, macs) -> None:
 
 
 def test_arp_and_neighbor_macs_cover_every_port(topo, tables, macs) -> None:
-    entries = switch_entries(topo, tables["e3"], macs, "ecmp")
+    entries = entries_of(topo, tables["e3"], macs, "ecmp")
     for link in topo.links_of("e3"):
         mine, peer = link.port_of("e3"), link.peer_of("e3")
         arp = [e for e in entries.tables if e.table == T_ARP and e.match[0].value == mine.number]
@@ -132,12 +137,12 @@ def test_arp_and_neighbor_macs_cover_every_port(topo, tables, macs) -> None:
 
 def test_registers_per_program(topo, tables, macs) -> None:
     opts = EntryOptions(spray="roundrobin", flowlet_gap_us=250, ecn_threshold_pkts=30)
-    spray = switch_entries(topo, tables["e1"], macs, "spray", opts)
+    spray = entries_of(topo, tables["e1"], macs, "spray", opts)
     assert {(r.register, r.value) for r in spray.registers} == {
         (R_ECN_THRESHOLD, 30),
         (R_SPRAY_POLICY, 1),
     }
-    flowlet = switch_entries(topo, tables["e1"], macs, "flowlet", opts)
+    flowlet = entries_of(topo, tables["e1"], macs, "flowlet", opts)
     assert {(r.register, r.value) for r in flowlet.registers} == {
         (R_ECN_THRESHOLD, 30),
         (R_FLOWLET_GAP, 250),
@@ -145,7 +150,7 @@ def test_registers_per_program(topo, tables, macs) -> None:
 
 
 def test_cli_commands_are_readable(topo, tables, macs) -> None:
-    cmds = switch_entries(topo, tables["e1"], macs, "ecmp").commands()
+    cmds = entries_of(topo, tables["e1"], macs, "ecmp").commands()
     assert "table_add PathdivIngress.ipv4_lpm PathdivIngress.forward 10.0.0.2/32 => 0" in cmds
     mac0 = macs["e1-eth0"]
     arp = f"table_add PathdivIngress.arp_responder PathdivIngress.arp_reply 0 10.0.0.1 => {mac0}"
@@ -161,7 +166,7 @@ def test_whole_network_has_entries_for_every_switch(topo, tables, macs) -> None:
 def test_missing_mac_names_the_interface(topo, tables, macs) -> None:
     partial = {k: v for k, v in macs.items() if k != "e1-eth2"}
     with pytest.raises(EntryError, match="no MAC address known for interface e1-eth2"):
-        switch_entries(topo, tables["e1"], partial, "ecmp")
+        port_macs(topo, "e1", partial)
 
 
 def test_bad_inputs_name_the_value() -> None:
@@ -175,4 +180,4 @@ def test_bad_inputs_name_the_value() -> None:
 
 def test_unknown_program_lists_the_known_ones(topo, tables, macs) -> None:
     with pytest.raises(EntryError, match="'wcmp' is not one of static, ecmp, spray, flowlet"):
-        switch_entries(topo, tables["e1"], macs, "wcmp")
+        entries_of(topo, tables["e1"], macs, "wcmp")
