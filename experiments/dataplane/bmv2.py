@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -44,51 +43,21 @@ from experiments.p4_entries import (
     switch_ports,
 )
 from experiments.p4_programs import MODE_PROGRAMS, CompiledProgram, compile_program
+from experiments.p4_switch import (
+    READY_TIMEOUT_S,
+    SwitchStartError,
+    offload_argv,
+    simple_switch_argv,
+    stop_process,
+    wait_ready,
+)
 from experiments.p4_tools import P4Tools, find_p4_tools
 
 __all__ = ["Bmv2DataPlane", "Bmv2Switch", "find_p4_tools"]
 
 THRIFT_BASE = 9090
-READY_TIMEOUT_S = 30.0
 CLI_TIMEOUT_S = 120.0
-POLL_S = 0.05
 DEBUG_ENV = "PATHDIV_P4_DEBUG"
-# bmv2 reads whole frames with libpcap: no partial checksums, no super-packets.
-OFFLOADS_OFF = ("rx", "off", "tx", "off", "sg", "off", "tso", "off", "gso", "off", "gro", "off")
-TCP_LISTEN = "0A"
-
-
-def simple_switch_argv(
-    tools: P4Tools,
-    device_id: int,
-    thrift_port: int,
-    ports: list[tuple[int, str]],
-    program_json: Path,
-    debug_dir: Path | None = None,
-) -> list[str]:
-    """argv of one switch: logging off unless `debug_dir` (console log + per-port pcaps)."""
-    argv = [str(tools.switch), "--device-id", str(device_id), "--thrift-port", str(thrift_port)]
-    for number, intf in ports:
-        argv += ["-i", f"{number}@{intf}"]
-    if debug_dir is not None:
-        argv += ["--log-console", "--log-level", "debug", "--pcap", str(debug_dir)]
-    argv.append(str(program_json))
-    argv += ["--", "--enable-swap"]
-    return argv
-
-
-def listening_tcp_ports(proc_net_tcp: str) -> set[int]:
-    """Local ports in LISTEN state in a /proc/<pid>/net/tcp{,6} dump."""
-    ports: set[int] = set()
-    for line in proc_net_tcp.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) > 3 and fields[3] == TCP_LISTEN:
-            ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
-
-
-def offload_argv(intf: str) -> list[str]:
-    return ["ethtool", "-K", intf, *OFFLOADS_OFF]
 
 
 class Bmv2Switch(Node):
@@ -121,42 +90,16 @@ class Bmv2Switch(Node):
 
     def wait_bmv2(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Return once the thrift port listens; raise naming the log otherwise."""
-        assert self.bmv2 is not None and self.thrift_port is not None
-        deadline = time.monotonic() + timeout_s
-        while True:
-            rc = self.bmv2.poll()
-            if rc is not None:
-                raise DataPlaneError(
-                    f"switch {self.name}: simple_switch exited with code {rc} while starting; "
-                    f"read {self.bmv2_log}"
-                )
-            if self.thrift_port in self._listening():
-                return
-            if time.monotonic() > deadline:
-                raise DataPlaneError(
-                    f"switch {self.name}: simple_switch did not listen on thrift port "
-                    f"{self.thrift_port} within {timeout_s:g} s; read {self.bmv2_log}"
-                )
-            time.sleep(POLL_S)
-
-    def _listening(self) -> set[int]:
-        assert self.bmv2 is not None
-        ports: set[int] = set()
-        for name in ("tcp", "tcp6"):
-            with contextlib.suppress(OSError):
-                ports |= listening_tcp_ports(Path(f"/proc/{self.bmv2.pid}/net/{name}").read_text())
-        return ports
+        assert self.bmv2 is not None and self.thrift_port is not None and self.bmv2_log
+        try:
+            wait_ready(self.bmv2, self.thrift_port, f"switch {self.name}", self.bmv2_log,
+                       timeout_s)
+        except SwitchStartError as exc:
+            raise DataPlaneError(str(exc)) from exc
 
     def stop_bmv2(self) -> None:
         proc, self.bmv2 = self.bmv2, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
 
     def stop(self, deleteIntfs: bool = False) -> None:
         self.stop_bmv2()
