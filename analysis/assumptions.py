@@ -64,10 +64,10 @@ def cell_counts(data: pd.DataFrame, ivs: Sequence[str], dvs: Sequence[str]) -> A
     needed = len(dvs) + 1
     details = [{"cell": label, "n": n} for label, n in counts.items()]
     balanced = len(set(counts.values())) <= 1
+    low, high = min(counts.values(), default=0), max(counts.values(), default=0)
     summary = (
-        f"{len(counts)} cells, {min(counts.values(), default=0)} to "
-        f"{max(counts.values(), default=0)} observations each"
-        + (" (balanced)" if balanced else " (unbalanced)")
+        f"{len(counts)} cells, {low} observations each (balanced)" if balanced
+        else f"{len(counts)} cells, {low} to {high} observations each (unbalanced)"
     )
     if smallest < needed:
         return AssumptionCheck(

@@ -133,9 +133,12 @@ def path_heatmap(metrics: pd.DataFrame, spec: AnalysisSpec) -> Plot | None:
     image = axis.imshow(table.to_numpy(dtype=float), aspect="auto", cmap="viridis")
     axis.set_xticks(range(len(columns)), [f"path {i}" for i in range(len(columns))], fontsize=7)
     axis.set_yticks(range(len(table)), list(table.index), fontsize=7)
-    for (r, c), v in np.ndenumerate(table.to_numpy(dtype=float)):
+    grid = table.to_numpy(dtype=float)
+    middle = float(np.nanmean([np.nanmin(grid), np.nanmax(grid)])) if np.isfinite(grid).any() else 0
+    for (r, c), v in np.ndenumerate(grid):
         if np.isfinite(v):
-            axis.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=6, color="white")
+            color = "black" if v > middle else "white"
+            axis.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=6, color=color)
     figure.colorbar(image, ax=axis)
     axis.set_title("Path usage per configuration", fontsize=10)
     figure.tight_layout()

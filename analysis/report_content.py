@@ -253,7 +253,21 @@ def ranking_blocks(c: ClusterResult) -> list[Block]:
         blocks.append(Table(frame.reset_index(drop=True),
                             f"{dv} ({better} is better); 'vs next' = how much the mean "
                             "exceeds the next-ranked one, in percent"))
+        blocks.append(Paragraph(ranking_sentence(dv, t)))
     return blocks
+
+
+def ranking_sentence(dv: str, ranked: pd.DataFrame) -> str:
+    """The study's phrasing: `ps-mptcp/rb has the best goodput_mbps (13.57), 1.65% greater
+    than ecmp-tcp/rb (13.35)`."""
+    top = ranked.iloc[0]
+    if len(ranked) < 2 or top.pct_vs_next is None or pd.isna(top.pct_vs_next):
+        return f"{top.level} has the best {dv} ({top['mean']:.4g})."
+    second = ranked.iloc[1]
+    pct = float(top.pct_vs_next)
+    word = "greater" if pct >= 0 else "smaller"
+    return (f"{top.level} has the best {dv} ({top['mean']:.4g}), {abs(pct):.2f}% {word} than "
+            f"the runner-up {second.level} ({second['mean']:.4g}).")
 
 
 def excess_blocks(results: StudyResults) -> list[Block]:

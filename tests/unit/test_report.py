@@ -8,10 +8,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from analysis.report import write_report
+from analysis.report_content import ranking_sentence
 from analysis.stats_synthetic import synthetic_metrics
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -135,3 +137,14 @@ def test_report_opens_in_headless_chromium(study_folder):
     shown = set(re.findall(r'<img[^>]*data-plot="([^"]+)"[^>]*src="data:image/png;base64,',
                            done.stdout))
     assert shown == STUDY_PLOTS
+
+
+def test_ranking_sentence_uses_the_studys_phrasing():
+    ranked = pd.DataFrame({"level": ["ps-mptcp", "ecmp-mptcp"], "mean": [10.165, 10.0],
+                           "pct_vs_next": [1.65, None]})
+    assert ranking_sentence("goodput_mbps", ranked) == (
+        "ps-mptcp has the best goodput_mbps (10.16), 1.65% greater than the runner-up "
+        "ecmp-mptcp (10)."
+    )
+    faster = pd.DataFrame({"level": ["a", "b"], "mean": [1.8, 2.0], "pct_vs_next": [-10.0, None]})
+    assert "10.00% smaller than the runner-up b" in ranking_sentence("fct_s", faster)
