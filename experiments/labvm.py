@@ -108,10 +108,21 @@ def fragment_options(fragment: str) -> dict[str, str]:
     return options
 
 
+def disabled_options(fragment: str) -> list[str]:
+    """``# CONFIG_X is not set`` lines of a config fragment, as option names."""
+    names = []
+    for line in fragment.splitlines():
+        words = line.split()
+        if len(words) == 5 and words[0] == "#" and words[2:] == ["is", "not", "set"]:
+            names.append(words[1])
+    return names
+
+
 def missing_options(fragment: str, config: str) -> list[str]:
-    """Fragment options that the final .config does not carry with the same value."""
+    """Fragment options that the final .config does not carry as the fragment says."""
     have = fragment_options(config)
-    return [f"{k}={v}" for k, v in fragment_options(fragment).items() if have.get(k) != v]
+    wrong = [f"{k}={v}" for k, v in fragment_options(fragment).items() if have.get(k) != v]
+    return wrong + [f"{k} unset" for k in disabled_options(fragment) if k in have]
 
 
 @dataclass(frozen=True)
@@ -329,6 +340,10 @@ def _configure(src: Path, out: Path, recipe: KernelRecipe, log_file: Path, log: 
     fragment.write_bytes(recipe.config_fragment)
     _run([_tool("virtme-configkernel"), "--defconfig", "--custom", str(fragment), f"O={out}"],
          log_file, cwd=src)
+    # virtme-ng appends some options of its own after the fragment: apply it once more
+    with (out / ".config").open("ab") as config:
+        config.write(b"\n" + recipe.config_fragment)
+    _run(["make", "-C", str(src), f"O={out}", "olddefconfig"], log_file)
     missing = missing_options(recipe.config_fragment.decode(), (out / ".config").read_text())
     if missing:
         raise LabError(

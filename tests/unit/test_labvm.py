@@ -109,9 +109,11 @@ def test_new_file_from_patch_names_the_missing_file():
 
 
 def test_config_options_missing_from_the_final_config():
-    fragment = "# comment\nCONFIG_MPTCP=y\nCONFIG_NET_SCH_NETEM=y\nCONFIG_LOCALVERSION=\"-p\"\n"
-    config = "CONFIG_MPTCP=y\n# CONFIG_NET_SCH_NETEM is not set\nCONFIG_LOCALVERSION=\"-p\"\n"
-    assert missing_options(fragment, config) == ["CONFIG_NET_SCH_NETEM=y"]
+    fragment = ("# comment\nCONFIG_MPTCP=y\nCONFIG_NET_SCH_NETEM=y\nCONFIG_LOCALVERSION=\"-p\"\n"
+                "# CONFIG_DRM is not set\n# CONFIG_SOUND is not set\n")
+    config = ("CONFIG_MPTCP=y\n# CONFIG_NET_SCH_NETEM is not set\nCONFIG_LOCALVERSION=\"-p\"\n"
+              "CONFIG_DRM=y\n# CONFIG_SOUND is not set\n")
+    assert missing_options(fragment, config) == ["CONFIG_NET_SCH_NETEM=y", "CONFIG_DRM unset"]
 
 
 def test_available_schedulers_reads_the_sysctl(tmp_path):
