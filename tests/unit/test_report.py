@@ -148,3 +148,42 @@ def test_ranking_sentence_uses_the_studys_phrasing():
     )
     faster = pd.DataFrame({"level": ["a", "b"], "mean": [1.8, 2.0], "pct_vs_next": [-10.0, None]})
     assert "10.00% smaller than the runner-up b" in ranking_sentence("fct_s", faster)
+
+
+def test_report_from_measured_runs(tmp_path):
+    """The whole chain after emulation: crafted captures -> metrics.csv -> report, with
+    run manifests, as `pathdiv analyze DIR` does it on a real results folder."""
+    import numpy as np
+
+    from analysis.metrics import compute_metrics
+    from analysis.pcap_synth import CaptureBuilder, add_transfer, spec_between, write_run
+    from topologies.fattree import FatTree
+
+    rng = np.random.default_rng(1)
+    n = 0
+    for switching, paths in (("ecmp-mptcp", (0, 1, 2, 3)), ("static-mptcp", (0, 0, 0, 0))):
+        for host in ("vanilla", "rb"):
+            for repetition in range(2):
+                n += 1
+                topo = FatTree(4, aliases_per_host=3)
+                builder = CaptureBuilder(topo, hop_delay_s=50e-6)
+                rows = [add_transfer(builder, spec_between(
+                    topo, t, "h1", "h16", paths=paths, mptcp=True, t0=1000.0 + t, mss=1000,
+                    gap_s=float(rng.uniform(0.5e-3, 1.5e-3)), request_bytes=100,
+                    size_bytes=20000, flow_type=flow_type, client_port=40000 + 10 * t))
+                    for t, flow_type in ((1, "short"), (2, "long"))]
+                write_run(tmp_path / "runs" / f"r{n}", topo, builder, rows, transport="mptcp",
+                          subflows=4, pattern="silent",
+                          factors={"switching": switching, "host": host},
+                          run_id=f"r{n}", repetition=repetition)
+    compute_metrics(tmp_path)
+    html = write_report(tmp_path).read_text()
+    assert set(embedded_plots(html)) == {"box_throughput_mbps", "box_goodput_mbps",
+                                         "box_fct_s", "box_utilization", "fct_cdf"}
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert [c["key"] for c in stats["clusters"]] == [
+        {"condition": "silent", "flow_type": "long"}, {"condition": "silent", "flow_type": "short"}]
+    # Every run used all four paths or one: utilization never varies within a cell.
+    assert any("utilization does not vary within any cell" in m
+               for m in stats["clusters"][0]["messages"])
+    assert "8 run manifests" in (tmp_path / "report.md").read_text()
