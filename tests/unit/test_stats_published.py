@@ -51,6 +51,12 @@ def test_plastic_two_way_manova_matches_r_and_johnson_wichern():
         assert _sig(row.p, p), effect
         assert (row.num_df, row.den_df) == (3, 14)
         assert _sig(_row(table, effect, "wilks").value, wilks), effect
+    # R's test = "Hotelling-Lawley" and "Roy" (equal for one-df effects).
+    for effect, trace in {"rate": 1.6188, "additive": 0.9119, "rate:additive": 0.2868}.items():
+        for statistic in ("hotelling_lawley", "roy"):
+            row = _row(table, effect, statistic)
+            assert _sig(row.value, trace, 4), (effect, statistic)
+            assert _sig(row.f, published[effect][1]), (effect, statistic)
 
 
 def test_kidney_unbalanced_type3_anova_matches_r_car():
