@@ -73,13 +73,15 @@ class Bmv2Switch(Node):
         self.bmv2_log: Path | None = None
         self.thrift_port: int | None = None
 
-    def config(self, **params: Any) -> dict[str, Any]:
-        result = super().config(**params)
+    def quiet_stack(self) -> None:
+        """Keep the namespace's own IP stack off the ports bmv2 drives."""
         self.cmd(
             "sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.disable_ipv6=1 "
             "net.ipv6.conf.default.disable_ipv6=1"
         )
-        return result
+        for intf in self.intfNames():
+            if intf != "lo":
+                self.cmd(f"sysctl -qw net.ipv6.conf.{intf}.disable_ipv6=1")
 
     def start_bmv2(self, argv: list[str], log: Path, thrift_port: int) -> None:
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -154,6 +156,8 @@ class Bmv2DataPlane(DataPlane):
         check_mode(mode, spray)
         self.net = net
         program = self._program(MODE_PROGRAMS[mode])
+        for sw in self.topo.switches:
+            net[sw].quiet_stack()
         self.macs = self._read_macs()
         self._offloads_off()
         for i, sw in enumerate(self.topo.switches):
