@@ -7,7 +7,8 @@ compared with what the switch reports back (see `experiments.p4_cli`).
 
   ingress  arp_responder  (port, switch address) -> arp_reply(port MAC)
            ipv4_lpm       down routes -> forward(port); static: remote host /32s ->
-                          forward(port); other programs: 0.0.0.0/0 -> set_group(up)
+                          forward(port); other programs: 0.0.0.0/0 -> set_group(up);
+                          the switch's own address /32 -> drop
            group_member   (up group, i) -> forward(port of up member i)
   egress   neighbor_mac   port -> set_macs(port MAC, neighbour MAC)
   registers ecn_threshold, spray_policy (spray), flowlet_gap_us (flowlet)
@@ -41,6 +42,7 @@ T_NEIGHBOR = f"{EGRESS}.neighbor_mac"
 A_ARP_REPLY = f"{INGRESS}.arp_reply"
 A_FORWARD = f"{INGRESS}.forward"
 A_SET_GROUP = f"{INGRESS}.set_group"
+A_DROP = f"{INGRESS}.drop"
 A_SET_MACS = f"{EGRESS}.set_macs"
 R_ECN_THRESHOLD = f"{EGRESS}.ecn_threshold"
 R_SPRAY_POLICY = f"{SELECT}.spray_policy"
@@ -208,6 +210,8 @@ def switch_entries(
         port = Value(hop.port)
         entries.append(TableEntry(T_ARP, (port, _ip(table.address)), A_ARP_REPLY, (mine,)))
         entries.append(TableEntry(T_NEIGHBOR, (port,), A_SET_MACS, (mine, peer)))
+    # The switch's own address is no host's: drop instead of sending it up the default.
+    entries.append(TableEntry(T_LPM, (_prefix(f"{table.address}/32"),), A_DROP, ()))
     routes = list(table.down) + (list(table.static) if program == "static" else [])
     for route in routes:
         action, params = _forward(route.hop)

@@ -45,7 +45,7 @@ def test_program_compiles_without_warnings(tools, cache, program) -> None:
 @pytest.mark.parametrize("program", pe.PROGRAMS)
 def test_control_plane_names_exist_in_the_program(tools, cache, program) -> None:
     names = p4info_names(compile_program(program, tools, cache).p4info.read_text())
-    wanted = {*pe.TABLES, pe.A_ARP_REPLY, pe.A_FORWARD, pe.A_SET_GROUP, pe.A_SET_MACS,
+    wanted = {*pe.TABLES, pe.A_ARP_REPLY, pe.A_FORWARD, pe.A_SET_GROUP, pe.A_SET_MACS, pe.A_DROP,
               pe.R_ECN_THRESHOLD, pe.C_PORT_RX, pe.C_PORT_TX}
     wanted |= {"spray": {pe.R_SPRAY_POLICY}, "flowlet": {pe.R_FLOWLET_GAP}}.get(program, set())
     assert wanted - names == set()

@@ -8,6 +8,7 @@ import pytest
 
 from experiments.p4_entries import (
     A_ARP_REPLY,
+    A_DROP,
     A_FORWARD,
     A_SET_GROUP,
     A_SET_MACS,
@@ -117,6 +118,13 @@ def test_core_routes_pods_down_and_has_no_group(topo, tables, macs) -> None:
         e = lpm(entries, f"10.{pod}.0.0/16")
         assert e.params == (Value(pod),)
     assert lpm(entries, "0.0.0.0/0") is None
+
+
+@pytest.mark.parametrize("switch", ["e1", "a2", "c3"])
+def test_own_address_is_dropped_not_routed_up(topo, tables, macs, switch) -> None:
+    entries = entries_of(topo, tables[switch], macs, "ecmp")
+    own = lpm(entries, f"{topo.nodes[switch].address}/32")
+    assert (own.action, own.params) == (A_DROP, ())
 
 
 def test_arp_and_neighbor_macs_cover_every_port(topo, tables, macs) -> None:
