@@ -125,6 +125,8 @@ class StudyResults:
             lines.append(f"[{c.label}] n = {c.n}, {c.status}")
             for effect in dict.fromkeys(c.manova.effect):
                 row = c.manova[(c.manova.effect == effect) & (c.manova.statistic == "pillai")]
+                if row.empty:
+                    continue
                 r = row.iloc[0]
                 verdict = "significant" if r.p < s.alpha else "not significant"
                 lines.append(
