@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 from topologies.fattree import FatTree
 
+# The fabric is IPv4: IPv6 would send its own router solicitations and MLD reports on
+# every link, which interface counters and captures would then mix with the traffic.
+NO_IPV6 = ("net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+
 
 @dataclass(frozen=True)
 class HostSpec:
@@ -30,9 +34,13 @@ def host_commands(topo: FatTree, host: str, spec: HostSpec) -> list[list[str]]:
     cmds: list[list[str]] = [["ip", "addr", "flush", "dev", intf]]
     cmds += [["ip", "addr", "add", f"{a}/32", "dev", intf] for a in addrs]
     cmds.append(["ip", "link", "set", intf, "up"])
+    link = topo.links_of(host)[0]
+    cmds.append(["ip", "neigh", "replace", gateway, "lladdr", topo.mac(link.peer_of(host)),
+                 "dev", intf, "nud", "permanent"])
     cmds.append(["ip", "route", "replace", "default", "via", gateway, "dev", intf, "onlink",
                  "src", addrs[0]])
     sysctls = [
+        *NO_IPV6,
         "net.ipv4.conf.all.rp_filter=2",
         "net.ipv4.conf.default.rp_filter=2",
         f"net.ipv4.conf.{intf}.rp_filter=2",

@@ -87,6 +87,7 @@ class Lab:
             self.net.addLink(
                 link.a.node, link.b.node, port1=link.a.number, port2=link.b.number,
                 intfName1=link.a.intf, intfName2=link.b.intf,
+                addr1=self.topo.mac(link.a), addr2=self.topo.mac(link.b),
             )
         spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler)
         for name in self.topo.hosts:
@@ -153,6 +154,12 @@ class Lab:
         proc = self.node(name).popen(argv, text=True, **kw)
         self.procs.append(proc)
         return proc
+
+    def end(self, proc: subprocess.Popen[Any]) -> None:
+        """Stop one process started with `popen` (terminate, then kill)."""
+        _terminate(proc)
+        if proc in self.procs:
+            self.procs.remove(proc)
 
     def python(self, name: str, module: str, args: list[str], **kw: Any) -> subprocess.Popen:
         """Run `python -m module args` of this checkout inside node `name`."""

@@ -95,6 +95,14 @@ def run_probe(lab: Lab) -> dict[str, Any]:
     plan = ProbePlan.for_topology(topo)
     server = lab.python(plan.server, "experiments.transfer",
                         ["serve", "--port", str(PORT), "--mptcp"])
+    try:
+        return _measure(lab, plan, server)
+    finally:
+        lab.end(server)
+
+
+def _measure(lab: Lab, plan: ProbePlan, server: Any) -> dict[str, Any]:
+    topo = lab.topo
     wait_for_line(server, server.stdout, "ready", 15, f"transfer server on {plan.server}")
     ports = core_ports_towards(topo, plan.client)
 

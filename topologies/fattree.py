@@ -206,6 +206,13 @@ class FatTree:
         except KeyError:
             raise KeyError(f"no interface {intf!r} in a k={self.k} fat tree") from None
 
+    def mac(self, port: Port) -> str:
+        """A stable locally administered MAC per port: 02:role:node(16 bit):port:00."""
+        node = self.nodes[port.node]
+        code = {Role.HOST: 1, Role.EDGE: 2, Role.AGG: 3, Role.CORE: 4}[node.role]
+        num = int(node.name[1:])
+        return f"02:{code:02x}:{num >> 8:02x}:{num & 0xFF:02x}:{port.number:02x}:00"
+
     @property
     def interfaces(self) -> list[str]:
         return list(self._by_intf)

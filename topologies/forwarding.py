@@ -24,12 +24,14 @@ from topologies.model import Role
 
 @dataclass(frozen=True)
 class NextHop:
-    """Leave through `port` (interface `intf`) towards neighbour `node` at `address`."""
+    """Leave through `port` (interface `intf`) towards neighbour `node` at `address`,
+    whose port on this link has Ethernet address `mac`."""
 
     port: int
     intf: str
     node: str
     address: str
+    mac: str
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,9 @@ def switch_seed(run_seed: int, switch: str) -> int:
 def _hop(topo: FatTree, switch: str, link_peer: str) -> NextHop:
     link = topo.link_between(switch, link_peer)
     port = link.port_of(switch)
-    return NextHop(port.number, port.intf, link_peer, topo.nodes[link_peer].address)
+    peer = link.peer_of(switch)
+    return NextHop(port.number, port.intf, link_peer, topo.nodes[link_peer].address,
+                   topo.mac(peer))
 
 
 def switch_table(topo: FatTree, switch: str, run_seed: int = 0) -> SwitchTable:
@@ -85,13 +89,28 @@ def switch_table(topo: FatTree, switch: str, run_seed: int = 0) -> SwitchTable:
                 continue
             if node.role is Role.AGG and hn.pod == node.pod:
                 continue
-            member = up[(hn.index + node.index) % len(up)]
+            # Edges spread by the destination's host index, aggregation switches by its
+            # edge index, so the hosts of a pod reach it through all (k/2)^2 cores.
+            spread = hn.index if node.role is Role.EDGE else topo.edge_index(host)
+            member = up[(spread + node.index) % len(up)]
             static += [
                 Route(f"{a}/32", member) for a in topo.host_addresses(host) if a not in local
             ]
     return SwitchTable(
         switch, node.address, tuple(down), up, tuple(static), switch_seed(run_seed, switch)
     )
+
+
+def neighbor_entries(table: SwitchTable) -> list[tuple[str, str, str]]:
+    """(address, mac, intf) of every neighbour a switch sends to: the fabric needs no ARP,
+    so no ARP frame ever shares a queue or a counter with the measured traffic."""
+    seen: dict[tuple[str, str], str] = {}
+    for r in table.down:
+        addr = r.prefix.split("/")[0] if r.direct else r.hop.address
+        seen[(addr, r.hop.intf)] = r.hop.mac
+    for hop in table.up:
+        seen[(hop.address, hop.intf)] = hop.mac
+    return [(addr, mac, intf) for (addr, intf), mac in seen.items()]
 
 
 def forwarding_tables(topo: FatTree, run_seed: int = 0) -> dict[str, SwitchTable]:

@@ -29,7 +29,8 @@ from experiments.dataplane.base import (
     check_mode,
     parse_proc_net_dev,
 )
-from topologies.forwarding import SwitchTable
+from experiments.hostsetup import NO_IPV6
+from topologies.forwarding import SwitchTable, neighbor_entries
 
 UP_TABLE_BASE = 100
 STATIC_TABLE = 50
@@ -41,7 +42,8 @@ NFT_TABLE = "pathdiv"
 
 def route_batch(table: SwitchTable) -> str:
     """`ip -batch` lines: addresses are set elsewhere; routes and rules for all modes."""
-    lines: list[str] = []
+    lines = [f"neigh replace {addr} lladdr {mac} dev {intf} nud permanent"
+             for addr, mac, intf in neighbor_entries(table)]
     for r in table.down:
         if r.direct:
             lines.append(f"route replace {r.prefix} dev {r.hop.intf} src {table.address}")
@@ -108,6 +110,7 @@ class KernelSwitch(Node):
 
 
 SWITCH_SYSCTLS = [
+    *NO_IPV6,
     "net.ipv4.ip_forward=1",
     "net.ipv4.conf.all.rp_filter=0",
     "net.ipv4.conf.default.rp_filter=0",

@@ -1,0 +1,73 @@
+"""The kernel data plane's generated routes and nftables rules, per mode."""
+
+import pytest
+
+from experiments.dataplane.base import DataPlaneError, parse_proc_net_dev
+from experiments.dataplane.kernel import nft_ruleset, route_batch
+from experiments.hostsetup import HostSpec, host_commands
+from experiments.shaping import tc_commands
+from topologies.fattree import FatTree
+from topologies.forwarding import forwarding_tables
+from topologies.model import LinkParams
+
+TABLES = forwarding_tables(FatTree(4), run_seed=1)
+
+
+def test_ecmp_hashes_the_five_tuple_with_the_switch_seed():
+    rules = nft_ruleset(TABLES["e1"], "ecmp", "random")
+    assert "jhash ip saddr . ip daddr . meta l4proto . th sport . th dport mod 2" in rules
+    assert f"seed 0x{TABLES['e1'].seed:08x} offset 1" in rules
+    assert f"0x{TABLES['e2'].seed:08x}" not in rules
+
+
+@pytest.mark.parametrize(("spray", "expr"), [("random", "numgen random mod 2"),
+                                             ("roundrobin", "numgen inc mod 2")])
+def test_spray_marks_every_packet(spray, expr):
+    assert expr in nft_ruleset(TABLES["a1"], "spray", spray)
+
+
+def test_static_sets_no_marks_and_bad_modes_fail():
+    assert "mark set" not in nft_ruleset(TABLES["e1"], "static", "random")
+    with pytest.raises(DataPlaneError, match="switching mode 'flowlet' is not one of"):
+        nft_ruleset(TABLES["e1"], "flowlet", "random")
+
+
+def test_route_batch_has_one_table_per_uplink_and_main_first():
+    batch = route_batch(TABLES["e1"])
+    assert "rule add pref 1000 lookup main suppress_prefixlength 0" in batch
+    assert "default via 10.0.2.1 dev e1-eth2 onlink src 10.0.0.1 table 100" in batch
+    assert "default via 10.0.3.1 dev e1-eth3 onlink src 10.0.0.1 table 101" in batch
+    assert "route replace 10.0.0.2/32 dev e1-eth0 src 10.0.0.1" in batch
+    assert "table 100" not in route_batch(TABLES["c1"])
+
+
+def test_shaping_uses_htb_and_a_packet_queue():
+    cmds = tc_commands("e1-eth0", LinkParams(bw_mbps=20, queue_pkts=50))
+    flat = [" ".join(c) for c in cmds]
+    assert any("htb rate 20mbit ceil 20mbit" in c for c in flat)
+    assert flat[-1].endswith("parent 1:1 handle 10: pfifo limit 50")
+    delayed = " ".join(tc_commands("x", LinkParams(bw_mbps=None, delay_ms=2))[-1])
+    assert "netem delay 2ms limit 100" in delayed and "htb" not in delayed
+
+
+def test_mptcp_hosts_get_alias_subflow_endpoints():
+    topo = FatTree(4, aliases_per_host=3)
+    cmds = [" ".join(c) for c in host_commands(topo, "h1", HostSpec("mptcp", 4, "cubic"))]
+    assert "ip mptcp limits set subflow 3 add_addr_accepted 3" in cmds
+    for alias in ("10.0.0.34", "10.0.0.66", "10.0.0.98"):
+        assert f"ip mptcp endpoint add {alias} dev h1-eth0 subflow" in cmds
+    assert any("net.ipv4.conf.all.rp_filter=2" in c for c in cmds)
+    tcp = [" ".join(c) for c in host_commands(FatTree(4), "h1", HostSpec("tcp", 1, "reno"))]
+    assert not any("mptcp endpoint" in c for c in tcp)
+    assert any("tcp_congestion_control=reno" in c for c in tcp)
+
+
+def test_proc_net_dev_parsing():
+    text = (
+        "Inter-|   Receive                                                |  Transmit\n"
+        " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets\n"
+        "c1-eth0: 1000 10 0 0 0 0 0 0 2000 20 0 0 0 0 0 0\n"
+        "    lo: 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+    )
+    c = parse_proc_net_dev(text)["c1-eth0"]
+    assert (c.rx_bytes, c.rx_packets, c.tx_bytes, c.tx_packets) == (1000, 10, 2000, 20)
