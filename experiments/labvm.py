@@ -171,10 +171,11 @@ def vng_command(
     memory_mb: int,
 ) -> list[str]:
     """The virtme-ng command line booting ``kernel`` on the host root and running ``script``."""
-    argv = [vng, "--run", str(kernel), "--cpus", str(cpus), "--memory", f"{memory_mb}M"]
+    argv = [vng, "--run", str(kernel), "--verbose", "--cpus", str(cpus),
+            "--memory", f"{memory_mb}M"]
     argv += ["--rwdir", str(share), "--cwd", "/"]
     if accel.name == "tcg":
-        argv += ["--disable-kvm", "--qemu-opts", "-accel tcg,thread=multi"]
+        argv += ["--disable-kvm", "--qemu-opts=-accel tcg,thread=multi"]
     argv += ["--exec", f"sh {shlex.quote(str(script))}"]
     return argv
 
@@ -453,10 +454,12 @@ def run_in_lab(
     accel = accel or detect_accel()
     console = control / "console.log"
     command = vng_command(_tool("vng"), kernel, script, share, accel, cpus, memory_mb)
+    # vng starts virtme-run and friends by name: they sit next to it (venv bin)
+    env = dict(os.environ, PATH=f"{Path(command[0]).parent}:{os.environ.get('PATH', '')}")
     start = time.monotonic()
     with console.open("w") as out:
         try:
-            subprocess.run(command, stdin=subprocess.DEVNULL, stdout=out,
+            subprocess.run(command, stdin=subprocess.DEVNULL, stdout=out, env=env,
                            stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired as exc:
             raise LabError(
