@@ -94,6 +94,33 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def analyze_folder(folder: Path, stats_only: bool = False) -> Path:
+    """Metrics from the captures (unless stats_only), then statistics and the report.
+
+    Reads only files, so a results folder can be re-analysed anywhere, any time."""
+    from analysis.report import write_report
+
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: no such results folder")
+    if not stats_only:
+        from analysis.metrics import compute_metrics
+
+        if not (folder / "runs").is_dir():
+            raise ValueError(f"{folder} has no runs/ folder; for a folder holding only "
+                             "metrics.csv use `pathdiv analyze --stats-only`")
+        path = compute_metrics(folder)
+        log.info("metrics: %s", path)
+    elif not (folder / "metrics.csv").is_file():
+        raise ValueError(f"{folder} has no metrics.csv to analyse")
+    return write_report(folder, stats_only=stats_only)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    report = analyze_folder(args.folder, stats_only=args.stats_only)
+    print(f"report: {report}")
+    return 0
+
+
 def cmd_not_yet(name: str, issue: int) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         print(f"pathdiv {name}: not available yet (tracked in issue {issue}); nothing was run",
@@ -131,8 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reps", type=int)
     p.set_defaults(func=cmd_not_yet("run", 5))
     p = sub.add_parser("analyze", help="recompute metrics, statistics and report of a folder")
-    p.add_argument("folder", type=Path)
-    p.set_defaults(func=cmd_not_yet("analyze", 6))
+    p.add_argument("folder", type=Path, help="a results folder written by `pathdiv run`")
+    p.add_argument("--stats-only", action="store_true",
+                   help="skip the captures: analyse an existing metrics.csv (data from "
+                        "elsewhere)")
+    p.set_defaults(func=cmd_analyze)
     sub.add_parser("clean", help="remove processes/namespaces a killed run left behind") \
         .set_defaults(func=cmd_clean)
     sub.add_parser("keys", help="list every config key with its meaning and default") \

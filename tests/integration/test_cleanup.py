@@ -1,0 +1,59 @@
+"""Nothing is left behind: Ctrl-C tears down; after SIGKILL, `pathdiv clean` does."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from experiments.config import load
+from experiments.dataplane.kernel import KernelDataPlane
+from experiments.network import Lab, lab_processes, wait_for_line
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.root
+PATHDIV = [sys.executable, "-m", "experiments.cli"]
+
+
+def start_probe() -> subprocess.Popen[str]:
+    proc = subprocess.Popen([*PATHDIV, "-v", "probe", "configs/lab-probe.yaml"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_line(proc, proc.stderr, "network up", 60, "pathdiv probe")
+    return proc
+
+
+def owned_by(pid: int) -> list[int]:
+    return [p for p, owner in lab_processes() if owner == pid]
+
+
+def test_ctrl_c_tears_everything_down(root_lab):
+    proc = start_probe()
+    assert owned_by(proc.pid), "the lab should be running before Ctrl-C"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted; the network was torn down" in err
+    assert owned_by(proc.pid) == []
+
+
+def test_clean_after_sigkill_then_a_new_lab_works(root_lab, tmp_path):
+    proc = start_probe()
+    proc.kill()
+    proc.wait(timeout=10)
+    left = owned_by(proc.pid)
+    assert left, "SIGKILL should leave lab processes for clean to find"
+    out = subprocess.run([*PATHDIV, "clean"], cwd=REPO, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    killed = re.search(r"killed (\d+) leftover", out.stdout)
+    assert killed and int(killed.group(1)) >= len(left), out.stdout
+    assert owned_by(proc.pid) == []
+    again = subprocess.run([*PATHDIV, "clean"], cwd=REPO, capture_output=True, text=True,
+                           timeout=60)
+    assert "killed 0 leftover" in again.stdout  # idempotent
+    cfg = load(REPO / "configs/lab-probe.yaml")
+    with Lab(cfg, KernelDataPlane, tmp_path) as lab:
+        assert lab.ping_all() == []

@@ -1,0 +1,47 @@
+"""The command line as a user meets it: check, keys, errors with exit codes, analyze."""
+
+from __future__ import annotations
+
+from analysis.stats_synthetic import synthetic_metrics
+from experiments.cli import main
+from tests.conftest import REPO
+
+
+def test_check_prints_the_topology_and_plan(capsys):
+    assert main(["check", str(REPO / "configs/lab-probe.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "valid. k=4 fat tree: 20 switches, 16 hosts, 48 links" in out
+    assert "plan: 3 run(s)" in out  # no factors: one run per flow type
+
+
+def test_check_with_override_and_bad_value(capsys):
+    cfg = str(REPO / "configs/lab-probe.yaml")
+    assert main(["check", cfg, "--set", "topology.k=6"]) == 0
+    assert "k=6 fat tree: 45 switches, 54 hosts" in capsys.readouterr().out
+    assert main(["check", cfg, "--set", "switching.mode=sprya"]) == 2
+    err = capsys.readouterr().err
+    assert "switching.mode: 'sprya' is not allowed; choose one of static, ecmp, spray" in err
+    assert "nothing was started" in err
+
+
+def test_keys_documents_every_key(capsys):
+    assert main(["keys"]) == 0
+    out = capsys.readouterr().out
+    for key in ("topology.links.core.bw_mbps", "switching.spray", "hosts.subflows",
+                "workload.flow_types.<name>", "analysis.dvs"):
+        assert key in out
+
+
+def test_analyze_stats_only_needs_metrics(tmp_path, capsys):
+    assert main(["analyze", str(tmp_path), "--stats-only"]) == 1
+    assert "has no metrics.csv" in capsys.readouterr().err
+    assert main(["analyze", str(tmp_path)]) == 1
+    assert "use `pathdiv analyze --stats-only`" in capsys.readouterr().err
+
+
+def test_analyze_stats_only_writes_the_report(tmp_path, capsys):
+    frame = synthetic_metrics(seed=1, conditions=["noisy"], flow_types=["short"])
+    frame.to_csv(tmp_path / "metrics.csv", index=False)
+    assert main(["analyze", str(tmp_path), "--stats-only"]) == 0
+    assert f"report: {tmp_path / 'report.html'}" in capsys.readouterr().out
+    assert (tmp_path / "stats.json").is_file() and (tmp_path / "report.md").is_file()
