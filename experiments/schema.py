@@ -94,6 +94,10 @@ def _probability(value: Any) -> str | None:
     return None if 0 < value < 1 else "a number between 0 and 1"
 
 
+def _port(value: Any) -> str | None:
+    return None if 1 <= value <= 65535 else "a TCP port 1..65535"
+
+
 def _at_least_one(value: Any) -> str | None:
     return None if value >= 1 else "an integer >= 1"
 
@@ -165,8 +169,11 @@ SCHEMA = Section(
         "workload": Section(
             {
                 "pattern": Leaf(str, "silent", "silent: 1-to-1 pairs take turns; noisy: "
-                                "partition-aggregate 1-to-(group-1)",
-                                choices=("silent", "noisy")),
+                                "two halves, in each one client fetches from the rest at "
+                                "once (partition-aggregate); incast: one client fetches "
+                                "from every other host at once; permutation: every host "
+                                "fetches from another at once",
+                                choices=("silent", "noisy", "incast", "permutation")),
                 "flow_types": MapOf(
                     Leaf((str, int), None, "payload size", check=_size_check),
                     "flow type name -> payload size of one transfer",
@@ -178,6 +185,8 @@ SCHEMA = Section(
                                  check=_at_least_one),
                 "timeout_s": Leaf((int, float), 120, "a transfer not done by then fails",
                                   check=_positive),
+                "server_port": Leaf(int, 8080, "TCP port of the transfer server on every "
+                                    "host", check=_port),
             }
         ),
         "capture": Section(
