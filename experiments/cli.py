@@ -121,6 +121,62 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from experiments.plan import expand
+    from experiments.runner import (
+        parse_only,
+        prepare_folder,
+        quick_config,
+        quick_flow_types,
+        run_plan,
+    )
+
+    cfg = _config(args)
+    if args.quick:
+        cfg = quick_config(cfg)
+    if args.reps is not None and args.reps < 1:
+        raise ValueError(f"--reps {args.reps}: expected an integer >= 1")
+    reps = args.reps if args.reps is not None else (1 if args.quick else None)
+    runs = expand(cfg, repetitions=reps, flow_types=quick_flow_types(cfg) if args.quick
+                  else None, only=parse_only(args.only or []))
+    if not runs:
+        raise ValueError("the plan is empty; check --only against `pathdiv check CONFIG`")
+    host_runs = [r for r in runs if r.config.host_kernel == "host"]
+    if host_runs:
+        preflight(host_runs[0].config)
+    folder = prepare_folder(cfg, args.out)
+    options = {"reps": reps, "only": args.only or [], "quick": args.quick,
+               "set": args.set or []}
+    if not args.quiet:
+        print(f"pathdiv: {len(runs)} run(s) into {folder}", file=sys.stderr)
+    try:
+        outcome = run_plan(cfg, runs, folder, quiet=args.quiet, options=options)
+    except KeyboardInterrupt:
+        print(f"pathdiv: interrupted; the network was torn down and no partial run is "
+              f"marked complete. Resume with: pathdiv run {args.config} --out {folder} "
+              "(with the same options)", file=sys.stderr)
+        return 130
+    print(f"{folder}: {outcome.summary()}")
+    if not outcome.count("complete"):
+        print(f"pathdiv: no complete run to analyse; see the reasons in {folder}/plan.json",
+              file=sys.stderr)
+        return 1
+    try:
+        report = analyze_folder(folder)
+    except Exception as exc:  # the runs stay; analysis can be redone from the files
+        print(f"pathdiv: analysis failed ({type(exc).__name__}: {exc}); the runs are kept "
+              f"in {folder}: fix the cause and run `pathdiv analyze {folder}`",
+              file=sys.stderr)
+        return 1
+    print(f"report: {report}")
+    if outcome.count("failed"):
+        print(f"pathdiv: {outcome.count('failed')} run(s) failed (reasons in "
+              f"{folder}/plan.json); resume with --out {folder} to retry them",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_not_yet(name: str, issue: int) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         print(f"pathdiv {name}: not available yet (tracked in issue {issue}); nothing was run",
@@ -153,10 +209,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_config("probe", "build the network, measure path spreading and link fidelity")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_probe)
-    p = with_config("run", "run the whole plan, then analyse it")
-    p.add_argument("--out", type=Path)
-    p.add_argument("--reps", type=int)
-    p.set_defaults(func=cmd_not_yet("run", 5))
+    p = with_config("run", "run the whole plan (resumable), then analyse it")
+    p.add_argument("--out", type=Path, help="results folder; an existing one is resumed "
+                   "(default: results/<name>-<YYYYmmdd-HHMMSS>)")
+    p.add_argument("--reps", type=int, help="repetitions (overrides the config's)")
+    p.add_argument("--only", action="append", metavar="KEY=VALUE",
+                   help="restrict the plan to one factor level or flow type, e.g. "
+                        "--only switching=ecmp-mptcp --only flow_type=query (repeatable)")
+    p.add_argument("--quick", action="store_true", help="one repetition, query+short flow "
+                   "types, one iteration: a fast look, not a study")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or per-run lines")
+    p.set_defaults(func=cmd_run)
     p = sub.add_parser("analyze", help="recompute metrics, statistics and report of a folder")
     p.add_argument("folder", type=Path, help="a results folder written by `pathdiv run`")
     p.add_argument("--stats-only", action="store_true",

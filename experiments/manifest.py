@@ -1,0 +1,136 @@
+"""Provenance of a run and atomic result files.
+
+What a manifest records besides the run's own identity: the git revision of this
+checkout, the kernel release, the `net.mptcp.*` / `net.ipv4.tcp_*` sysctls and the
+qdiscs as a host namespace sees them, and tool versions. Parsing is pure; the
+functions that ask the system are small and never raise (a missing tool is recorded
+as such, it does not fail the run).
+
+Every result file is written atomically: a temporary file in the same folder, then
+`os.replace`, so a reader (or a resumed run) never sees half a file.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import os
+import platform
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SYSCTL_PREFIXES = ("net.mptcp.", "net.ipv4.tcp_")
+TOOL_COMMANDS: dict[str, list[str]] = {
+    "tcpdump": ["tcpdump", "--version"],
+    "iproute2": ["ip", "-V"],
+    "nft": ["nft", "--version"],
+    "tc": ["tc", "-V"],
+}
+
+
+# ---- atomic files -----------------------------------------------------------------
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` so that `path` is either old or complete, never partial."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def csv_text(columns: list[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="raise", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(row)
+    return buf.getvalue()
+
+
+def write_csv_atomic(path: Path, columns: list[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    write_text_atomic(path, csv_text(columns, rows))
+
+
+# ---- pure parsing -----------------------------------------------------------------
+def parse_sysctls(text: str, prefixes: tuple[str, ...] = SYSCTL_PREFIXES) -> dict[str, str]:
+    """`sysctl -a` output -> {key: value} for keys under `prefixes` (others dropped)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(" = ")
+        key = key.strip()
+        if sep and key.startswith(prefixes):
+            out[key] = re.sub(r"\s+", " ", value.strip())
+    return dict(sorted(out.items()))
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+# ---- asking the system --------------------------------------------------------------
+def _run(argv: list[str], cwd: Path | None = None) -> tuple[int, str]:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=20, cwd=cwd)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 127, str(exc)
+    return p.returncode, (p.stdout or "") + (p.stderr or "")
+
+
+def git_revision(repo: Path = REPO) -> str:
+    """HEAD's commit, with '-dirty' when tracked files differ; 'unknown' outside git."""
+    git = ["git", "-c", f"safe.directory={repo}", "-C", str(repo)]
+    rc, head = _run([*git, "rev-parse", "HEAD"])
+    if rc != 0:
+        return "unknown"
+    rc, status = _run([*git, "status", "--porcelain", "--untracked-files=no"])
+    return head.strip() + ("-dirty" if rc == 0 and status.strip() else "")
+
+
+@functools.lru_cache(maxsize=1)
+def tool_versions() -> dict[str, str]:
+    """Versions of the tools a run uses (the same for every run of one process)."""
+    out = {"python": platform.python_version()}
+    try:
+        import mininet.net
+
+        out["mininet"] = str(getattr(mininet.net, "VERSION", "unknown"))
+    except ImportError:
+        out["mininet"] = "not installed"
+    for name, argv in TOOL_COMMANDS.items():
+        rc, text = _run(argv)
+        out[name] = first_line(text) if rc == 0 else f"unavailable ({first_line(text)})"
+    return out
+
+
+def namespace_state(lab: Any, host: str) -> dict[str, Any]:
+    """Sysctls and qdiscs as `host`'s namespace sees them (never raises)."""
+    state: dict[str, Any] = {"host": host}
+    try:
+        state["sysctls"] = parse_sysctls(lab.cmd(host, ["sysctl", "-a"], check=False))
+    except Exception as exc:
+        state["sysctls"] = {"error": str(exc)}
+    try:
+        state["qdiscs"] = lab.cmd(host, ["tc", "qdisc", "show"], check=False).strip()
+    except Exception as exc:
+        state["qdiscs"] = f"error: {exc}"
+    return state

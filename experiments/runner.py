@@ -1,0 +1,376 @@
+"""Execute a run plan into a results folder, resumably.
+
+Layout (every file written atomically):
+
+    results/<name>-<YYYYmmdd-HHMMSS>/
+        config.yaml                 the resolved config as run
+        plan.json                   every planned run with its status and reason
+        runs/<run_id>/manifest.json written last: a run is complete only when it says so
+        runs/<run_id>/transfers.csv one row per transfer
+        runs/<run_id>/captures/     one pcap per link (headers only)
+        runs/<run_id>/lab/          node scripts and server logs of the run
+
+A run's status is `complete`, `failed` (the network or the workload broke; the reason is
+in `error`) or `skipped` (this machine cannot run it as configured, e.g. hosts.kernel:
+lab without the lab VM; never relabelled as something else). Resuming a folder skips
+complete runs and redoes every other run from scratch (its folder is deleted first).
+
+Pure parts (folder naming, state of a run folder, what to resume, manifest skeletons)
+are kept apart from `execute_run`/`run_plan`, which build networks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from experiments.config import Config
+from experiments.manifest import (
+    git_revision,
+    namespace_state,
+    tool_versions,
+    write_csv_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
+from experiments.plan import Run
+
+log = logging.getLogger("pathdiv")
+
+QUICK_FLOW_TYPES = ("query", "short")
+QUICK_ITERATIONS = 1
+STATUSES = ("complete", "failed", "skipped")
+
+
+class ResultsError(ValueError):
+    """A results folder that cannot take this plan (another experiment's, unreadable)."""
+
+
+# ---- pure: options, folders, states ----------------------------------------------------
+def quick_config(cfg: Config) -> Config:
+    """--quick: fewer iterations (the repetition and flow types are the plan's job)."""
+    iterations = min(int(cfg.data["workload"]["iterations"]), QUICK_ITERATIONS)
+    return cfg.with_overrides([("workload.iterations", iterations)])
+
+
+def quick_flow_types(cfg: Config) -> list[str]:
+    """query+short when the config has them, else its first two flow types."""
+    names = list(cfg.flow_sizes())
+    chosen = [f for f in QUICK_FLOW_TYPES if f in names]
+    return chosen or names[:2]
+
+
+def parse_only(items: list[str]) -> dict[str, str]:
+    """['switching=ecmp-tcp', 'flow_type=query'] -> dict; bad items name the fix."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"--only {item!r}: expected FACTOR=LEVEL, e.g. --only "
+                             "switching=ecmp-mptcp or --only flow_type=query")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def new_folder_name(name: str, now: datetime) -> str:
+    return f"{name}-{now:%Y%m%d-%H%M%S}"
+
+
+def run_state(run_dir: Path) -> str:
+    """'absent', 'partial' (anything without a readable final manifest) or its status."""
+    if not run_dir.exists():
+        return "absent"
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return "partial"
+    status = manifest.get("status") if isinstance(manifest, dict) else None
+    return status if status in STATUSES else "partial"
+
+
+def split_resume(runs: list[Run], folder: Path) -> tuple[list[Run], list[Run]]:
+    """(runs still to do, runs already complete); failed/skipped/partial ones are redone."""
+    todo, done = [], []
+    for run in runs:
+        (done if run_state(folder / "runs" / run.run_id) == "complete" else todo).append(run)
+    return todo, done
+
+
+def config_differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two resolved configs."""
+    out: list[str] = []
+    for key in sorted(set(old) | set(new), key=str):
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += config_differences(a, b, dotted)
+        elif a != b:
+            out.append(dotted)
+    return out
+
+
+def check_resumable(folder: Path, cfg: Config) -> None:
+    """Raise ResultsError when `folder` holds a different experiment's results."""
+    path = folder / "config.yaml"
+    if not path.exists():
+        if (folder / "runs").exists():
+            raise ResultsError(f"{folder} has runs/ but no config.yaml; it was not written by "
+                               "`pathdiv run`. Choose another --out folder")
+        return
+    try:
+        old = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ResultsError(f"{path} cannot be read ({exc}); choose another --out folder") \
+            from None
+    diff = config_differences(old, cfg.data)
+    if diff:
+        shown = ", ".join(diff[:6]) + (" ..." if len(diff) > 6 else "")
+        raise ResultsError(f"{folder} holds results of a different config (differs in "
+                           f"{shown}); resume it with the same config and --set/--quick "
+                           "options, or choose another --out folder")
+
+
+def base_manifest(run: Run) -> dict[str, Any]:
+    """The keys every manifest has, before anything ran."""
+    return {
+        **run.to_dict(),
+        "config": run.config.data,
+        "status": "failed",
+        "error": "",
+        "dataplane": {},
+        "kernel_release": "",
+        "git_revision": "",
+        "sysctls": {},
+        "tools": {},
+        "timings": {"build_s": None, "traffic_s": None, "teardown_s": None, "total_s": None},
+        "capture": {},
+        "transfers": {},
+    }
+
+
+def lab_vm_reason() -> str:
+    """Why runs with hosts.kernel: lab cannot run on this machine (a full sentence)."""
+    built = "the lab kernel is not built (`make kernel`)"
+    try:
+        from experiments.labvm import find_lab_kernel
+
+        image = find_lab_kernel()
+        if image is not None:
+            built = f"the lab kernel is built ({image})"
+    except Exception as exc:
+        built = f"the lab kernel cannot be located ({exc})"
+    return ("hosts.kernel: lab needs the fat tree inside the pathdiv lab VM, which the "
+            f"runner cannot start yet; {built}. Run the host-kernel levels, or resume this "
+            "folder once lab runs are supported; the run was not relabelled")
+
+
+def skip_reason(run: Run, lab_vm_problem: str | None) -> str | None:
+    if run.config.host_kernel == "lab" and lab_vm_problem:
+        return lab_vm_problem
+    return None
+
+
+@dataclass
+class PlanOutcome:
+    folder: Path
+    statuses: dict[str, str] = field(default_factory=dict)  # run_id -> status
+
+    def count(self, status: str) -> int:
+        return sum(1 for s in self.statuses.values() if s == status)
+
+    def summary(self) -> str:
+        parts = [f"{self.count(s)} {s}" for s in STATUSES if self.count(s)]
+        return f"{len(self.statuses)} run(s): " + (", ".join(parts) or "none")
+
+
+# ---- plan.json ------------------------------------------------------------------------
+def plan_document(cfg: Config, runs: list[Run], statuses: dict[str, dict[str, str]],
+                  previous: dict[str, Any] | None, options: dict[str, Any]) -> dict[str, Any]:
+    """plan.json: every run of this and earlier invocations, with status and reason."""
+    entries: dict[str, dict[str, Any]] = {}
+    for entry in (previous or {}).get("runs", []):
+        entries[entry["run_id"]] = entry
+    for run in runs:
+        entry = {**run.to_dict(), "host_kernel": run.config.host_kernel,
+                 "status": "pending", "reason": ""}
+        entry.update(statuses.get(run.run_id, {}))
+        entries[run.run_id] = entry
+    return {"name": cfg.name, "source": cfg.source, "options": options,
+            "runs": sorted(entries.values(), key=lambda e: (e["repetition"], e["order"]))}
+
+
+# ---- side effects ----------------------------------------------------------------------
+def prepare_folder(cfg: Config, out: Path | None, root: Path = Path("results")) -> Path:
+    """The results folder: `out` (new or resumed) or a new timestamped one under `root`."""
+    if out is None:
+        out = root / new_folder_name(cfg.name, datetime.now())
+        if out.exists():
+            raise ResultsError(f"{out} already exists; wait a second or pass --out")
+    check_resumable(out, cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / "config.yaml", cfg.to_yaml())
+    return out
+
+
+def execute_run(run: Run, run_dir: Path,
+                on_round: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Build the network, run the workload with captures, tear down; return the manifest.
+
+    Failures become status 'failed' with the reason; Ctrl-C writes a failed manifest
+    (so nothing is marked complete) and propagates after the network is torn down.
+    """
+    from experiments.dataplane.select import select_dataplane
+    from experiments.environment import kernel_release, preflight
+    from experiments.network import Lab, LabError
+    from experiments.traffic import COLUMNS, Traffic, row_dicts, run_workload
+    from experiments.workloads import rounds
+
+    cfg = run.config
+    manifest = base_manifest(run)
+    manifest.update(kernel_release=kernel_release(), git_revision=git_revision(),
+                    tools=tool_versions())
+    timings = manifest["timings"]
+    started = time.monotonic()
+    workload = cfg.data["workload"]
+    try:
+        preflight(cfg)
+        cls, reason = select_dataplane(cfg.dataplane)
+        manifest["dataplane"] = {"selected": reason}
+        traffic = Traffic(run.flow_type, cfg.flow_sizes()[run.flow_type], cfg.transport,
+                          int(workload["server_port"]), float(workload["timeout_s"]))
+        with Lab(cfg, cls, run_dir / "lab") as lab:
+            timings["build_s"] = round(lab.build_s, 3)
+            manifest["dataplane"].update(lab.dp.describe())
+            failed = lab.ping_all()
+            if failed:
+                raise LabError(f"{len(failed)} host pair(s) cannot reach each other "
+                               f"(e.g. {failed[:3]}); the network is broken")
+            manifest["sysctls"] = namespace_state(lab, lab.topo.hosts[0])
+            capture = cfg.data["capture"]
+            if capture["enabled"]:
+                manifest["capture"]["start"] = lab.start_capture(
+                    run_dir / "captures", int(capture["snaplen"]), int(capture["budget_mb"]))
+            plan = rounds(str(workload["pattern"]), lab.topo.hosts, run.seed,
+                          int(workload["iterations"]), int(workload["requests"]))
+            t0 = time.monotonic()
+            rows = run_workload(lab, plan, traffic, run_dir / "lab" / "logs", on_round)
+            timings["traffic_s"] = round(time.monotonic() - t0, 3)
+            if capture["enabled"]:
+                manifest["capture"]["stop"] = lab.stop_capture()
+            t1 = time.monotonic()
+        timings["teardown_s"] = round(time.monotonic() - t1, 3)
+        write_csv_atomic(run_dir / "transfers.csv", COLUMNS, row_dicts(rows))
+        ok = sum(1 for r in rows if r.ok)
+        manifest["transfers"] = {"total": len(rows), "ok": ok, "failed": len(rows) - ok,
+                                 "rounds": len(plan)}
+        manifest["status"] = "complete"
+    except KeyboardInterrupt:
+        manifest["error"] = ("interrupted (SIGINT); the network was torn down. Resume the "
+                             "folder with `pathdiv run CONFIG --out DIR` to redo this run")
+        _finish(manifest, run_dir, started)
+        raise
+    except Exception as exc:
+        manifest["error"] = f"{type(exc).__name__}: {exc}"
+        log.debug("run %s failed:\n%s", run.run_id, traceback.format_exc())
+    _finish(manifest, run_dir, started)
+    return manifest
+
+
+def _finish(manifest: dict[str, Any], run_dir: Path, started: float) -> None:
+    manifest["timings"]["total_s"] = round(time.monotonic() - started, 3)
+    manifest["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+    write_json_atomic(run_dir / "manifest.json", manifest)
+
+
+def write_skipped(run: Run, run_dir: Path, reason: str) -> dict[str, Any]:
+    from experiments.environment import kernel_release
+
+    manifest = base_manifest(run)
+    manifest.update(status="skipped", error=reason, kernel_release=kernel_release(),
+                    git_revision=git_revision())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(run_dir / "manifest.json", manifest)
+    return manifest
+
+
+def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
+             options: dict[str, Any] | None = None) -> PlanOutcome:
+    """Execute the runs not yet complete in `folder`, in plan order."""
+    from tqdm import tqdm
+
+    todo, done = split_resume(runs, folder)
+    plan_path = folder / "plan.json"
+    previous = None
+    if plan_path.exists():
+        try:
+            previous = json.loads(plan_path.read_text())
+        except (OSError, ValueError):
+            previous = None
+    statuses: dict[str, dict[str, str]] = {
+        r.run_id: {"status": "complete", "reason": ""} for r in done
+    }
+    outcome = PlanOutcome(folder, {r.run_id: "complete" for r in done})
+    lab_vm_problem = lab_vm_reason() if any(r.config.host_kernel == "lab" for r in todo) \
+        else None
+
+    def save_plan() -> None:
+        write_json_atomic(plan_path, plan_document(cfg, runs, statuses, previous,
+                                                   options or {}))
+
+    save_plan()
+    bar = tqdm(total=len(runs), initial=len(done), unit="run", file=sys.stderr,
+               disable=quiet, dynamic_ncols=True, desc=cfg.name)
+    say = (lambda msg: None) if quiet else (lambda msg: bar.write(msg, file=sys.stderr))
+    if done:
+        say(f"resuming {folder}: {len(done)} run(s) complete, {len(todo)} to do")
+    try:
+        for run in todo:
+            run_dir = folder / "runs" / run.run_id
+            if run_dir.exists():
+                shutil.rmtree(run_dir)  # partial, failed or skipped: redo from scratch
+            label = " ".join([run.flow_type, *run.factors.values(), f"rep{run.repetition}"])
+            bar.set_postfix_str(label)
+            reason = skip_reason(run, lab_vm_problem)
+            if reason:
+                manifest = write_skipped(run, run_dir, reason)
+            else:
+                run_dir.mkdir(parents=True)
+
+                def on_round(n: int, total: int, label: str = label) -> None:
+                    bar.set_postfix_str(f"{label} round {n}/{total}")
+
+                manifest = execute_run(run, run_dir, on_round)
+            status = manifest["status"]
+            statuses[run.run_id] = {"status": status, "reason": manifest["error"]}
+            outcome.statuses[run.run_id] = status
+            save_plan()
+            say(_run_line(run, manifest))
+            bar.update(1)
+    except KeyboardInterrupt:
+        save_plan()  # the interrupted run stays pending; its manifest says failed
+        raise
+    finally:
+        bar.close()
+    return outcome
+
+
+def _run_line(run: Run, manifest: dict[str, Any]) -> str:
+    status = manifest["status"]
+    head = f"run {run.order + 1} {run.run_id}: {status}"
+    if status == "complete":
+        t = manifest["transfers"]
+        tm = manifest["timings"]
+        return (f"{head} ({t['ok']}/{t['total']} transfers ok, build {tm['build_s']:.1f} s, "
+                f"traffic {tm['traffic_s']:.1f} s, teardown {tm['teardown_s']:.1f} s)")
+    return f"{head}: {manifest['error'][:300]}"
