@@ -331,9 +331,9 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
     save_plan()
     bar = tqdm(total=len(runs), initial=len(done), unit="run", file=sys.stderr,
                disable=quiet, dynamic_ncols=True, desc=cfg.name)
-    say = (lambda msg: None) if quiet else (lambda msg: bar.write(msg, file=sys.stderr))
-    if done:
-        say(f"resuming {folder}: {len(done)} run(s) complete, {len(todo)} to do")
+    if done and not quiet:
+        bar.write(f"resuming {folder}: {len(done)} run(s) complete, {len(todo)} to do",
+                  file=sys.stderr)
     try:
         for run in todo:
             run_dir = folder / "runs" / run.run_id
@@ -355,7 +355,8 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
             statuses[run.run_id] = {"status": status, "reason": manifest["error"]}
             outcome.statuses[run.run_id] = status
             save_plan()
-            say(_run_line(run, manifest))
+            if not quiet:
+                bar.write(_run_line(run, manifest), file=sys.stderr)
             bar.update(1)
     except KeyboardInterrupt:
         save_plan()  # the interrupted run stays pending; its manifest says failed

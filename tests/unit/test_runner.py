@@ -1,0 +1,178 @@
+"""The runner's pure parts: plan sizes of the shipped configs, folder states, resume, files."""
+
+import csv
+import json
+import os
+
+import pytest
+
+from experiments import runner
+from experiments.config import load, validate
+from experiments.manifest import parse_sysctls, write_csv_atomic, write_json_atomic
+from experiments.plan import expand
+from experiments.runner import (
+    ResultsError,
+    base_manifest,
+    check_resumable,
+    parse_only,
+    quick_config,
+    quick_flow_types,
+    run_state,
+    skip_reason,
+    split_resume,
+)
+from experiments.traffic import COLUMNS
+from tests.conftest import REPO
+
+SWITCHING = {"static-tcp", "ecmp-tcp", "ps-tcp", "ecmp-mptcp", "ps-mptcp"}
+
+
+@pytest.mark.parametrize("name", ["silent", "noisy"])
+def test_reference_configs_cross_five_switching_levels_two_hosts_three_flow_types(name):
+    cfg = load(REPO / "configs" / f"{name}.yaml")
+    runs = expand(cfg)
+    assert len(runs) == 5 * 2 * 3 * int(cfg.data["repetitions"])
+    assert {r.factors["switching"] for r in runs} == SWITCHING
+    assert {r.factors["host"] for r in runs} == {"vanilla", "rb"}
+    assert all(r.config.host_kernel == "lab" for r in runs)  # scheduler is the only difference
+    assert {r.config.scheduler for r in runs if r.factors["host"] == "rb"} == {"rb"}
+    assert cfg.data["workload"]["pattern"] == name
+    assert cfg.flow_sizes() == {"query": 128_000 if name == "silent" else 10_000,
+                                "short": 500_000, "long": 25_000_000}
+    assert (cfg.k, cfg.data["topology"]["links"]["core"]["bw_mbps"], cfg.subflows) == (4, 20, 4)
+
+
+def test_quick_is_one_repetition_of_query_and_short_with_one_iteration():
+    cfg = quick_config(load(REPO / "configs/noisy.yaml"))
+    assert cfg.data["workload"]["iterations"] == 1
+    runs = expand(cfg, repetitions=1, flow_types=quick_flow_types(cfg),
+                  only=parse_only(["switching=ps-mptcp"]))
+    assert len(runs) == 1 * 2 * 2
+    assert {r.flow_type for r in runs} == {"query", "short"}
+    assert quick_flow_types(validate({"workload": {"flow_types": {"a": 1, "b": 2, "c": 3}}})) \
+        == ["a", "b"]
+
+
+def test_only_items_must_be_key_value():
+    assert parse_only(["flow_type=query", "host=rb"]) == {"flow_type": "query", "host": "rb"}
+    with pytest.raises(ValueError, match="--only 'switching': expected FACTOR=LEVEL"):
+        parse_only(["switching"])
+
+
+def _runs():
+    cfg = validate({"seed": 3, "factors": {"switching": {
+        "ecmp-tcp": {"switching.mode": "ecmp", "hosts.transport": "tcp"},
+        "ps-mptcp": {"switching.mode": "spray", "hosts.transport": "mptcp"}}}})
+    return cfg, expand(cfg, repetitions=1, flow_types=["query", "short"])
+
+
+def _manifest(folder, run, status):
+    d = folder / "runs" / run.run_id
+    d.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(d / "manifest.json", {**base_manifest(run), "status": status})
+
+
+def test_run_states_and_resume_redo_everything_not_complete(tmp_path):
+    _, runs = _runs()
+    a, b, c, d = runs
+    _manifest(tmp_path, a, "complete")
+    _manifest(tmp_path, b, "failed")
+    (tmp_path / "runs" / c.run_id / "captures").mkdir(parents=True)  # killed mid-run
+    (tmp_path / "runs" / c.run_id / "manifest.json").write_text('{"status": "comp')
+    assert [run_state(tmp_path / "runs" / r.run_id) for r in runs] == \
+        ["complete", "failed", "partial", "absent"]
+    todo, done = split_resume(runs, tmp_path)
+    assert done == [a] and todo == [b, c, d]
+
+
+def test_a_folder_of_another_config_is_not_resumed(tmp_path):
+    cfg, _ = _runs()
+    check_resumable(tmp_path, cfg)  # empty folder: fine
+    (tmp_path / "config.yaml").write_text(cfg.to_yaml())
+    check_resumable(tmp_path, cfg)
+    other = cfg.with_overrides([("workload.iterations", 1), ("seed", 4)])
+    with pytest.raises(ResultsError, match=r"different config \(differs in seed, "
+                                           r"workload.iterations\)"):
+        check_resumable(tmp_path, other)
+    (tmp_path / "config.yaml").unlink()
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(ResultsError, match=r"runs/ but no config\.yaml"):
+        check_resumable(tmp_path, cfg)
+
+
+def test_lab_kernel_runs_are_skipped_never_relabelled():
+    cfg, runs = _runs()
+    lab_run = expand(cfg.with_overrides([("hosts.kernel", "lab")]), repetitions=1)[0]
+    assert skip_reason(lab_run, "no lab VM") == "no lab VM"
+    assert lab_run.config.host_kernel == "lab"
+    assert skip_reason(runs[0], "no lab VM") is None
+    assert "hosts.kernel: lab" in runner.lab_vm_reason()
+
+
+def test_atomic_writes_leave_the_old_file_when_interrupted(tmp_path, monkeypatch):
+    path = tmp_path / "manifest.json"
+    write_json_atomic(path, {"status": "failed"})
+
+    def boom(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(KeyboardInterrupt):
+        write_json_atomic(path, {"status": "complete"})
+    assert json.loads(path.read_text()) == {"status": "failed"}
+    assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]  # no temp left over
+
+
+def test_transfers_csv_has_the_columns_analysis_reads(tmp_path):
+    assert COLUMNS == ["transfer_id", "group_id", "flow_type", "transport", "client", "server",
+                       "client_addr", "server_addr", "server_port", "client_port",
+                       "size_bytes", "start_s", "end_s", "ok", "error", "subflows"]
+    row = dict.fromkeys(COLUMNS, 0) | {"ok": False, "error": "refused, twice"}
+    write_csv_atomic(tmp_path / "t.csv", COLUMNS, [row])
+    back = list(csv.DictReader((tmp_path / "t.csv").open()))
+    assert back[0]["error"] == "refused, twice" and back[0]["ok"] == "False"
+
+
+def test_sysctls_keep_mptcp_and_tcp_keys_only():
+    text = ("net.mptcp.enabled = 1\nnet.ipv4.tcp_congestion_control = cubic\n"
+            "net.ipv4.tcp_rmem = 4096\t131072\t6291456\nnet.core.somaxconn = 4096\n"
+            "sysctl: permission denied on key 'fs.protected_hardlinks'\n")
+    assert parse_sysctls(text) == {"net.ipv4.tcp_congestion_control": "cubic",
+                                   "net.ipv4.tcp_rmem": "4096 131072 6291456",
+                                   "net.mptcp.enabled": "1"}
+
+
+def test_interrupted_plan_resumes_without_duplicates(tmp_path, monkeypatch):
+    cfg, runs = _runs()
+    executed: list[str] = []
+    interrupt_at = {runs[2].run_id}
+
+    def fake_execute(run, run_dir, on_round=None):
+        executed.append(run.run_id)
+        manifest = base_manifest(run)
+        if run.run_id in interrupt_at:
+            interrupt_at.clear()
+            write_json_atomic(run_dir / "manifest.json", manifest)  # status failed
+            raise KeyboardInterrupt
+        (run_dir / "transfers.csv").write_text("x\n")
+        manifest["status"] = "complete"
+        manifest["transfers"] = {"total": 14, "ok": 14, "failed": 0, "rounds": 1}
+        manifest["timings"] = {"build_s": 4.0, "traffic_s": 1.0, "teardown_s": 1.0}
+        write_json_atomic(run_dir / "manifest.json", manifest)
+        return manifest
+
+    monkeypatch.setattr(runner, "execute_run", fake_execute)
+    folder = runner.prepare_folder(cfg, tmp_path / "out")
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_plan(cfg, runs, folder, quiet=False)
+    plan = json.loads((folder / "plan.json").read_text())
+    assert [e["status"] for e in plan["runs"]] == ["complete", "complete", "pending", "pending"]
+    assert run_state(folder / "runs" / runs[2].run_id) == "failed"
+    outcome = runner.run_plan(cfg, runs, folder, quiet=True)
+    assert outcome.count("complete") == 4
+    assert executed == [r.run_id for r in runs[:3]] + [r.run_id for r in runs[2:]]
+    plan = json.loads((folder / "plan.json").read_text())
+    assert sorted(e["run_id"] for e in plan["runs"]) == sorted(r.run_id for r in runs)
+    assert {e["status"] for e in plan["runs"]} == {"complete"}
+    assert sorted(p.name for p in (folder / "runs").iterdir()) == \
+        sorted(r.run_id for r in runs)
