@@ -219,10 +219,13 @@ def match_transfers(
     claimed: set[int] = set()
     by_4tuple = table.groupby(["init_addr", "init_port", "resp_addr", "resp_port"]).groups
     for tr in transfers.itertuples(index=False):
+        if not _known(tr.client_addr, tr.client_port, tr.server_addr, tr.server_port):
+            out[int(tr.transfer_id)] = []  # the app never got a connection
+            continue
         key = (
-            ip_to_int(tr.client_addr),
+            ip_to_int(str(tr.client_addr)),
             int(tr.client_port),
-            ip_to_int(tr.server_addr),
+            ip_to_int(str(tr.server_addr)),
             int(tr.server_port),
         )
         cand = by_4tuple.get(key)
@@ -248,6 +251,10 @@ def match_transfers(
         claimed.update(members)
     _claim_orphan_joins(transfers, table, owner, out, claimed)
     return out
+
+
+def _known(*values: object) -> bool:
+    return all(v is not None and v == v and str(v) != "" for v in values)
 
 
 def _claim_orphan_joins(

@@ -7,7 +7,7 @@ Definitions (also in docs/measurement.md):
   sends, including those lost further on.
 - `fct_s`: from the first packet the client sends on the connection (its SYN) to the
   last FIN the server sends on any subflow, both as captured on the client's access
-  link.
+  link (the last RST if the server sent no FIN).
 - `wire_bytes`: frame bytes (Ethernet header on, as on the wire) of every packet of the
   transfer, both directions, all subflows, summed over every link that carried them,
   divided by the hop count of the host pair's shortest paths. When nothing is lost this
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.pcap_reader import TCP_FIN
+from analysis.pcap_reader import TCP_FIN, TCP_RST
 from topologies.fattree import FatTree
 
 MEASURES = [
@@ -164,6 +164,8 @@ def measure_transfer(
         at_client = np.ones(len(pk), dtype=bool)
     starts = ts[at_client & from_client]
     fins = ts[at_client & ~from_client & ((flags & TCP_FIN) != 0)]
+    if not len(fins):  # a server that reset its subflows instead of closing them
+        fins = ts[at_client & ~from_client & ((flags & TCP_RST) != 0)]
     fct = float(fins.max() - starts.min()) if len(starts) and len(fins) else float("nan")
 
     wire_bytes = wire.sum() / geo.hops
