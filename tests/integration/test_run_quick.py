@@ -1,0 +1,122 @@
+"""`pathdiv run configs/noisy.yaml --quick` on the kernel data plane, interrupted and resumed.
+
+The shipped config runs both host levels on the lab kernel. Here the vanilla level runs on
+this machine's kernel (the rb level stays on the lab kernel, so it must be reported as
+skipped, not relabelled), with two switching levels, so the plan stays about a minute.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments.config import load
+from experiments.network import lab_processes
+from experiments.plan import expand
+from experiments.runner import quick_config, quick_flow_types
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.root
+PATHDIV = [sys.executable, "-m", "experiments.cli"]
+MANIFEST_KEYS = {"run_id", "factors", "repetition", "flow_type", "seed", "order", "config",
+                 "status", "error", "dataplane", "kernel_release", "git_revision", "sysctls",
+                 "tools", "timings", "capture"}
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory) -> Path:
+    data = yaml.safe_load((REPO / "configs/noisy.yaml").read_text())
+    data["dataplane"] = "kernel"
+    data["factors"]["switching"] = {k: v for k, v in data["factors"]["switching"].items()
+                                    if k in ("ecmp-tcp", "ps-mptcp")}
+    data["factors"]["host"]["vanilla"]["hosts.kernel"] = "host"
+    path = tmp_path_factory.mktemp("cfg") / "noisy-host.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def argv(config: Path, out: Path) -> list[str]:
+    return [*PATHDIV, "run", str(config), "--quick", "--reps", "1", "--out", str(out),
+            "--set", "workload.requests=2", "--quiet"]
+
+
+def statuses(out: Path) -> dict[str, str]:
+    found = {}
+    for m in (out / "runs").glob("*/manifest.json"):
+        found[m.parent.name] = json.loads(m.read_text())["status"]
+    return found
+
+
+def test_quick_noisy_run_interrupted_and_resumed(root_lab, config, tmp_path):
+    out = tmp_path / "results"
+    cfg = quick_config(load(config, ["workload.requests=2"]))
+    planned = expand(cfg, repetitions=1, flow_types=quick_flow_types(cfg))
+    runnable = {r.run_id for r in planned if r.factors["host"] == "vanilla"}
+    lab_only = {r.run_id for r in planned} - runnable
+    assert len(runnable) == 4 and len(lab_only) == 4
+
+    proc = subprocess.Popen(argv(config, out), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        done = [r for r, s in statuses(out).items() if s == "complete"] if out.exists() else []
+        if done and len(done) < len(runnable):
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the plan ended before it could be interrupted"
+    time.sleep(2)  # into the next run's network
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    assert "Resume with: pathdiv run" in err
+    assert [p for p, owner in lab_processes() if owner == proc.pid] == []
+    before = statuses(out)
+    complete_before = {r for r, s in before.items() if s == "complete"}
+    assert complete_before and complete_before < runnable
+    for run_id in complete_before:  # complete means complete
+        assert (out / "runs" / run_id / "transfers.csv").exists()
+
+    resumed = subprocess.Popen(argv(config, out), cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    stdout, stderr = resumed.communicate(timeout=300)
+    assert [p for p, owner in lab_processes() if owner == resumed.pid] == []
+    after = statuses(out)
+    assert {r for r, s in after.items() if s == "complete"} == runnable, stderr
+    assert {r for r, s in after.items() if s == "skipped"} == lab_only
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(runnable | lab_only)
+    plan = json.loads((out / "plan.json").read_text())
+    assert sorted(e["run_id"] for e in plan["runs"]) == sorted(runnable | lab_only)
+
+    for run_id in runnable:
+        run_dir = out / "runs" / run_id
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert MANIFEST_KEYS <= set(manifest)
+        assert manifest["dataplane"]["dataplane"] == "kernel"
+        assert manifest["sysctls"]["sysctls"]["net.mptcp.enabled"] == \
+            ("1" if manifest["factors"]["switching"] == "ps-mptcp" else "0")
+        assert all(v is not None for v in manifest["timings"].values())
+        assert len(list((run_dir / "captures").glob("*.pcap"))) == 48
+        rows = list(csv.DictReader((run_dir / "transfers.csv").open()))
+        size = cfg.flow_sizes()[manifest["flow_type"]]
+        assert len(rows) == 2 * 2 * 7  # 2 requests x 2 groups x 7 servers
+        # ok means every requested byte arrived (received == size_bytes)
+        assert all(r["ok"] == "True" and r["error"] == "" for r in rows), rows
+        assert {int(r["size_bytes"]) for r in rows} == {size}
+        by_group: dict[str, set[str]] = {}
+        for r in rows:
+            by_group.setdefault(r["group_id"], set()).add(r["client"])
+        assert len(by_group) == 4 and all(len(c) == 1 for c in by_group.values())
+    for run_id in lab_only:
+        manifest = json.loads((out / "runs" / run_id / "manifest.json").read_text())
+        assert manifest["config"]["hosts"]["kernel"] == "lab"
+        assert "hosts.kernel: lab" in manifest["error"]
+    assert resumed.returncode == 0, stderr
+    assert "report: " in stdout
