@@ -157,6 +157,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               "(with the same options)", file=sys.stderr)
         return 130
     print(f"{folder}: {outcome.summary()}")
+    if args.no_analyze:
+        return 1 if outcome.count("failed") else 0
     if not outcome.count("complete"):
         print(f"pathdiv: no complete run to analyse; see the reasons in {folder}/plan.json",
               file=sys.stderr)
@@ -219,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="one repetition, query+short flow "
                    "types, one iteration: a fast look, not a study")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-run lines")
+    p.add_argument("--no-analyze", action="store_true", help="stop after the runs; "
+                   "`pathdiv analyze DIR` does the analysis later")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("analyze", help="recompute metrics, statistics and report of a folder")
     p.add_argument("folder", type=Path, help="a results folder written by `pathdiv run`")
