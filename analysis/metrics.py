@@ -100,6 +100,14 @@ def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
     topo = topology_of(manifest.get("config", {}))
     transfers = load_transfers(run_dir).rename(columns={"subflows": "subflows_app"})
     log.info("run %s: reading captures", manifest.get("run_id", run_dir.name))
+    capture = manifest.get("capture") or {}
+    full = capture.get("files_full") or manifest.get("files_full")
+    if full:
+        log.warning(
+            "run %s: captures %s hit their size cap; transfers after that are measured "
+            "from incomplete captures (raise capture.budget_mb)",
+            manifest.get("run_id", run_dir.name), ", ".join(map(str, full)),
+        )
     packets = read_link_captures(run_dir / "captures", topo)
     pk, table = split_subflows(packets)
     table = group_connections(table)
@@ -111,10 +119,14 @@ def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
         pair = (str(tr.client), str(tr.server))
         if pair not in geometry:
             geometry[pair] = PairGeometry.of(topo, *pair)
-        client_addrs = np.array(
-            [ip_to_int(a) for a in topo.host_addresses(pair[0])], dtype=np.uint32
-        )
         sfs = members.get(int(tr.transfer_id), [])
+        # The client's addresses: the topology's, plus any its subflows came from.
+        server_addrs = {ip_to_int(a) for a in topo.host_addresses(pair[1])}
+        initiators = set(table.loc[sfs, "init_addr"].astype(int)) - server_addrs if sfs else set()
+        client_addrs = np.array(
+            sorted({ip_to_int(a) for a in topo.host_addresses(pair[0])} | initiators),
+            dtype=np.uint32,
+        )
         rows_of = [index[s] for s in sfs if s in index]
         tp = pk.iloc[np.sort(np.concatenate(rows_of))] if rows_of else pk.iloc[0:0]
         m = measure_transfer(tp, geometry[pair], client_addrs, int(tr.size_bytes))
@@ -126,10 +138,18 @@ def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
 
 
 def _group_row(g: pd.DataFrame) -> dict[str, Any]:
+    """One group's row; a transfer that could not be measured makes its metrics NaN."""
+
+    def total(col: str) -> float:
+        return float(g[col].sum(min_count=len(g)))
+
+    def mean(col: str) -> float:
+        return float(g[col].mean(skipna=False))
+
     fct = g["fct_s"].max(skipna=False)
-    wire, payload = g["wire_bytes"].sum(), g["payload_bytes"].sum()
-    sent, retx = g["data_bytes_sent"].sum(), g["retrans_bytes"].sum()
-    received, late = g["data_pkts_received"].sum(), g["reordered_pkts"].sum()
+    wire, payload = total("wire_bytes"), g["payload_bytes"].sum()
+    sent, retx = total("data_bytes_sent"), total("retrans_bytes")
+    received, late = total("data_pkts_received"), total("reordered_pkts")
     nan = float("nan")
     ok = bool(g["ok"].all() and g["measured"].all())
     return {
@@ -140,14 +160,14 @@ def _group_row(g: pd.DataFrame) -> dict[str, Any]:
         "fct_s": fct,
         "throughput_mbps": wire * 8 / fct / 1e6 if fct > 0 else nan,
         "goodput_mbps": payload * 8 / fct / 1e6 if fct > 0 else nan,
-        "utilization": g["utilization"].mean(),
+        "utilization": mean("utilization"),
         "excess_pct": 100.0 * (wire - payload) / payload if payload > 0 else nan,
         "retrans_pct": 100.0 * retx / sent if sent > 0 else nan,
         "reorder_pct": 100.0 * late / received if received > 0 else nan,
-        "subflows": g["subflows"].mean(),
-        "subflows_opened": g["subflows_opened"].mean(),
-        "paths": g["paths"].mean(),
-        "paths_used": g["paths_used"].mean(),
+        "subflows": mean("subflows"),
+        "subflows_opened": mean("subflows_opened"),
+        "paths": mean("paths"),
+        "paths_used": mean("paths_used"),
         "wire_bytes": wire,
         "error": "; ".join(e for e in g["error"].astype(str) if e),
     }

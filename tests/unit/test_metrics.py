@@ -184,3 +184,30 @@ def test_missing_manifest_names_the_expected_layout(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text(json.dumps({"config": {}}))
     with pytest.raises(RunLayoutError, match=r"transfers.csv missing"):
         compute_run_metrics(tmp_path)
+
+
+def test_transfer_without_a_connection_is_not_measured(tmp_path: Path) -> None:
+    rdir = run(tmp_path, [tcp_spec(size_bytes=3000)])
+    csv = rdir / "transfers.csv"
+    df = pd.read_csv(csv, dtype={"error": str})
+    extra = df.iloc[0].copy()
+    extra["transfer_id"], extra["group_id"], extra["client_port"] = 2, 2, None
+    extra["ok"], extra["error"] = False, "connect: no route"
+    pd.concat([df, extra.to_frame().T]).to_csv(csv, index=False)
+    rows = compute_run_metrics(rdir).set_index("group_id")
+    assert rows.loc[1, "ok"] and rows.loc[1, "fct_s"] > 0
+    assert not rows.loc[2, "ok"] and rows.loc[2, "error"] == "connect: no route"
+    assert rows.loc[2, METRIC_COLUMNS[:-1]].isna().all()
+
+
+def test_subflows_from_addresses_the_config_does_not_list_stay_the_clients(
+    tmp_path: Path,
+) -> None:
+    # The captures use alias addresses, but the manifest says 1 subflow (no aliases).
+    rdir = run(tmp_path, [mptcp_spec((0, 1, 2, 3), size_bytes=8 * MSS)], "mptcp")
+    manifest = json.loads((rdir / "manifest.json").read_text())
+    manifest["config"]["hosts"]["subflows"] = 1
+    (rdir / "manifest.json").write_text(json.dumps(manifest))
+    m = compute_transfer_metrics(rdir).iloc[0]
+    assert m["utilization"] == pytest.approx(1.0, abs=1e-5)
+    assert m["data_bytes_sent"] == 8 * MSS and m["subflows"] == 4
