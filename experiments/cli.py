@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import tempfile
 from collections.abc import Callable
@@ -121,6 +122,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from experiments.plan import expand
     from experiments.runner import (
@@ -149,6 +154,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                "set": args.set or []}
     if not args.quiet:
         print(f"pathdiv: {len(runs)} run(s) into {folder}", file=sys.stderr)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill`, `timeout`: as Ctrl-C
     try:
         outcome = run_plan(cfg, runs, folder, quiet=args.quiet, options=options)
     except KeyboardInterrupt:
@@ -156,6 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"marked complete. Resume with: pathdiv run {args.config} --out {folder} "
               "(with the same options)", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"{folder}: {outcome.summary()}")
     if args.no_analyze:
         return 1 if outcome.count("failed") else 0

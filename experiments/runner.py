@@ -21,6 +21,7 @@ are kept apart from `execute_run`/`run_plan`, which build networks.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -381,3 +382,63 @@ def _run_line(run: Run, manifest: dict[str, Any]) -> str:
         return (f"{head} ({t['ok']}/{t['total']} transfers ok, build {tm['build_s']:.1f} s, "
                 f"traffic {tm['traffic_s']:.1f} s, teardown {tm['teardown_s']:.1f} s)")
     return f"{head}: {manifest['error'][:300]}"
+
+
+# ---- one run by id (what the lab VM would execute) ------------------------------------
+def find_run(folder: Path, run_id: str) -> tuple[Config, Run]:
+    """The run `run_id` of the experiment in `folder` (its config.yaml and plan.json)."""
+    from experiments.config import validate
+    from experiments.plan import expand
+
+    try:
+        cfg = validate(yaml.safe_load((folder / "config.yaml").read_text()),
+                       str(folder / "config.yaml"))
+        plan = json.loads((folder / "plan.json").read_text())
+    except OSError as exc:
+        raise ResultsError(f"{folder} is not a results folder of `pathdiv run` ({exc})") \
+            from None
+    entry = next((e for e in plan.get("runs", []) if e.get("run_id") == run_id), None)
+    if entry is None:
+        ids = ", ".join(e.get("run_id", "?") for e in plan.get("runs", [])[:5])
+        raise ResultsError(f"run {run_id!r} is not in {folder / 'plan.json'} (e.g. {ids})")
+    for run in expand(cfg, repetitions=int(entry["repetition"]),
+                      flow_types=[entry["flow_type"]], only=dict(entry["factors"])):
+        if run.run_id == run_id:
+            return cfg, dataclasses.replace(run, order=int(entry["order"]))
+    raise ResultsError(f"run {run_id!r} of {folder / 'plan.json'} does not follow from "
+                       f"{folder / 'config.yaml'}; the folder was edited by hand")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m experiments.runner execute FOLDER RUN_ID`: one run, whatever its kernel.
+
+    This is the command the lab VM runs (experiments.labvm.run_in_lab with share=FOLDER):
+    the run writes its own manifest.json into the shared folder.
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m experiments.runner")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("execute", help="execute one planned run of a results folder")
+    e.add_argument("folder", type=Path)
+    e.add_argument("run_id")
+    args = ap.parse_args(argv)
+    try:
+        _, run = find_run(args.folder, args.run_id)
+    except (ResultsError, ValueError) as exc:
+        print(f"runner: {exc}", file=sys.stderr)
+        return 2
+    run_dir = args.folder / "runs" / run.run_id
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    try:
+        manifest = execute_run(run, run_dir)
+    except KeyboardInterrupt:
+        return 130
+    print(_run_line(run, manifest))
+    return 0 if manifest["status"] == "complete" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

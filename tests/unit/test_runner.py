@@ -176,3 +176,15 @@ def test_interrupted_plan_resumes_without_duplicates(tmp_path, monkeypatch):
     assert {e["status"] for e in plan["runs"]} == {"complete"}
     assert sorted(p.name for p in (folder / "runs").iterdir()) == \
         sorted(r.run_id for r in runs)
+
+
+def test_a_planned_run_is_found_again_by_id_from_the_folder(tmp_path):
+    cfg, runs = _runs()
+    folder = runner.prepare_folder(cfg, tmp_path / "out")
+    write_json_atomic(folder / "plan.json", runner.plan_document(cfg, runs, {}, None, {}))
+    _, run = runner.find_run(folder, runs[3].run_id)
+    assert run.to_dict() == runs[3].to_dict()
+    assert run.config.data == runs[3].config.data
+    with pytest.raises(ResultsError, match="'nope' is not in"):
+        runner.find_run(folder, "nope")
+    assert runner.main(["execute", str(tmp_path / "elsewhere"), "x"]) == 2
