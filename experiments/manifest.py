@@ -130,7 +130,8 @@ def namespace_state(lab: Any, host: str) -> dict[str, Any]:
     except Exception as exc:
         state["sysctls"] = {"error": str(exc)}
     try:
-        state["qdiscs"] = lab.cmd(host, ["tc", "qdisc", "show"], check=False).strip()
+        text = lab.cmd(host, ["tc", "qdisc", "show"], check=False)
+        state["qdiscs"] = [line.strip() for line in text.splitlines() if line.strip()]
     except Exception as exc:
         state["qdiscs"] = f"error: {exc}"
     return state

@@ -158,6 +158,7 @@ def base_manifest(run: Run) -> dict[str, Any]:
         "kernel_release": "",
         "git_revision": "",
         "sysctls": {},
+        "namespace": {},
         "tools": {},
         "timings": {"build_s": None, "traffic_s": None, "teardown_s": None, "total_s": None},
         "capture": {},
@@ -262,7 +263,9 @@ def execute_run(run: Run, run_dir: Path,
             if failed:
                 raise LabError(f"{len(failed)} host pair(s) cannot reach each other "
                                f"(e.g. {failed[:3]}); the network is broken")
-            manifest["sysctls"] = namespace_state(lab, lab.topo.hosts[0])
+            state = namespace_state(lab, lab.topo.hosts[0])
+            manifest["sysctls"] = state.pop("sysctls")
+            manifest["namespace"] = state  # which host was asked, its qdiscs
             capture = cfg.data["capture"]
             if capture["enabled"]:
                 manifest["capture"]["start"] = lab.start_capture(

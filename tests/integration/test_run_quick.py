@@ -28,7 +28,7 @@ pytestmark = pytest.mark.root
 PATHDIV = [sys.executable, "-m", "experiments.cli"]
 MANIFEST_KEYS = {"run_id", "factors", "repetition", "flow_type", "seed", "order", "config",
                  "status", "error", "dataplane", "kernel_release", "git_revision", "sysctls",
-                 "tools", "timings", "capture"}
+                 "tools", "timings", "capture", "namespace"}
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def test_quick_noisy_run_interrupted_and_resumed(root_lab, config, tmp_path):
         manifest = json.loads((run_dir / "manifest.json").read_text())
         assert MANIFEST_KEYS <= set(manifest)
         assert manifest["dataplane"]["dataplane"] == "kernel"
-        assert manifest["sysctls"]["sysctls"]["net.mptcp.enabled"] == \
+        assert manifest["sysctls"]["net.mptcp.enabled"] == \
             ("1" if manifest["factors"]["switching"] == "ps-mptcp" else "0")
         assert all(v is not None for v in manifest["timings"].values())
         assert len(list((run_dir / "captures").glob("*.pcap"))) == 48

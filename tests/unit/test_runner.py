@@ -188,3 +188,33 @@ def test_a_planned_run_is_found_again_by_id_from_the_folder(tmp_path):
     with pytest.raises(ResultsError, match="'nope' is not in"):
         runner.find_run(folder, "nope")
     assert runner.main(["execute", str(tmp_path / "elsewhere"), "x"]) == 2
+
+
+def test_a_network_that_cannot_be_built_fails_its_run_and_the_plan_goes_on(
+        tmp_path, monkeypatch):
+    import experiments.dataplane.select as select
+    import experiments.environment as environment
+    import experiments.network as network
+
+    class BrokenLab:
+        def __init__(self, cfg, dp, workdir):
+            pass
+
+        def __enter__(self):
+            raise network.LabError("e1: `tc qdisc add` failed (exit 2): no such device")
+
+        def __exit__(self, *exc):
+            return None
+
+    monkeypatch.setattr(environment, "preflight", lambda cfg: None)
+    monkeypatch.setattr(select, "select_dataplane", lambda wanted: (object, "kernel (test)"))
+    monkeypatch.setattr(network, "Lab", BrokenLab)
+    cfg, runs = _runs()
+    folder = runner.prepare_folder(cfg, tmp_path / "out")
+    outcome = runner.run_plan(cfg, runs, folder, quiet=True)
+    assert outcome.count("failed") == len(runs)  # every run tried, none aborted the plan
+    manifest = json.loads((folder / "runs" / runs[0].run_id / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert manifest["error"] == "LabError: e1: `tc qdisc add` failed (exit 2): no such device"
+    assert manifest["dataplane"] == {"selected": "kernel (test)"}
+    assert not (folder / "runs" / runs[0].run_id / "transfers.csv").exists()
