@@ -5,10 +5,11 @@ into one packet table with a `link` column (index into `topo.links`). `split_sub
 cuts the TCP packets into subflows: one per canonical 4-tuple and initial sequence
 number, so a reused port starts a new subflow. `group_connections` joins MPTCP subflows
 into connections by tokens: an MP_CAPABLE subflow's keys (SYN-ACK, third ACK) give the
-connection's tokens (`mptcp_token`), an MP_JOIN SYN names the token of the connection
-it joins. `match_transfers` finds each row of transfers.csv in that table: the initial
-subflow by its 4-tuple and time, its connection's other subflows by token, and, for
-joins whose token was not seen, by the known addresses and ports.
+connection's tokens (`mptcp_token`: SHA-256 for MPTCP v1, SHA-1 for v0), an MP_JOIN
+SYN names the token of the connection it joins. `match_transfers` finds each row of
+transfers.csv in that table: the initial subflow by its 4-tuple and time, its
+connection's other subflows by token, and, for joins whose token was not seen, by the
+known addresses and ports.
 """
 
 from __future__ import annotations
@@ -197,7 +198,9 @@ def group_connections(table: pd.DataFrame) -> pd.DataFrame:
     tokens: dict[int, list[tuple[float, int]]] = {}
     for sf, row in table[table["mp"] == "capable"].iterrows():
         for key in {int(row["key_resp"]), int(row["key_init"])} - {0}:
-            tokens.setdefault(mptcp_token(key), []).append((float(row["first_ts"]), int(sf)))
+            for version in (1, 0):  # v1 (SHA-256) and v0 (SHA-1) tokens cannot collide
+                token = mptcp_token(key, version)
+                tokens.setdefault(token, []).append((float(row["first_ts"]), int(sf)))
     resolved = pd.Series(table["mp"] != "join", index=table.index)
     for sf, row in table[table["mp"] == "join"].iterrows():
         owners = [c for c in tokens.get(int(row["join_token"]), []) if c[0] <= row["first_ts"]]

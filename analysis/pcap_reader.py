@@ -298,12 +298,14 @@ def _mptcp_options(
     return {"mp_subtype": subtype, "mp_key_a": key_a, "mp_key_b": key_b, "mp_token": token}
 
 
-def mptcp_token(key: int) -> int:
-    """The connection token of an MPTCP key: the most significant 32 bits of SHA-1 of
-    the 64-bit key in network byte order (RFC 8684, section 3.2)."""
+def mptcp_token(key: int, version: int = 1) -> int:
+    """The connection token of an MPTCP key: the most significant 32 bits of the hash
+    of the 64-bit key in network byte order; SHA-256 for MPTCP v1 (RFC 8684, section
+    3.2, what Linux speaks), SHA-1 for v0 (RFC 6824)."""
     import hashlib
 
-    return int.from_bytes(hashlib.sha1(int(key).to_bytes(8, "big")).digest()[:4], "big")
+    digest = hashlib.sha256 if version >= 1 else hashlib.sha1
+    return int.from_bytes(digest(int(key).to_bytes(8, "big")).digest()[:4], "big")
 
 
 def ip_to_int(addr: str) -> int:

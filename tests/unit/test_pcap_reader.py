@@ -152,3 +152,10 @@ def test_pcapng_and_unknown_files_are_refused_with_the_fix(tmp_path: Path) -> No
 def test_address_conversion_round_trips() -> None:
     assert ip_to_int("10.3.1.3") == (10 << 24) | (3 << 16) | (1 << 8) | 3
     assert int_to_ip(ip_to_int("192.168.255.1")) == "192.168.255.1"
+
+
+def test_mptcp_tokens_match_wireshark() -> None:
+    # Wireshark's mptcp.expected_token: a Linux 6.18 (MPTCP v1, SHA-256) server key and
+    # the join token its client sent; and a crafted v0 (SHA-1) MP_CAPABLE key.
+    assert mptcp_token(2433742806934540232) == 3060958171
+    assert mptcp_token(0x0102030405060708, version=0) == 3713500092
