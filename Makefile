@@ -44,19 +44,19 @@ $(STAMP): setup.py scripts/install-deps.sh | need-root
 
 setup: $(STAMP)
 
-test: $(STAMP)
+test: need-root $(STAMP)
 	$(SUDO) $(PY) -m pytest $(ARGS)
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit $(ARGS)
 
-experiment: $(STAMP)
+experiment: need-root $(STAMP)
 	$(SUDO) $(VENV)/bin/pathdiv run $(CONFIG) $(ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
-clean-lab: $(STAMP)
+clean-lab: need-root $(STAMP)
 	$(SUDO) $(VENV)/bin/pathdiv clean
 
 # The lab kernel (kernels/): Debian linux-source-6.12 + the MPTCP rb/roundrobin patches,

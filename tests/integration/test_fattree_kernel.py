@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from experiments.config import load
@@ -59,9 +63,20 @@ def test_probe_spray_puts_one_flow_on_all_cores_evenly(lab):
     assert max(per_core.values()) / min(per_core.values()) <= 1.5, per_core
 
 
-def test_probe_static_pins_one_flow_to_one_core(lab):
-    lab.dp.set_mode("static", "random")
-    r = run_probe(lab)
+def test_probe_cli_static_pins_one_flow_to_one_core(root_lab):
+    """`pathdiv probe --json` as a user runs it: one JSON object with the documented keys."""
+    out = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", "probe", "configs/lab-probe.yaml", "--json",
+         "--set", "switching.mode=static"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert {"dataplane", "mode", "pair", "tcp_flows", "mptcp", "tcp_single",
+            "goodput_fraction"} <= set(r)
+    assert (r["dataplane"], r["mode"]) == ("kernel", "static")
+    assert r["pair"] == ["h1", "h16"] and r["mptcp"]["subflows"] == 4
     per_core = r["tcp_single"]["per_core"]
+    assert sorted(per_core) == ["c1", "c2", "c3", "c4"]
     assert sum(1 for n in per_core.values() if n > 0) == 1, per_core
     assert r["goodput_fraction"] >= 0.9, r
