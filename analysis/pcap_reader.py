@@ -17,7 +17,6 @@ naming the byte where the cut is, and the packets before it.
 
 from __future__ import annotations
 
-import mmap
 import struct
 import warnings
 from pathlib import Path
@@ -79,7 +78,7 @@ def empty_table() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in COLUMNS.items()})
 
 
-def _record_offsets(buf: bytes | mmap.mmap, endian: str, path: Path) -> tuple[np.ndarray, int]:
+def _record_offsets(buf: bytes, endian: str, path: Path) -> tuple[np.ndarray, int]:
     """Offsets of every whole record header; and the byte where a cut record starts (-1)."""
     size = len(buf)
     unpack = struct.Struct(endian + "I").unpack_from
@@ -100,9 +99,10 @@ def _record_offsets(buf: bytes | mmap.mmap, endian: str, path: Path) -> tuple[np
 
 def _be(data: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
     """Big-endian unsigned integers of `width` bytes at byte positions `idx`."""
-    out = data[idx].astype(np.uint64 if width > 4 else np.uint32)
+    last = len(data) - 1
+    out = data[np.minimum(idx, last)].astype(np.uint64 if width > 4 else np.uint32)
     for i in range(1, width):
-        out = (out << (8 if width <= 4 else np.uint64(8))) | data[idx + i]
+        out = (out << (8 if width <= 4 else np.uint64(8))) | data[np.minimum(idx + i, last)]
     return out
 
 
@@ -114,20 +114,19 @@ def read_pcap(path: str | Path) -> pd.DataFrame:
     ends inside a record.
     """
     path = Path(path)
-    with open(path, "rb") as fh:
-        if path.stat().st_size == 0:
-            warnings.warn(
-                f"{path}: empty capture file (tcpdump killed before writing its header?); "
-                "treated as no packets",
-                TruncatedCaptureWarning,
-                stacklevel=2,
-            )
-            return empty_table()
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            return _read_buffer(mm, path)
+    buf = path.read_bytes()
+    if not buf:
+        warnings.warn(
+            f"{path}: empty capture file (tcpdump killed before writing its header?); "
+            "treated as no packets",
+            TruncatedCaptureWarning,
+            stacklevel=2,
+        )
+        return empty_table()
+    return _read_buffer(buf, path)
 
 
-def _read_buffer(buf: mmap.mmap, path: Path) -> pd.DataFrame:
+def _read_buffer(buf: bytes, path: Path) -> pd.DataFrame:
     if len(buf) < GLOBAL_HEADER:
         warnings.warn(
             f"{path}: capture cut inside its 24-byte file header ({len(buf)} bytes); "

@@ -159,3 +159,13 @@ def test_mptcp_tokens_match_wireshark() -> None:
     # the join token its client sent; and a crafted v0 (SHA-1) MP_CAPABLE key.
     assert mptcp_token(2433742806934540232) == 3060958171
     assert mptcp_token(0x0102030405060708, version=0) == 3713500092
+
+
+def test_short_frame_at_the_end_of_the_file(tmp_path: Path) -> None:
+    from scapy.layers.inet import ICMP
+
+    icmp = Ether() / IP(src="10.0.0.2", dst="10.3.1.3") / ICMP()  # 42 bytes, no TCP
+    write(tmp_path / "x.pcap", [crafted()[0], icmp])
+    t = read_pcap(tmp_path / "x.pcap")
+    assert list(t["proto"]) == [6, 1] and list(t["tcp_ok"]) == [True, False]
+    assert t["ack"][1] == 0 and t["wire_len"][1] == 42
