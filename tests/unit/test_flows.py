@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import warnings
 from pathlib import Path
 
@@ -141,3 +142,17 @@ def test_tcp_transfers_map_one_to_one(tmp_path: Path) -> None:
     members = match_transfers(transfers, table, TOPO)
     assert all(len(m) == 1 for m in members.values())
     assert len({m[0] for m in members.values()}) == 3
+
+
+def test_a_link_captured_at_both_ends_counts_once(tmp_path: Path) -> None:
+    b = CaptureBuilder(TOPO)
+    add_transfer(b, spec_between(TOPO, 1, "h1", "h16", size_bytes=2000, t0=1000.0))
+    b.write(tmp_path / "captures")
+    once = read_link_captures(tmp_path / "captures", TOPO)
+    link = TOPO.links_of("h1")[0]  # h1-eth0 is its lower end, e1-eth0 its upper end
+    shutil.copy(tmp_path / "captures" / f"{link.b.intf}.pcap",
+                tmp_path / "captures" / f"{link.a.intf}.pcap")
+    with pytest.warns(UserWarning, match=rf"link {link.name} captured at both ends; using "
+                      rf"{link.b.intf} only"):
+        twice = read_link_captures(tmp_path / "captures", TOPO)
+    pd.testing.assert_frame_equal(twice, once)
