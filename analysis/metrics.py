@@ -100,8 +100,7 @@ def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
     topo = topology_of(manifest.get("config", {}))
     transfers = load_transfers(run_dir).rename(columns={"subflows": "subflows_app"})
     log.info("run %s: reading captures", manifest.get("run_id", run_dir.name))
-    capture = manifest.get("capture") or {}
-    full = capture.get("files_full") or manifest.get("files_full")
+    full = ((manifest.get("capture") or {}).get("stop") or {}).get("files_full")
     if full:
         log.warning(
             "run %s: captures %s hit their size cap; transfers after that are measured "
