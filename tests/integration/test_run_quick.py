@@ -120,3 +120,8 @@ def test_quick_noisy_run_interrupted_and_resumed(root_lab, config, tmp_path):
         assert "hosts.kernel: lab" in manifest["error"]
     assert resumed.returncode == 0, stderr
     assert "report: " in stdout
+    # every transfer was found in the captures (none lost when the capture stopped)
+    measured = list(csv.DictReader((out / "transfer_metrics.csv").open()))
+    assert len(measured) == 4 * 28
+    assert all(r["measured"] == "True" for r in measured), \
+        [(r["run_id"], r["transfer_id"]) for r in measured if r["measured"] != "True"]
