@@ -170,16 +170,19 @@ def lab_vm_reason() -> str:
     """Why runs with hosts.kernel: lab cannot run on this machine (a full sentence)."""
     built = "the lab kernel is not built (`make kernel`)"
     try:
-        from experiments.labvm import find_lab_kernel
+        from experiments.labvm import detect_accel, find_lab_kernel
 
         image = find_lab_kernel()
         if image is not None:
             built = f"the lab kernel is built ({image})"
+        accel = detect_accel()
+        built += f"; the VM would run under {accel.name} ({accel.reason})"
     except Exception as exc:
         built = f"the lab kernel cannot be located ({exc})"
     return ("hosts.kernel: lab needs the fat tree inside the pathdiv lab VM, which the "
-            f"runner cannot start yet; {built}. Run the host-kernel levels, or resume this "
-            "folder once lab runs are supported; the run was not relabelled")
+            f"runner cannot start yet; {built}. The run was not relabelled: resume this "
+            "folder once lab runs are supported, or copy the config with hosts.kernel: host "
+            "in its levels (the rb scheduler exists only in the lab kernel)")
 
 
 def skip_reason(run: Run, lab_vm_problem: str | None) -> str | None:
