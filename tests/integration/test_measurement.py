@@ -39,6 +39,7 @@ hosts: {transport: tcp, subflows: 4, cc: cubic, kernel: host}
 workload: {pattern: silent, flow_types: {short: 500KB}, iterations: 1, requests: 1}
 factors:
   switching: {ecmp-tcp: {hosts.transport: tcp}, ecmp-mptcp: {hosts.transport: mptcp}}
+analysis: {ivs: [switching]}
 """
 
 pytestmark = pytest.mark.root
