@@ -8,6 +8,7 @@ skipped, not relabelled), with two switching levels, so the plan stays about a m
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import signal
 import subprocess
@@ -125,3 +126,26 @@ def test_quick_noisy_run_interrupted_and_resumed(root_lab, config, tmp_path):
     assert len(measured) == 4 * 28
     assert all(r["measured"] == "True" for r in measured), \
         [(r["run_id"], r["transfer_id"]) for r in measured if r["measured"] != "True"]
+
+
+def test_silent_pairs_take_turns_over_mptcp(root_lab, tmp_path):
+    data = yaml.safe_load((REPO / "configs/silent.yaml").read_text())
+    data["dataplane"] = "kernel"
+    data["factors"]["host"]["vanilla"]["hosts.kernel"] = "host"
+    config = tmp_path / "silent-host.yaml"
+    config.write_text(yaml.safe_dump(data))
+    out = tmp_path / "results"
+    res = subprocess.run([*PATHDIV, "run", str(config), "--quick", "--out", str(out),
+                          "--only", "flow_type=query", "--only", "switching=ecmp-mptcp",
+                          "--only", "host=vanilla", "--quiet", "--no-analyze"],
+                         cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stderr
+    (run_dir,) = (out / "runs").iterdir()
+    rows = list(csv.DictReader((run_dir / "transfers.csv").open()))
+    assert len(rows) == 16 and all(r["ok"] == "True" for r in rows), rows
+    hosts = {f"h{i}" for i in range(1, 17)}
+    assert sorted(r["client"] for r in rows) == sorted(hosts)  # each host fetches once
+    assert sorted(r["server"] for r in rows) == sorted(hosts)  # and serves once
+    assert all(r["client"] != r["server"] and r["subflows"] == "4" for r in rows)
+    spans = sorted((float(r["start_s"]), float(r["end_s"])) for r in rows)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))  # one at a time
