@@ -135,3 +135,28 @@ def namespace_state(lab: Any, host: str) -> dict[str, Any]:
     except Exception as exc:
         state["qdiscs"] = f"error: {exc}"
     return state
+
+
+# ---- interface counters over the capture window -------------------------------------------
+COUNTER_FIELDS = ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes")
+
+
+def counter_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, dict]:
+    """Per interface present in both snapshots: after - before of every counter field."""
+    return {
+        intf: {f: int(getattr(after[intf], f)) - int(getattr(before[intf], f))
+               for f in COUNTER_FIELDS}
+        for intf in sorted(before) if intf in after
+    }
+
+
+def counter_snapshot(lab: Any, ports: list[tuple[str, str]]) -> dict[str, Any]:
+    """Counters of the given (switch, interface) ports, asked once per switch (may raise)."""
+    switches: dict[str, list[str]] = {}
+    for switch, intf in ports:
+        switches.setdefault(switch, []).append(intf)
+    out: dict[str, Any] = {}
+    for switch, names in switches.items():
+        counters = lab.counters(switch)
+        out.update({n: counters[n] for n in names if n in counters})
+    return out

@@ -38,6 +38,8 @@ import yaml
 
 from experiments.config import Config
 from experiments.manifest import (
+    counter_deltas,
+    counter_snapshot,
     git_revision,
     namespace_state,
     tool_versions,
@@ -162,6 +164,7 @@ def base_manifest(run: Run) -> dict[str, Any]:
         "tools": {},
         "timings": {"build_s": None, "traffic_s": None, "teardown_s": None, "total_s": None},
         "capture": {},
+        "interface_counters": {},
         "transfers": {},
     }
 
@@ -270,9 +273,12 @@ def execute_run(run: Run, run_dir: Path,
             manifest["sysctls"] = state.pop("sysctls")
             manifest["namespace"] = state  # which host was asked, its qdiscs
             capture = cfg.data["capture"]
+            # where start_capture listens: each link's upper end
+            captured = [(link.b.node, link.b.intf) for link in lab.topo.links]
             if capture["enabled"]:
                 manifest["capture"]["start"] = lab.start_capture(
                     run_dir / "captures", int(capture["snaplen"]), int(capture["budget_mb"]))
+                before = _counters(lab, captured, manifest)
             plan = rounds(str(workload["pattern"]), lab.topo.hosts, run.seed,
                           int(workload["iterations"]), int(workload["requests"]))
             t0 = time.monotonic()
@@ -280,7 +286,10 @@ def execute_run(run: Run, run_dir: Path,
             timings["traffic_s"] = round(time.monotonic() - t0, 3)
             if capture["enabled"]:
                 time.sleep(CAPTURE_DRAIN_S)  # see CAPTURE_DRAIN_S
+                after = _counters(lab, captured, manifest)
                 manifest["capture"]["stop"] = lab.stop_capture()
+                if before and after:
+                    manifest["interface_counters"] = counter_deltas(before, after)
             t1 = time.monotonic()
         timings["teardown_s"] = round(time.monotonic() - t1, 3)
         write_csv_atomic(run_dir / "transfers.csv", COLUMNS, row_dicts(rows))
@@ -298,6 +307,16 @@ def execute_run(run: Run, run_dir: Path,
         log.debug("run %s failed:\n%s", run.run_id, traceback.format_exc())
     _finish(manifest, run_dir, started)
     return manifest
+
+
+def _counters(lab: Any, ports: list[tuple[str, str]],
+              manifest: dict[str, Any]) -> dict[str, Any]:
+    """A counter snapshot, or {} with the reason in the manifest (never fails the run)."""
+    try:
+        return counter_snapshot(lab, ports)
+    except Exception as exc:
+        manifest["interface_counters_error"] = f"{type(exc).__name__}: {exc}"
+        return {}
 
 
 def _finish(manifest: dict[str, Any], run_dir: Path, started: float) -> None:

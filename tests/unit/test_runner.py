@@ -218,3 +218,25 @@ def test_a_network_that_cannot_be_built_fails_its_run_and_the_plan_goes_on(
     assert manifest["error"] == "LabError: e1: `tc qdisc add` failed (exit 2): no such device"
     assert manifest["dataplane"] == {"selected": "kernel (test)"}
     assert not (folder / "runs" / runs[0].run_id / "transfers.csv").exists()
+
+
+def test_interface_counters_are_differences_over_the_capture_window():
+    from experiments.dataplane.base import PortCounters
+    from experiments.manifest import counter_deltas, counter_snapshot
+
+    class FakeLab:
+        def __init__(self, n):
+            self.n, self.asked = n, []
+
+        def counters(self, switch):
+            self.asked.append(switch)
+            return {f"{switch}-eth{i}": PortCounters(self.n, 1500 * self.n, 2 * self.n,
+                                                     3000 * self.n) for i in range(2)}
+
+    ports = [("e1", "e1-eth0"), ("e1", "e1-eth1"), ("c1", "c1-eth0")]
+    lab = FakeLab(1)
+    before = counter_snapshot(lab, ports)
+    assert lab.asked == ["e1", "c1"] and sorted(before) == ["c1-eth0", "e1-eth0", "e1-eth1"]
+    after = counter_snapshot(FakeLab(5), ports)
+    assert counter_deltas(before, after)["e1-eth1"] == {
+        "rx_packets": 4, "rx_bytes": 6000, "tx_packets": 8, "tx_bytes": 12000}
