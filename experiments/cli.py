@@ -56,11 +56,12 @@ def cmd_net(args: argparse.Namespace) -> int:
     cfg = _config(args)
     lab, reason = _lab(args, cfg)
     log.info("%s", reason)
-    from mininet.cli import CLI
+    from experiments.labcli import PathdivCLI
 
     with lab as running:  # type: ignore[attr-defined]
-        print(f"pathdiv: k={running.topo.k} fat tree up ({reason}); type 'help', 'exit' ends")
-        CLI(running.net)
+        print(f"pathdiv: k={running.topo.k} fat tree up ({reason}); type 'help', 'exit' "
+              "ends; lab commands: paths, counters, mode, flow", flush=True)
+        PathdivCLI(running)
     return 0
 
 
