@@ -73,11 +73,12 @@ class Bmv2Switch(Node):
         self.bmv2_log: Path | None = None
         self.thrift_port: int | None = None
 
-    def quiet_stack(self) -> None:
-        """Keep the namespace's own IP stack off the ports bmv2 drives."""
+    def prepare_namespace(self) -> None:
+        """Loopback up (the CLI reaches thrift on 127.0.0.1); the namespace's own IP
+        stack kept off the ports bmv2 drives."""
         self.cmd(
-            "sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.disable_ipv6=1 "
-            "net.ipv6.conf.default.disable_ipv6=1"
+            "ip link set lo up; sysctl -qw net.ipv4.ip_forward=0 "
+            "net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
         )
         for intf in self.intfNames():
             if intf != "lo":
@@ -157,7 +158,7 @@ class Bmv2DataPlane(DataPlane):
         self.net = net
         program = self._program(MODE_PROGRAMS[mode])
         for sw in self.topo.switches:
-            net[sw].quiet_stack()
+            net[sw].prepare_namespace()
         self.macs = self._read_macs()
         self._offloads_off()
         for i, sw in enumerate(self.topo.switches):
