@@ -96,8 +96,9 @@ class Capture:
             self.cond.notify_all()
 
     def wait(self, count: int, timeout_s: float = 10.0) -> list[tuple[int, object]]:
+        """Until `count` frames came (count 0: until any frame came) or the timeout."""
         with self.cond:
-            self.cond.wait_for(lambda: len(self.frames) >= count, timeout_s)
+            self.cond.wait_for(lambda: len(self.frames) >= max(count, 1), timeout_s)
             return list(self.frames)
 
     def stop(self) -> None:
