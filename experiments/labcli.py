@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from mininet.cli import CLI
+from mininet.log import lg, setLogLevel
 
 from experiments.dataplane.base import MODES, SPRAYS, PortCounters
 from experiments.labview import (
@@ -63,6 +64,8 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         self.lab = lab
         self.mark = snapshot(lab)
         self.last_flow: tuple[str, str, list[LinkTraffic]] | None = None
+        setLogLevel("output")  # the lab builds quietly; node commands must print here
+        lg.propagate = False  # Mininet prints node output itself (stderr); not twice
         super().__init__(lab.net, **kwargs)
 
     # ---- helpers -------------------------------------------------------------
