@@ -179,7 +179,10 @@ class Lab:
         for link in self.topo.links:
             intf = link.b.intf
             path = outdir / f"{intf}.pcap"
+            # --immediate-mode: without it packets wait in kernel blocks that are
+            # handed over only on a 1 s timeout, and a stop right after traffic loses them.
             argv = ["tcpdump", "-n", "-i", intf, "-s", str(snaplen), "-B", "4096", "-U",
+                    "--immediate-mode",
                     "-Z", "root", "-c", str(max_packets), "-w", str(path), "tcp or icmp"]
             proc = self.node(link.b.node).popen(argv, text=True, stdout=subprocess.DEVNULL,
                                                 stderr=subprocess.PIPE)
@@ -213,6 +216,27 @@ class Lab:
             return self.dp.port_counters(switch)
         except DataPlaneError as exc:
             raise LabError(str(exc)) from exc
+
+    def wait_quiet(self, nodes: list[str] | None = None, quiet_s: float = 0.3,
+                   timeout_s: float = 10.0) -> bool:
+        """Wait until the nodes' packet counters stop moving (closing handshakes done).
+
+        Returns False when traffic still flowed after timeout_s."""
+        names = nodes or self.topo.switches
+
+        def snapshot() -> dict[str, tuple[int, int]]:
+            return {f"{n}:{i}": (c.rx_packets, c.tx_packets)
+                    for n in names for i, c in self.counters(n).items()}
+
+        deadline = time.monotonic() + timeout_s
+        last = snapshot()
+        while time.monotonic() < deadline:
+            time.sleep(quiet_s)
+            now = snapshot()
+            if now == last:
+                return True
+            last = now
+        return False
 
     def ping_all(self, timeout_s: float = 2.0) -> list[tuple[str, str]]:
         """Ping every ordered host pair (in parallel per source); return failed pairs."""

@@ -10,7 +10,6 @@ fraction of the path's configured rate.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,19 +59,11 @@ def _core_tx(lab: Lab, ports: dict[str, str]) -> dict[str, int]:
     return {core: lab.counters(core)[intf].tx_packets for core, intf in ports.items()}
 
 
-def _settled_core_tx(lab: Lab, ports: dict[str, str], quiet_s: float = 0.3,
-                     timeout_s: float = 10.0) -> dict[str, int]:
+def _settled_core_tx(lab: Lab, ports: dict[str, str]) -> dict[str, int]:
     """Core counters once they stop moving: closing handshakes of the previous phase
     must not be counted in the next one."""
-    deadline = time.monotonic() + timeout_s
-    last = _core_tx(lab, ports)
-    while time.monotonic() < deadline:
-        time.sleep(quiet_s)
-        now = _core_tx(lab, ports)
-        if now == last:
-            return now
-        last = now
-    return last
+    lab.wait_quiet(list(ports))
+    return _core_tx(lab, ports)
 
 
 def _fetch(lab: Lab, plan: ProbePlan, sizes: list[int], mptcp: bool) -> list[dict[str, Any]]:

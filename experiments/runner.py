@@ -54,11 +54,6 @@ log = logging.getLogger("pathdiv")
 QUICK_FLOW_TYPES = ("query", "short")
 QUICK_ITERATIONS = 1
 STATUSES = ("complete", "failed", "skipped")
-# tcpdump without --immediate-mode hands packets over in TPACKET_V3 blocks that the kernel
-# retires only after tcpdump's 1000 ms timeout; stopping right after the last transfer
-# lost every packet of quiet links (measured: all of pod 0's links empty in query runs).
-# Waiting longer than that timeout before the stop lets every block reach the files.
-CAPTURE_DRAIN_S = 1.5
 
 
 class ResultsError(ValueError):
@@ -285,7 +280,7 @@ def execute_run(run: Run, run_dir: Path,
             rows = run_workload(lab, plan, traffic, run_dir / "lab" / "logs", on_round)
             timings["traffic_s"] = round(time.monotonic() - t0, 3)
             if capture["enabled"]:
-                time.sleep(CAPTURE_DRAIN_S)  # see CAPTURE_DRAIN_S
+                lab.wait_quiet()  # the last FINs and ACKs belong in the captures
                 after = _counters(lab, captured, manifest)
                 manifest["capture"]["stop"] = lab.stop_capture()
                 if before and after:
