@@ -1,0 +1,78 @@
+"""The classroom VM's files, as far as this machine can check them without Vagrant:
+the Vagrantfile parses, the provisioning script is shellcheck-clean and provisions
+through `make setup` (hence scripts/install-deps.sh), building the kernel only on request."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PROVISION = REPO / "scripts/provision-vagrant.sh"
+
+
+def need(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.skip(f"{tool} not found; `make setup` installs it (scripts/install-deps.sh)")
+    return path
+
+
+def test_vagrantfile_parses_and_boots_ubuntu_2404_with_the_provisioner() -> None:
+    proc = subprocess.run([need("ruby"), "-c", "Vagrantfile"], cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "Syntax OK" in proc.stdout, proc.stderr
+    text = (REPO / "Vagrantfile").read_text()
+    assert 'config.vm.box = "bento/ubuntu-24.04"' in text
+    assert 'path: "scripts/provision-vagrant.sh"' in text
+    assert '"PATHDIV_BUILD_KERNEL" => ENV.fetch("PATHDIV_BUILD_KERNEL", "0")' in text
+
+
+def test_provisioning_script_is_shellcheck_clean() -> None:
+    proc = subprocess.run([need("shellcheck"), str(PROVISION)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_make_setup_runs_the_shared_install_script() -> None:
+    # -W setup.py: pretend it changed, so the dry run lists the whole setup recipe
+    proc = subprocess.run([need("make"), "-n", "-W", "setup.py", "setup"], cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "bash scripts/install-deps.sh" in proc.stdout
+
+
+def provision(tmp_path: Path, **env: str) -> list[str]:
+    """Run the provisioning script with make/apt-get/p4 tools stubbed; the make calls."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir(parents=True)
+    log = tmp_path / "make.log"
+    stubs = {"make": f'echo "$*" >> {log}', "apt-get": "exit 0",
+             "simple_switch": "exit 0", "p4c-bm2-ss": "exit 0"}
+    for name, body in stubs.items():
+        (bin_ / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_ / name).chmod(0o755)
+    proc = subprocess.run(
+        ["bash", str(PROVISION), str(REPO)], capture_output=True, text=True,
+        env={**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", **env},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return log.read_text().splitlines()
+
+
+def test_provisioning_calls_make_setup_and_builds_the_kernel_only_when_asked(
+        tmp_path: Path) -> None:
+    assert provision(tmp_path / "plain") == [f"-C {REPO} setup"]
+    assert provision(tmp_path / "kernel", PATHDIV_BUILD_KERNEL="1") == [
+        f"-C {REPO} setup", f"-C {REPO} kernel"]
+
+
+def test_provisioning_refuses_a_folder_without_the_project(tmp_path: Path) -> None:
+    proc = subprocess.run(["bash", str(PROVISION), str(tmp_path)], capture_output=True,
+                          text=True, env={**os.environ, "PATHDIV_SKIP_P4": "1"})
+    assert proc.returncode == 1
+    assert f"no pathdiv checkout at {tmp_path}" in proc.stdout
