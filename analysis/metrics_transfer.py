@@ -29,11 +29,15 @@ Definitions (also in docs/measurement.md):
   Packets are matched between the two links by subflow, sequence number, length and
   IP ID, so a retransmission is not counted as reordering.
 - `subflows`: subflows that carried payload; `subflows_opened`: all of them.
+- `links_used`: links that carried any packet of the transfer; `path_bytes` and
+  `path_pkts`: the data direction's frame bytes and packets per shortest path, in the
+  order of `topo.paths(server, client)`, joined with ';'.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -59,6 +63,9 @@ MEASURES = [
     "data_bytes_sent",
     "reordered_pkts",
     "data_pkts_received",
+    "links_used",
+    "path_bytes",
+    "path_pkts",
 ]
 
 
@@ -144,9 +151,9 @@ def reordered_packets(sent: pd.DataFrame, received: pd.DataFrame) -> tuple[int, 
 
 def measure_transfer(
     pk: pd.DataFrame, geo: PairGeometry, client_addrs: np.ndarray, size_bytes: int
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """The measures above for one transfer's packets (all links, time order)."""
-    out: dict[str, float] = dict.fromkeys(MEASURES, float("nan"))
+    out: dict[str, Any] = dict.fromkeys(MEASURES, float("nan"))
     out["payload_bytes"] = float(size_bytes)
     out["paths"] = float(len(geo.path_links))
     if pk.empty:
@@ -172,7 +179,9 @@ def measure_transfer(
     data_dir = ~from_client
     top = max(int(link.max()), *(max(links) for links in geo.path_links)) + 1
     per_link = np.bincount(link[data_dir], weights=wire[data_dir], minlength=top)
+    pkts_link = np.bincount(link[data_dir], minlength=top)
     path_bytes = np.array([per_link[list(links)].max() for links in geo.path_links])
+    path_pkts = np.array([pkts_link[list(links)].max() for links in geo.path_links])
     sent_mask = (link == geo.server_link) & data_dir & (payload > 0)
     sent = pk[sent_mask]
     recv = pk[at_client & data_dir & (payload > 0)]
@@ -192,6 +201,9 @@ def measure_transfer(
         reorder_pct=100.0 * late / received if received else float("nan"),
         subflows=float(len(np.unique(subflows[payload > 0]))),
         subflows_opened=float(len(np.unique(subflows))),
+        links_used=float(len(np.unique(link))),
+        path_bytes=";".join(str(int(b)) for b in path_bytes),
+        path_pkts=";".join(str(int(n)) for n in path_pkts),
     )
     if fct > 0:
         out["throughput_mbps"] = wire_bytes * 8 / fct / 1e6

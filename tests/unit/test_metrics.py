@@ -103,6 +103,14 @@ def test_mptcp_on_four_paths_has_utilization_one(tmp_path: Path) -> None:
     # SYN-ACK option has over MP_CAPABLE's, so the balance is 1.0 to within 1e-5.
     assert m["utilization"] == pytest.approx(1.0, abs=1e-5)
     assert (m["subflows"], m["subflows_opened"], m["paths_used"]) == (4, 4, 4)
+    # Per path (server -> client): SYN-ACK, 2 data segments, FIN, last ACK. The 4 paths
+    # use 2 access links, 2 edge-aggregation links per pod and 4 aggregation-core links
+    # per pod: 14 links.
+    assert m["path_pkts"] == "5;5;5;5" and m["links_used"] == 14
+    synack = [ETH_IP_TCP + 12, ETH_IP_TCP + 16, ETH_IP_TCP + 16, ETH_IP_TCP + 16]
+    assert m["path_bytes"] == ";".join(
+        str(s + 2 * (ETH_IP_TCP + MSS) + 2 * ETH_IP_TCP) for s in synack
+    )
     # FCT spans all subflows: 4 handshakes of RTT + H, request, 8 segments, and the
     # last subflow's FIN 3·H after the first's.
     fct = 4 * (RTT + H) + RTT / 2 + 8 * GAP + 3 * H + 6 * H - H
