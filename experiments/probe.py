@@ -10,6 +10,7 @@ fraction of the path's configured rate.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from experiments.network import Lab, LabError, wait_for_line
 from topologies.fattree import FatTree
 
 PORT = 5001
+log = logging.getLogger("pathdiv")
 TCP_FLOWS = 16
 TCP_FLOW_BYTES = 512_000
 MPTCP_BYTES = 4_000_000
@@ -95,6 +97,8 @@ def run_probe(lab: Lab) -> dict[str, Any]:
 def _measure(lab: Lab, plan: ProbePlan, server: Any) -> dict[str, Any]:
     topo = lab.topo
     wait_for_line(server, server.stdout, "ready", 15, f"transfer server on {plan.server}")
+    log.info("probe: server on %s ready; measuring %s <- %s", plan.server, plan.client,
+             plan.server)
     ports = core_ports_towards(topo, plan.client)
 
     def phase(sizes: list[int], mptcp: bool) -> tuple[dict[str, int], list[dict[str, Any]]]:
