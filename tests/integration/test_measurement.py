@@ -85,7 +85,11 @@ def test_goodput_times_fct_is_the_payload_and_all_of_it_was_seen(results: Path) 
     new_bytes = done["data_bytes_sent"] - done["retrans_bytes"]
     assert (new_bytes >= done["size_bytes"]).all(), done[new_bytes < done["size_bytes"]]
     mptcp = done[done["transport"] == "mptcp"]
-    assert (mptcp["subflows_opened"] == mptcp["subflows_app"]).all()
+    # Every subflow the application saw is in the captures. The capture may hold more:
+    # with `subflow` endpoints on every host, a server's in-kernel path manager also
+    # tries joins towards the client's initial address and port, which the client
+    # refuses (SYN + RST); those attempts count as opened, never as used.
+    assert (mptcp["subflows_opened"] >= mptcp["subflows_app"]).all()
 
 
 def test_throughput_is_at_least_goodput(results: Path) -> None:
