@@ -20,10 +20,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -208,12 +210,14 @@ def transfer(scheduler: str, size: int, flows: int, subflows: int,
     set_scheduler(scheduler)
     dump = None
     if capture:
+        # capture to local storage first: a shared folder (9p) is too slow for tcpdump
+        local = Path(tempfile.mkdtemp(prefix="pdlab-")) / capture.name
         dump = subprocess.Popen(
             ["ip", "netns", "exec", NS_CLIENT, "tcpdump", "-i", DEV_CLIENT, "-s", "160",
-             "-U", "-w", str(capture), "tcp", "port", str(PORT)],
+             "-B", "16384", "-w", str(local), "tcp", "port", str(PORT)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 20
-        while not capture.exists() and time.monotonic() < deadline:
+        while not local.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
     server = subprocess.Popen(server_cmd(flows, subflows), stdout=subprocess.PIPE, text=True)
     try:
@@ -230,9 +234,13 @@ def transfer(scheduler: str, size: int, flows: int, subflows: int,
         if dump:
             time.sleep(0.5)  # let tcpdump drain what the kernel queued
             dump.terminate()
-            dump.wait(timeout=20)
+            _, dump_err = dump.communicate(timeout=30)
     report = {"scheduler": scheduler, **fetched, "server": json.loads(server_out or "{}")}
     if capture:
+        shutil.move(local, capture)
+        shutil.rmtree(local.parent, ignore_errors=True)
+        dropped = [line for line in dump_err.splitlines() if "dropped by kernel" in line]
+        report["capture_dropped"] = int(dropped[0].split()[0]) if dropped else None
         packets = data_packets(capture)
         frac, pairs = interleave_fraction(packets)
         report.update(interleave_fraction=round(frac, 4), packet_pairs=pairs,

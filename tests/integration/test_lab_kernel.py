@@ -66,6 +66,7 @@ def test_schedulers_transfers_and_interleaving_in_the_lab_vm(lab_kernel, tmp_pat
         assert run["server"]["subflows_at_start"] == [4], (name, run["server"])
         if name != "default":  # default may leave a subflow idle
             assert run["subflows_seen"] == 4, (name, run)
+        assert run["capture_dropped"] == 0, (name, run)
         assert run["packet_pairs"] > 500, (name, run)
 
     fractions = {name: run["interleave_fraction"] for name, run in runs.items()}
