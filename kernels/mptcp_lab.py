@@ -343,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         m.add_argument("--size", type=int, default={"check": 2_000_000, "goodput": 50_000_000,
                                                     "fct": 500_000}[name])
         m.add_argument("--flows", type=int, default=16 if name == "fct" else 1)
-        m.add_argument("--delay-ms", type=float, default={"fct": 2.0}.get(name, 1.0))
+        m.add_argument("--delay-ms", type=float, default={"fct": 2.0, "check": 5.0}.get(name, 1.0))
         m.add_argument("--rate-mbit", type=float, default=20.0 if name == "fct" else 0.0)
         m.add_argument("--queue-pkts", type=int, default=10)
         m.add_argument("--out", type=Path, default=Path("."))
