@@ -12,16 +12,20 @@
 #include "include/headers.p4"
 #include "include/parser.p4"
 
+typedef bit<48> time_us_t;          /* bmv2 timestamps are in microseconds */
+typedef bit<32> slot_t;
+const bit<32> FLOWLET_SLOTS = 4096; /* flowlet state is kept per hash slot */
+
 control SelectMember(inout headers_t hdr,
                      inout metadata_t meta,
                      inout standard_metadata_t standard_metadata) {
-    register<time_us_t, bit<32>>(1) flowlet_gap_us;
-    register<time_us_t, bit<32>>(FLOWLET_SLOTS) last_seen_us;
-    register<member_t, bit<32>>(FLOWLET_SLOTS) slot_member;
+    register<time_us_t>(1) flowlet_gap_us;
+    register<time_us_t>(FLOWLET_SLOTS) last_seen_us;
+    register<member_t>(FLOWLET_SLOTS) slot_member;
 
     apply {
-        bit<32> slot;
-        hash(slot, HashAlgorithm.crc32, (bit<32>) 0,
+        slot_t slot;
+        hash(slot, HashAlgorithm.crc32, (slot_t) 0,
              { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
                meta.l4_src_port, meta.l4_dst_port },
              FLOWLET_SLOTS);

@@ -2,7 +2,8 @@
  *
  * The spray_policy register (index 0) selects at run time:
  *   SPRAY_RANDOM      a uniformly random member;
- *   SPRAY_ROUNDROBIN  members in turn (next_member holds the turn per group).
+ *   SPRAY_ROUNDROBIN  members in turn (next_member holds the turn per group);
+ * any other value drops the packet.
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -10,16 +11,22 @@
 #include "include/headers.p4"
 #include "include/parser.p4"
 
+/* values of the spray_policy register */
+const bit<8> SPRAY_RANDOM = 0;
+const bit<8> SPRAY_ROUNDROBIN = 1;
+
 control SelectMember(inout headers_t hdr,
                      inout metadata_t meta,
                      inout standard_metadata_t standard_metadata) {
-    register<bit<8>, bit<32>>(1) spray_policy;
-    register<member_t, bit<32>>(MAX_GROUPS) next_member;
+    register<bit<8>>(1) spray_policy;
+    register<member_t>(MAX_GROUPS) next_member;
 
     apply {
         bit<8> policy;
         spray_policy.read(policy, 0);
-        if (policy == SPRAY_ROUNDROBIN) {
+        if (policy == SPRAY_RANDOM) {
+            random(meta.member, (member_t) 0, meta.members - 1);
+        } else if (policy == SPRAY_ROUNDROBIN) {
             member_t turn;
             next_member.read(turn, (bit<32>) meta.group);
             if (turn >= meta.members) {
@@ -27,8 +34,8 @@ control SelectMember(inout headers_t hdr,
             }
             meta.member = turn;
             next_member.write((bit<32>) meta.group, turn + 1);
-        } else {
-            random(meta.member, (member_t) 0, meta.members - 1);
+        } else {  /* an unknown policy: no such member, so group_member drops */
+            meta.member = meta.members;
         }
     }
 }

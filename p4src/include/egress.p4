@@ -11,11 +11,11 @@ control PathdivEgress(inout headers_t hdr,
                       inout metadata_t meta,
                       inout standard_metadata_t standard_metadata) {
     /* Every packet that leaves on a port. */
-    counter<port_index_t>(NUM_PORTS, CounterType.packets_and_bytes) port_tx;
+    counter(NUM_PORTS, CounterType.packets_and_bytes) port_tx;
 
     /* Index 0: queue depth in packets at which ECT packets are marked CE; 0 = off.
      * Only meaningful when bmv2's queue rate is set near the link rate. */
-    register<qdepth_t, bit<32>>(1) ecn_threshold;
+    register<qdepth_t>(1) ecn_threshold;
 
     action set_macs(mac_addr_t src, mac_addr_t dst) {
         hdr.ethernet.src_addr = src;

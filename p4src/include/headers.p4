@@ -11,15 +11,13 @@ typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 typedef bit<16> group_id_t;     /* equal-cost group (one per switch: the up group) */
 typedef bit<16> member_t;       /* index of a member inside its group */
-typedef bit<32> hash_t;
 typedef bit<32> seed_t;         /* per-switch hash seed, so tiers do not polarise */
-typedef bit<48> time_us_t;      /* bmv2 timestamps are in microseconds */
+typedef bit<9>  port_id_t;      /* v1model egress_spec / ingress_port width */
 typedef bit<32> port_index_t;   /* index into the per-port counter and register arrays */
 
 /* ---- sizes ------------------------------------------------------------------ */
 const bit<32> NUM_PORTS = 64;        /* bmv2 port N is interface <switch>-eth<N> */
 const bit<32> MAX_GROUPS = 16;
-const bit<32> FLOWLET_SLOTS = 4096;  /* flowlet state is kept per hash slot */
 
 /* ---- protocol numbers ------------------------------------------------------- */
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
@@ -34,17 +32,6 @@ const bit<16> ARP_OPER_REQUEST = 1;
 const bit<16> ARP_OPER_REPLY = 2;
 const bit<2> ECN_NOT_ECT = 0;
 const bit<2> ECN_CE = 3;
-
-/* ---- spray policies (value of the spray_policy register) --------------------- */
-const bit<8> SPRAY_RANDOM = 0;
-const bit<8> SPRAY_ROUNDROBIN = 1;
-
-/* ---- hash mixing ------------------------------------------------------------ */
-/* Odd multiplier (2^32 / golden ratio): (flow_hash ^ seed) * MIX_MULTIPLIER is a
- * bijection per seed whose high bits differ non-linearly between seeds, unlike a
- * CRC over (seed, tuple) whose outputs for two seeds differ by a constant XOR. */
-const bit<32> MIX_MULTIPLIER = 0x9E3779B1;
-const bit<64> HASH_SPACE = 0x100000000;   /* keep all 32 bits of a hash */
 
 /* ---- headers ---------------------------------------------------------------- */
 header ethernet_t {

@@ -14,7 +14,7 @@ control PathdivIngress(inout headers_t hdr,
                        inout metadata_t meta,
                        inout standard_metadata_t standard_metadata) {
     /* Every packet that arrives on a port, whatever happens to it next. */
-    counter<port_index_t>(NUM_PORTS, CounterType.packets_and_bytes) port_rx;
+    counter(NUM_PORTS, CounterType.packets_and_bytes) port_rx;
 
     SelectMember() select_member;
 
@@ -35,7 +35,7 @@ control PathdivIngress(inout headers_t hdr,
         standard_metadata.egress_spec = standard_metadata.ingress_port;
     }
 
-    action forward(PortId_t port) {
+    action forward(port_id_t port) {
         standard_metadata.egress_spec = port;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     }
