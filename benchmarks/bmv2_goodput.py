@@ -91,10 +91,11 @@ def one_switch_bmv2(rate: float | None, size: int, workdir: Path) -> tuple[float
     program = compile_program("static", tools)
     with OneSwitch(tools, program.json, 2, workdir / "bmv2", prefix="pd6",
                    peer_namespaces=True) as box:
-        hops = [NextHop(i, box.switch_intf(i), f"h{i}", HOSTS[i]) for i in range(2)]
+        macs = box.port_macs()
+        hops = [NextHop(i, box.switch_intf(i), f"h{i}", HOSTS[i], macs[i][1]) for i in range(2)]
         table = SwitchTable("sw", GATEWAY, tuple(Route(f"{HOSTS[i]}/32", hops[i], direct=True)
                                                  for i in range(2)), (), (), 0)
-        box.install(switch_entries(table, box.port_macs(), "static"))
+        box.install(switch_entries(table, macs, "static"))
         configure_hosts([box.peer_ns(0), box.peer_ns(1)], [box.peer_intf(0), box.peer_intf(1)],
                         rate)
         for i in range(2):

@@ -1,7 +1,7 @@
 """Table entries and register values of every P4 switch, computed from the topology.
 
-Pure: from a switch's `SwitchTable` (topologies/forwarding.py), the MAC address of
-every interface and the program it runs, produce the entries as data with fully
+Pure: from a switch's `SwitchTable` (topologies/forwarding.py), the MAC addresses of
+its ports and their neighbours and the program it runs, produce the entries as data with fully
 qualified P4 names; render them as simple_switch_CLI commands. The same data is
 compared with what the switch reports back (see `experiments.p4_cli`).
 
@@ -163,19 +163,12 @@ def _prefix(prefix: str) -> Value:
     return Value(int(net.network_address), "ipv4", net.prefixlen)
 
 
-def port_macs(topo: FatTree, switch: str, macs: Mapping[str, str]) -> dict[int, tuple[str, str]]:
-    """Port number -> (the port's MAC, the MAC of the neighbour's interface on that link)."""
-    out: dict[int, tuple[str, str]] = {}
-    for link in topo.links_of(switch):
-        mine, peer = link.port_of(switch), link.peer_of(switch)
-        for intf in (mine.intf, peer.intf):
-            if intf not in macs:
-                raise EntryError(
-                    f"no MAC address known for interface {intf}: pass every interface's MAC "
-                    "(read them from the built network)"
-                )
-        out[mine.number] = (macs[mine.intf], macs[peer.intf])
-    return out
+def port_macs(topo: FatTree, switch: str) -> dict[int, tuple[str, str]]:
+    """Port number -> (the port's MAC, the neighbour's MAC on that link), from the topology."""
+    return {
+        lk.port_of(switch).number: (topo.mac(lk.port_of(switch)), topo.mac(lk.peer_of(switch)))
+        for lk in topo.links_of(switch)
+    }
 
 
 def _forward(hop: NextHop) -> tuple[str, tuple[Value, ...]]:
@@ -252,12 +245,10 @@ def _check_unique(switch: str, entries: list[TableEntry]) -> None:
 def network_entries(
     topo: FatTree,
     tables: Mapping[str, SwitchTable],
-    macs: Mapping[str, str],
     program: str,
     options: EntryOptions | None = None,
 ) -> dict[str, SwitchEntries]:
-    """Every switch's entries; `macs` maps interface name -> MAC for the whole network."""
+    """Every switch's entries, with the MACs the topology assigns."""
     return {
-        sw: switch_entries(t, port_macs(topo, sw, macs), program, options)
-        for sw, t in tables.items()
+        sw: switch_entries(t, port_macs(topo, sw), program, options) for sw, t in tables.items()
     }

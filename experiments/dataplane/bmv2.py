@@ -133,7 +133,6 @@ class Bmv2DataPlane(DataPlane):
         self.net: Any = None
         self.compiled: dict[str, CompiledProgram] = {}
         self.program: str | None = None
-        self.macs: dict[str, str] = {}
         self.entries: dict[str, SwitchEntries] = {}
         self._versions: dict[str, str] | None = None
 
@@ -159,7 +158,6 @@ class Bmv2DataPlane(DataPlane):
         program = self._program(MODE_PROGRAMS[mode])
         for sw in self.topo.switches:
             net[sw].prepare_namespace()
-        self.macs = self._read_macs()
         self._offloads_off()
         for i, sw in enumerate(self.topo.switches):
             ports = [(hop.port, hop.intf) for hop in switch_ports(self.tables[sw])]
@@ -218,16 +216,6 @@ class Bmv2DataPlane(DataPlane):
         self.net = None
 
     # ---- configuration -----------------------------------------------------------
-    def _read_macs(self) -> dict[str, str]:
-        macs: dict[str, str] = {}
-        script = 'for i in /sys/class/net/*; do echo "${i##*/} $(cat $i/address)"; done'
-        for node in self.topo.nodes:
-            for line in self.net[node].cmd(script).splitlines():
-                parts = line.split()
-                if len(parts) == 2:
-                    macs[parts[0]] = parts[1]
-        return macs
-
     def _offloads_off(self) -> None:
         for sw in self.topo.switches:
             for link in self.topo.links_of(sw):
@@ -249,7 +237,7 @@ class Bmv2DataPlane(DataPlane):
         options = EntryOptions(spray, self.options.flowlet_gap_us, self.options.ecn_threshold_pkts)
         self.entries = {
             sw: switch_entries(
-                self.tables[sw], port_macs(self.topo, sw, self.macs), self.program, options
+                self.tables[sw], port_macs(self.topo, sw), self.program, options
             )
             for sw in self.topo.switches
         }

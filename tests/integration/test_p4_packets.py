@@ -47,18 +47,16 @@ def tools():
     return found
 
 
-def hop(box: OneSwitch, port: int, addr: str) -> NextHop:
-    return NextHop(port, box.switch_intf(port), f"peer{port}", addr)
+def one_table(box: OneSwitch, macs: dict[int, tuple[str, str]]) -> SwitchTable:
+    def hop(port: int, addr: str) -> NextHop:
+        return NextHop(port, box.switch_intf(port), f"peer{port}", addr, macs[port][1])
 
-
-def one_table(box: OneSwitch) -> SwitchTable:
     return SwitchTable(
         switch="sw",
         address=SWITCH_IP,
-        down=(Route(f"{HOST_IP}/32", hop(box, 0, HOST_IP), direct=True),),
-        up=tuple(hop(box, p, f"10.0.{p}.1") for p in UP_PORTS),
-        static=(Route("10.1.0.2/32", hop(box, 2, "10.0.2.1")),
-                Route("10.1.0.3/32", hop(box, 3, "10.0.3.1"))),
+        down=(Route(f"{HOST_IP}/32", hop(0, HOST_IP), direct=True),),
+        up=tuple(hop(p, f"10.0.{p}.1") for p in UP_PORTS),
+        static=(Route("10.1.0.2/32", hop(2, "10.0.2.1")), Route("10.1.0.3/32", hop(3, "10.0.3.1"))),
         seed=SEED,
     )
 
@@ -68,7 +66,7 @@ def switch(tools, program: str, tmp_path: Path, **options) -> Iterator[tuple[One
     compiled = compile_program(program, tools)
     with OneSwitch(tools, compiled.json, PORTS, tmp_path / "box") as box:
         macs = box.port_macs()
-        box.install(switch_entries(one_table(box), macs, program, EntryOptions(**options)))
+        box.install(switch_entries(one_table(box, macs), macs, program, EntryOptions(**options)))
         yield box, macs
 
 

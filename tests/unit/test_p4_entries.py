@@ -32,14 +32,6 @@ from topologies.fattree import FatTree
 from topologies.forwarding import forwarding_tables
 
 
-def fake_macs(topo: FatTree) -> dict[str, str]:
-    """A distinct MAC per interface, derived from its position in the list."""
-    return {
-        intf: "02:00:00:00:{:02x}:{:02x}".format(*divmod(i + 1, 256))
-        for i, intf in enumerate(topo.interfaces)
-    }
-
-
 @pytest.fixture(scope="module")
 def topo() -> FatTree:
     return FatTree(4, aliases_per_host=3)
@@ -52,11 +44,12 @@ def tables(topo: FatTree):
 
 @pytest.fixture(scope="module")
 def macs(topo: FatTree) -> dict[str, str]:
-    return fake_macs(topo)
+    """Interface name -> MAC, as the topology assigns them."""
+    return {p.intf: topo.mac(p) for lk in topo.links for p in (lk.a, lk.b)}
 
 
 def entries_of(topo, table, macs, program, options=None):
-    return switch_entries(table, port_macs(topo, table.switch, macs), program, options)
+    return switch_entries(table, port_macs(topo, table.switch), program, options)
 
 
 def lpm(entries, prefix: str):
@@ -167,14 +160,14 @@ def test_cli_commands_are_readable(topo, tables, macs) -> None:
 
 
 def test_whole_network_has_entries_for_every_switch(topo, tables, macs) -> None:
-    net = network_entries(topo, tables, macs, "ecmp")
+    net = network_entries(topo, tables, "ecmp")
     assert set(net) == set(topo.switches)
 
 
-def test_missing_mac_names_the_interface(topo, tables, macs) -> None:
-    partial = {k: v for k, v in macs.items() if k != "e1-eth2"}
-    with pytest.raises(EntryError, match="no MAC address known for interface e1-eth2"):
-        port_macs(topo, "e1", partial)
+def test_missing_port_mac_names_the_port(topo, tables, macs) -> None:
+    partial = {p: m for p, m in port_macs(topo, "e1").items() if p != 2}
+    with pytest.raises(EntryError, match=r"e1: no MAC addresses given for port 2 \(e1-eth2\)"):
+        switch_entries(tables["e1"], partial, "ecmp")
 
 
 def test_bad_inputs_name_the_value() -> None:
