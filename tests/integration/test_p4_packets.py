@@ -106,6 +106,7 @@ class Capture:
 def exchange(box, macs, in_port: int, frames: list, expect: int, inter: float = 0.0,
              wait_s: float = 10.0) -> list[tuple[int, object]]:
     """Send `frames` into `in_port`; return what came out (port, frame)."""
+    scapy_all.conf.ifaces.reload()  # each test recreates the veths (new ifindexes)
     cap = Capture(box, macs)
     try:
         scapy_all.sendp(frames, iface=box.peer_intf(in_port), inter=inter, verbose=False)
