@@ -41,15 +41,17 @@ class P4Tools:
         return [self.cli_python, str(self.cli), "--thrift-port", str(thrift_port)]
 
     def versions(self) -> dict[str, str]:
-        """First line of `--version` of the switch and the compiler (for manifests)."""
+        """The version line of `--version` of the switch and the compiler (for manifests)."""
         out: dict[str, str] = {}
         for name, path in ((SWITCH, self.switch), (COMPILER, self.compiler)):
             try:
                 proc = subprocess.run(
                     [str(path), "--version"], capture_output=True, text=True, timeout=30
                 )
-                text = (proc.stdout or proc.stderr).strip().splitlines()
-                out[name] = text[0] if text else "unknown"
+                lines = (proc.stdout or proc.stderr).strip().splitlines()
+                # p4c prints its own path first, then "Version ..."
+                versioned = [ln for ln in lines if ln.strip().lower().startswith("version")]
+                out[name] = (versioned or lines or ["unknown"])[0].strip()
             except (OSError, subprocess.TimeoutExpired) as exc:
                 out[name] = f"unknown ({exc})"
         return out

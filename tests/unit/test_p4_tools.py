@@ -59,6 +59,8 @@ def test_cli_runs_under_the_system_python(tmp_path: Path) -> None:
 
 def test_versions_come_from_the_tools(tmp_path: Path) -> None:
     fake_tools(tmp_path / "path")
+    compiler = tmp_path / "path" / COMPILER
+    compiler.write_text(f"#!/bin/sh\necho {compiler}\necho 'Version 1.2.5.16 (SHA: 34b8)'\n")
     tools, _ = find_p4_tools({"PATH": str(tmp_path / "path")})
     assert tools is not None
-    assert tools.versions() == {SWITCH: "fake 1.0", COMPILER: "fake 1.0"}
+    assert tools.versions() == {SWITCH: "fake 1.0", COMPILER: "Version 1.2.5.16 (SHA: 34b8)"}
