@@ -121,6 +121,10 @@ def test_quick_noisy_run_interrupted_and_resumed(root_lab, config, tmp_path):
         assert "hosts.kernel: lab" in manifest["error"]
     assert resumed.returncode == 0, stderr
     assert "report: " in stdout
+    # the report of a real --quick folder renders, with its statistics and plots
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 4
+    assert (out / "stats.json").is_file() and (out / "metrics.csv").is_file()
     # every transfer was found in the captures (none lost when the capture stopped)
     measured = list(csv.DictReader((out / "transfer_metrics.csv").open()))
     assert len(measured) == 4 * 28
