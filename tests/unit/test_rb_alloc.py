@@ -178,10 +178,24 @@ def test_pattern_is_refreshed_after_some_srtts(alloc):
 def test_full_subflow_is_skipped_for_the_next_in_allocation_order(alloc):
     alloc.equal([1, 2, 3, 4])
     assert alloc.next() == 0
-    # subflow 1 is due but has no window: the next in pattern order (2) takes the packet,
-    # and the pattern goes on with the next sequence number's slot
+    # subflow 1 is due but has no window: the next in pattern order (2) takes the packet
+    # and gives subflow 1 its slot, so 2 does not send twice in a row; the next round
+    # starts from the computed pattern again
     assert alloc.next(room=0b1101) == 2
-    assert alloc.sends(6) == [2, 3, 0, 1, 2, 3]
+    assert alloc.sends(6) == [1, 3, 0, 1, 2, 3]
+
+
+def test_substitutions_keep_the_shares_and_avoid_repeats(alloc):
+    rng = random.Random(7)
+    alloc.equal([1, 2, 3, 4])
+    seq = []
+    for _ in range(400):
+        room = rng.randrange(1, 16)  # at least one subflow has room
+        seq.append(alloc.next(room))
+    counts = Counter(seq)
+    assert max(counts.values()) - min(counts.values()) <= 60, counts
+    repeats = sum(a == b for a, b in itertools.pairwise(seq))
+    assert repeats < 0.25 * len(seq), repeats
 
 
 def test_never_returns_a_subflow_without_window_when_another_has_one(alloc):
