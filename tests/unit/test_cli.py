@@ -45,3 +45,10 @@ def test_analyze_stats_only_writes_the_report(tmp_path, capsys):
     assert main(["analyze", str(tmp_path), "--stats-only"]) == 0
     assert f"report: {tmp_path / 'report.html'}" in capsys.readouterr().out
     assert (tmp_path / "stats.json").is_file() and (tmp_path / "report.md").is_file()
+
+
+def test_clean_recognises_only_pathdiv_named_namespaces():
+    from experiments.clean import leftover_namespaces
+
+    listing = "pdlab-s (id: 3)\npd4h0\nblue (id: 1)\npdx\npd7sw (id: 2)\n"
+    assert leftover_namespaces(listing) == ["pdlab-s", "pd4h0", "pd7sw"]
