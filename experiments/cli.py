@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import tempfile
@@ -204,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "measured and compared with MANOVA.",
     )
     ap.add_argument("-v", "--verbose", action="store_true", help="log every phase")
+    ap.add_argument("--debug", action="store_true",
+                    help="bmv2 switches write console logs and per-port pcaps (labs)")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_config(name: str, help_: str) -> argparse.ArgumentParser:
@@ -248,6 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.debug:
+        from experiments.dataplane.bmv2 import DEBUG_ENV
+
+        os.environ[DEBUG_ENV] = "1"  # read by every bmv2 switch the lab starts
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="pathdiv: %(message)s",
