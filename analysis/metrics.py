@@ -24,22 +24,17 @@ import numpy as np
 import pandas as pd
 
 from analysis.flows import group_connections, match_transfers, read_link_captures, split_subflows
-from analysis.metrics_transfer import MEASURES, PairGeometry, measure_transfer
+from analysis.metrics_transfer import (
+    MEASURES,
+    METRIC_COLUMNS,
+    PairGeometry,
+    measure_transfer,
+)
 from analysis.pcap_reader import ip_to_int
 from topologies.fattree import FatTree
 
 log = logging.getLogger(__name__)
 
-METRIC_COLUMNS = [
-    "fct_s",
-    "throughput_mbps",
-    "goodput_mbps",
-    "utilization",
-    "excess_pct",
-    "retrans_pct",
-    "reorder_pct",
-    "subflows",
-]
 
 
 # Columns after the run's factors, run_id, repetition, seed, condition and group_id.
