@@ -12,12 +12,14 @@ apart from the functions that run processes (:func:`build_lab_kernel`, :func:`ru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -149,11 +151,17 @@ def choose_accel(kvm_usable: bool, modules: Iterable[str], cpu_flags: Iterable[s
     return Accel("kvm", "/dev/kvm with hardware virtualisation")
 
 
-def guest_script(argv: Sequence[str], cwd: Path, control: Path) -> str:
-    """Shell script run in the guest: the command's status and output go to ``control``."""
+def guest_script(argv: Sequence[str], cwd: Path, control: Path,
+                 env: dict[str, str] | None = None) -> str:
+    """Shell script run in the guest: the command's status and output go to ``control``.
+
+    ``env`` is exported to the command (e.g. what the host knows about the VM).
+    """
     c = shlex.quote(str(control))
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
     return (
         "#!/bin/sh\n"
+        f"{exports}"
         f"uname -r > {c}/release\n"
         f"cd {shlex.quote(str(cwd))} || exit 111\n"
         f"{shlex.join(argv)} > {c}/stdout 2> {c}/stderr\n"
@@ -432,17 +440,23 @@ def run_in_lab(
     argv: Sequence[str],
     share: Path,
     kernel: Path,
-    timeout_s: float,
+    timeout_s: float | None,
     cpus: int = 2,
     memory_mb: int = 4096,
     cwd: Path | None = None,
     accel: Accel | None = None,
+    env: dict[str, str] | None = None,
+    poll: Callable[[], None] | None = None,
+    poll_s: float = 2.0,
 ) -> LabResult:
     """Boot ``kernel`` on this machine's root file system, run ``argv`` and return its result.
 
     ``share`` is writable in the guest at the same path (everything else of the host root is
     read-only there). The exit status and output are the command's own, read back from
     ``share/.labvm/<id>/``: virtme-ng's own status is not (it exits 255 without udev).
+    ``poll`` is called every ``poll_s`` seconds while the VM runs (progress, watchdogs);
+    whatever it raises stops the VM and propagates, as does Ctrl-C: the VM never outlives
+    this call.
     """
     if not kernel.is_file():
         raise LabError(f"kernel image {kernel} does not exist; build it with `make kernel`")
@@ -450,29 +464,41 @@ def run_in_lab(
     control = share / CONTROL_DIR / uuid.uuid4().hex[:12]
     control.mkdir(parents=True)
     script = control / "run.sh"
-    script.write_text(guest_script(argv, (cwd or Path.cwd()).resolve(), control))
+    script.write_text(guest_script(argv, (cwd or Path.cwd()).resolve(), control, env))
     accel = accel or detect_accel()
     console = control / "console.log"
     command = vng_command(_tool("vng"), kernel, script, share, accel, cpus, memory_mb)
     # vng starts virtme-run and friends by name: they sit next to it (venv bin)
-    env = dict(os.environ, PATH=f"{Path(command[0]).parent}:{os.environ.get('PATH', '')}")
+    path_env = dict(os.environ, PATH=f"{Path(command[0]).parent}:{os.environ.get('PATH', '')}")
     start = time.monotonic()
     with console.open("w") as out:
+        # its own session: a Ctrl-C reaches us, and we stop vng and QEMU together
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, env=path_env,
+                                stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            subprocess.run(command, stdin=subprocess.DEVNULL, stdout=out, env=env,
-                           stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise LabError(
-                f"the lab VM did not finish {shlex.join(argv)!r} within {timeout_s:.0f} s "
-                f"({accel.name}); read {console}"
-            ) from exc
+            while True:
+                try:
+                    proc.wait(timeout=poll_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if timeout_s is not None and time.monotonic() - start > timeout_s:
+                    raise LabError(
+                        f"the lab VM did not finish {shlex.join(argv)!r} within "
+                        f"{timeout_s:.0f} s ({accel.name}); read {console}"
+                    )
+                if poll is not None:
+                    poll()
+        finally:
+            if proc.poll() is None:
+                stop_vm(proc)
     seconds = time.monotonic() - start
     rc_file = control / "rc"
     if not rc_file.exists():
         tail = console.read_text(errors="replace")[-1500:]
         raise LabError(
-            f"the lab VM ({kernel}, {accel.name}) ended without running the command; "
-            f"read {console}. Last console output:\n{tail}"
+            f"the lab VM ({kernel}, {accel.name}) ended without running the command to its "
+            f"end; read {console}. Last console output:\n{tail}"
         )
     return LabResult(
         returncode=int(rc_file.read_text().strip()),
@@ -482,6 +508,18 @@ def run_in_lab(
         kernel_release=(control / "release").read_text().strip(),
         seconds=seconds,
     )
+
+
+def stop_vm(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
+    """Stop vng and its QEMU (one process group): SIGTERM, then SIGKILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 # --------------------------------------------------------------------------- CLI
