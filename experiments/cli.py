@@ -37,6 +37,12 @@ def cmd_check(args: argparse.Namespace) -> int:
           f"{len(topo.hosts)} hosts, {len(topo.links)} links; {reason}")
     print(f"plan: {len(runs)} run(s)")
     print(describe(runs))
+    lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
+    if lab_runs:
+        from experiments.labruns import describe_lab_vm
+
+        print(f"lab VM: {lab_runs} run(s) on the pathdiv lab kernel, in one boot; "
+              f"{describe_lab_vm()}")
     return 0
 
 

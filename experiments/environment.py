@@ -6,6 +6,7 @@ config needs), so a run fails before the first namespace exists, with the next s
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from experiments.config import Config
 
+LAB_VM_ENV = "PATHDIV_LAB_VM"  # set by experiments.labruns in the lab VM's guest
 TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "sysctl", "ping", "mnexec")
 
 
@@ -47,6 +49,23 @@ def qdisc_available(kind: str, *args: str) -> bool:
         return False
 
 
+TCG_START_SCALE = 10.0
+
+
+def start_scale() -> float:
+    """How many times longer processes take to start here than on the machine itself.
+
+    1 on the machine and in a KVM guest; in the lab VM under TCG (QEMU emulating the CPU),
+    where each exec costs 20-30x and 16 Python servers start on 2 emulated CPUs, readiness
+    waits (servers, tcpdump) are stretched by this factor instead of failing the run.
+    """
+    try:
+        vm = json.loads(os.environ.get(LAB_VM_ENV, "") or "{}")
+    except ValueError:
+        vm = {}
+    return TCG_START_SCALE if isinstance(vm, dict) and vm.get("accel") == "tcg" else 1.0
+
+
 def kernel_release() -> str:
     return os.uname().release
 
@@ -60,7 +79,15 @@ def preflight(cfg: Config) -> None:
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing:
         problems.append(f"missing tools: {', '.join(missing)}; run `make setup`")
-    if cfg.host_kernel == "host":
+    in_lab_vm = bool(os.environ.get(LAB_VM_ENV))
+    wrong_kernel = (cfg.host_kernel == "lab") != in_lab_vm
+    if cfg.host_kernel == "lab" and not in_lab_vm:
+        problems.append(f"hosts.kernel: lab, but this is kernel {kernel_release()}, not the "
+                        "pathdiv lab VM; `pathdiv run` boots the VM for such runs")
+    if cfg.host_kernel == "host" and in_lab_vm:
+        problems.append("hosts.kernel: host, but this is the pathdiv lab VM; run it with "
+                        "`pathdiv run` on the machine itself")
+    if not wrong_kernel:  # the kernel the config asks for: does it have what the config needs?
         if cfg.cc not in available_cc():
             problems.append(
                 f"hosts.cc: {cfg.cc!r} is not available in this kernel; available: "
@@ -68,12 +95,13 @@ def preflight(cfg: Config) -> None:
             )
         if cfg.transport == "mptcp" and not Path("/proc/sys/net/mptcp").exists():
             problems.append("hosts.transport: mptcp, but this kernel has no MPTCP "
-                            "(/proc/sys/net/mptcp missing); use hosts.kernel: lab")
+                            "(/proc/sys/net/mptcp missing)")
         if cfg.scheduler != "default" and cfg.scheduler not in available_schedulers():
             problems.append(
                 f"hosts.scheduler: {cfg.scheduler!r} is not in this kernel (available: "
                 f"{', '.join(available_schedulers()) or 'none'}); it ships in the pathdiv lab "
-                "kernel: set hosts.kernel: lab"
+                "kernel: set hosts.kernel: lab" + (" (and rebuild it: `make kernel`)"
+                                                   if in_lab_vm else "")
             )
         delays = {t: p.delay_ms for t, p in cfg.link_params().items() if p.delay_ms > 0}
         if delays and not qdisc_available("netem"):

@@ -91,10 +91,12 @@ def describe(runs: list[Run]) -> str:
     if not runs:
         return "the plan is empty"
     names = list(runs[0].factors)
-    head = ["#", "run_id", "flow", *names, "mode", "transport", "dataplane"]
+    head = ["#", "run_id", "flow", *names, "mode", "transport", "scheduler", "kernel",
+            "dataplane"]
     rows = [
         [str(r.order + 1), r.run_id, r.flow_type, *(r.factors[n] for n in names),
-         r.config.mode, r.config.transport, r.config.dataplane]
+         r.config.mode, r.config.transport, r.config.scheduler, r.config.host_kernel,
+         r.config.dataplane]
         for r in runs
     ]
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]

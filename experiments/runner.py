@@ -12,8 +12,11 @@ Layout (every file written atomically):
 
 A run's status is `complete`, `failed` (the network or the workload broke; the reason is
 in `error`) or `skipped` (this machine cannot run it as configured, e.g. hosts.kernel:
-lab without the lab VM; never relabelled as something else). Resuming a folder skips
-complete runs and redoes every other run from scratch (its folder is deleted first).
+lab where the lab VM cannot start; never relabelled as something else). Resuming a folder
+skips complete runs and redoes every other run from scratch (its folder is deleted first).
+
+Runs with hosts.kernel: host execute here, in plan order; then all runs with
+hosts.kernel: lab execute in one boot of the lab VM (experiments.labruns), in plan order.
 
 Pure parts (folder naming, state of a run folder, what to resume, manifest skeletons)
 are kept apart from `execute_run`/`run_plan`, which build networks.
@@ -161,32 +164,16 @@ def base_manifest(run: Run) -> dict[str, Any]:
         "capture": {},
         "interface_counters": {},
         "transfers": {},
+        "lab_vm": None,
     }
 
 
-def lab_vm_reason() -> str:
-    """Why runs with hosts.kernel: lab cannot run on this machine (a full sentence)."""
-    built = "the lab kernel is not built (`make kernel`)"
-    try:
-        from experiments.labvm import detect_accel, find_lab_kernel
-
-        image = find_lab_kernel()
-        if image is not None:
-            built = f"the lab kernel is built ({image})"
-        accel = detect_accel()
-        built += f"; the VM would run under {accel.name} ({accel.reason})"
-    except Exception as exc:
-        built = f"the lab kernel cannot be located ({exc})"
-    return ("hosts.kernel: lab needs the fat tree inside the pathdiv lab VM, which the "
-            f"runner cannot start yet; {built}. The run was not relabelled: resume this "
-            "folder once lab runs are supported, or copy the config with hosts.kernel: host "
-            "in its levels (the rb scheduler exists only in the lab kernel)")
-
-
-def skip_reason(run: Run, lab_vm_problem: str | None) -> str | None:
-    if run.config.host_kernel == "lab" and lab_vm_problem:
-        return lab_vm_problem
-    return None
+def lab_skip_reason(problem: str) -> str:
+    """Why runs with hosts.kernel: lab are skipped here (a full sentence with the fix)."""
+    return (f"hosts.kernel: lab runs in the pathdiv lab VM, which cannot start here: {problem}. "
+            "The run was not relabelled: fix that and resume this folder, or copy the config "
+            "with hosts.kernel: host in its levels (the rb scheduler exists only in the lab "
+            "kernel)")
 
 
 @dataclass
@@ -240,6 +227,7 @@ def execute_run(run: Run, run_dir: Path,
     """
     from experiments.dataplane.select import select_dataplane
     from experiments.environment import kernel_release, preflight
+    from experiments.labruns import guest_vm_description
     from experiments.network import Lab, LabError
     from experiments.traffic import COLUMNS, Traffic, row_dicts, run_workload
     from experiments.workloads import rounds
@@ -247,7 +235,7 @@ def execute_run(run: Run, run_dir: Path,
     cfg = run.config
     manifest = base_manifest(run)
     manifest.update(kernel_release=kernel_release(), git_revision=git_revision(),
-                    tools=tool_versions())
+                    tools=tool_versions(), lab_vm=guest_vm_description())
     timings = manifest["timings"]
     started = time.monotonic()
     workload = cfg.data["workload"]
@@ -320,20 +308,28 @@ def _finish(manifest: dict[str, Any], run_dir: Path, started: float) -> None:
     write_json_atomic(run_dir / "manifest.json", manifest)
 
 
-def write_skipped(run: Run, run_dir: Path, reason: str) -> dict[str, Any]:
+def write_status(run: Run, run_dir: Path, status: str, reason: str,
+                 **extra: Any) -> dict[str, Any]:
+    """A manifest for a run that did not execute here (skipped) or died with its VM."""
     from experiments.environment import kernel_release
 
     manifest = base_manifest(run)
-    manifest.update(status="skipped", error=reason, kernel_release=kernel_release(),
+    manifest.update(status=status, error=reason, kernel_release=kernel_release(),
                     git_revision=git_revision())
+    manifest.update(extra)
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(run_dir / "manifest.json", manifest)
+    _finish(manifest, run_dir, time.monotonic())
     return manifest
+
+
+def write_failed(run: Run, run_dir: Path, reason: str, **extra: Any) -> dict[str, Any]:
+    return write_status(run, run_dir, "failed", reason, **extra)
 
 
 def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
              options: dict[str, Any] | None = None) -> PlanOutcome:
-    """Execute the runs not yet complete in `folder`, in plan order."""
+    """Execute the runs not yet complete in `folder`: host-kernel runs here, in plan order,
+    then every lab-kernel run in one lab-VM boot (see experiments.labruns)."""
     from tqdm import tqdm
 
     todo, done = split_resume(runs, folder)
@@ -348,8 +344,8 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
         r.run_id: {"status": "complete", "reason": ""} for r in done
     }
     outcome = PlanOutcome(folder, {r.run_id: "complete" for r in done})
-    lab_vm_problem = lab_vm_reason() if any(r.config.host_kernel == "lab" for r in todo) \
-        else None
+    host_todo = [r for r in todo if r.config.host_kernel != "lab"]
+    lab_todo = [r for r in todo if r.config.host_kernel == "lab"]
 
     def save_plan() -> None:
         write_json_atomic(plan_path, plan_document(cfg, runs, statuses, previous,
@@ -358,33 +354,53 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
     save_plan()
     bar = tqdm(total=len(runs), initial=len(done), unit="run", file=sys.stderr,
                disable=quiet, dynamic_ncols=True, desc=cfg.name)
-    if done and not quiet:
-        bar.write(f"resuming {folder}: {len(done)} run(s) complete, {len(todo)} to do",
-                  file=sys.stderr)
+
+    def say(text: str) -> None:
+        if not quiet:
+            bar.write(text, file=sys.stderr)
+
+    def finished(run: Run, manifest: dict[str, Any]) -> None:
+        status = manifest.get("status", "failed")
+        statuses[run.run_id] = {"status": status, "reason": manifest.get("error", "")}
+        outcome.statuses[run.run_id] = status
+        save_plan()
+        say(_run_line(run, manifest))
+        bar.update(1)
+
+    if done:
+        say(f"resuming {folder}: {len(done)} run(s) complete, {len(todo)} to do")
+    image = None
+    if lab_todo:  # before any host run: a kernel build or a missing tool shows up first
+        from experiments.labruns import LabVMUnavailable, lab_kernel_image
+
+        try:
+            image = lab_kernel_image(say)
+        except LabVMUnavailable as exc:
+            reason = lab_skip_reason(str(exc))
+            for run in lab_todo:
+                run_dir = folder / "runs" / run.run_id
+                if run_dir.exists():
+                    shutil.rmtree(run_dir)
+                finished(run, write_status(run, run_dir, "skipped", reason))
+            lab_todo = []
     try:
-        for run in todo:
+        for run in host_todo:
             run_dir = folder / "runs" / run.run_id
             if run_dir.exists():
                 shutil.rmtree(run_dir)  # partial, failed or skipped: redo from scratch
+            run_dir.mkdir(parents=True)
             label = " ".join([run.flow_type, *run.factors.values(), f"rep{run.repetition}"])
             bar.set_postfix_str(label)
-            reason = skip_reason(run, lab_vm_problem)
-            if reason:
-                manifest = write_skipped(run, run_dir, reason)
-            else:
-                run_dir.mkdir(parents=True)
 
-                def on_round(n: int, total: int, label: str = label) -> None:
-                    bar.set_postfix_str(f"{label} round {n}/{total}")
+            def on_round(n: int, total: int, label: str = label) -> None:
+                bar.set_postfix_str(f"{label} round {n}/{total}")
 
-                manifest = execute_run(run, run_dir, on_round)
-            status = manifest["status"]
-            statuses[run.run_id] = {"status": status, "reason": manifest["error"]}
-            outcome.statuses[run.run_id] = status
-            save_plan()
-            if not quiet:
-                bar.write(_run_line(run, manifest), file=sys.stderr)
-            bar.update(1)
+            finished(run, execute_run(run, run_dir, on_round))
+        if lab_todo and image is not None:
+            from experiments.labruns import LabSession
+
+            say(f"booting the lab VM ({image.parent.name}) for {len(lab_todo)} run(s)")
+            LabSession(folder, lab_todo, image, bar.set_postfix_str, finished).execute()
     except KeyboardInterrupt:
         save_plan()  # the interrupted run stays pending; its manifest says failed
         raise
@@ -430,34 +446,47 @@ def find_run(folder: Path, run_id: str) -> tuple[Config, Run]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m experiments.runner execute FOLDER RUN_ID`: one run, whatever its kernel.
+    """`python -m experiments.runner execute FOLDER RUN_ID...`: planned runs, in order.
 
-    This is the command the lab VM runs (experiments.labvm.run_in_lab with share=FOLDER):
-    the run writes its own manifest.json into the shared folder.
+    This is the command the lab VM runs (experiments.labruns, with FOLDER shared): each run
+    writes its own manifest.json into the folder. Exit 0 when all are complete, 1 when
+    some failed, 2 when the folder or a run id is wrong.
     """
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m experiments.runner")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    e = sub.add_parser("execute", help="execute one planned run of a results folder")
+    e = sub.add_parser("execute", help="execute planned runs of a results folder")
+    e.add_argument("--progress", type=Path, default=None,
+                   help="JSON file kept up to date with the current run and round")
     e.add_argument("folder", type=Path)
-    e.add_argument("run_id")
+    e.add_argument("run_ids", nargs="+", metavar="RUN_ID")
     args = ap.parse_args(argv)
     try:
-        _, run = find_run(args.folder, args.run_id)
+        found = [find_run(args.folder, run_id)[1] for run_id in args.run_ids]
     except (ResultsError, ValueError) as exc:
         print(f"runner: {exc}", file=sys.stderr)
         return 2
-    run_dir = args.folder / "runs" / run.run_id
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
-    try:
-        manifest = execute_run(run, run_dir)
-    except KeyboardInterrupt:
-        return 130
-    print(_run_line(run, manifest))
-    return 0 if manifest["status"] == "complete" else 1
+    failed = 0
+    for run in found:
+        run_dir = args.folder / "runs" / run.run_id
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        run_dir.mkdir(parents=True)
+
+        def on_round(n: int, total: int, run_id: str = run.run_id) -> None:
+            if args.progress is not None:
+                write_json_atomic(args.progress, {"run_id": run_id, "round": n,
+                                                  "rounds": total})
+
+        on_round(0, 0)
+        try:
+            manifest = execute_run(run, run_dir, on_round)
+        except KeyboardInterrupt:
+            return 130
+        print(_run_line(run, manifest), flush=True)
+        failed += manifest["status"] != "complete"
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from experiments.environment import start_scale
 from experiments.network import Lab, LabError, wait_for_line
 from experiments.workloads import Request, Round
 from topologies.fattree import FatTree
@@ -134,7 +135,7 @@ def start_servers(lab: Lab, traffic: Traffic, logdir: Path) -> None:
         with (logdir / f"server-{host}.log").open("w") as err:
             procs.append((host, lab.python(host, "experiments.transfer", args, stderr=err)))
     for host, proc in procs:
-        wait_for_line(proc, proc.stdout, "ready", SERVER_READY_S,
+        wait_for_line(proc, proc.stdout, "ready", SERVER_READY_S * start_scale(),
                       f"transfer server on {host} (log: {logdir / f'server-{host}.log'})")
 
 
@@ -166,7 +167,8 @@ def _run_round(lab: Lab, requests: list[Request], batch: list[list[TransferRow]]
             procs.append(None)
             for row in rows:
                 row.error = f"could not start fetch on {req.client}: {exc}"
-    deadline = time.monotonic() + traffic.timeout_s + FETCH_GRACE_S
+    grace = FETCH_GRACE_S * start_scale()
+    deadline = time.monotonic() + traffic.timeout_s + grace
     for req, rows, proc in zip(requests, batch, procs, strict=True):
         if proc is None:
             continue
@@ -177,7 +179,7 @@ def _run_round(lab: Lab, requests: list[Request], batch: list[list[TransferRow]]
             lab.end(proc)
             out, err = "", ""
             failure = (f"fetch on {req.client} did not finish within "
-                       f"{traffic.timeout_s + FETCH_GRACE_S:g} s; it was stopped")
+                       f"{traffic.timeout_s + grace:g} s; it was stopped")
         lab.end(proc)
         merge_fetch_output(rows, out or "", failure)
         bad = [r for r in rows if not r.ok]

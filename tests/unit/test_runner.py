@@ -18,7 +18,6 @@ from experiments.runner import (
     quick_config,
     quick_flow_types,
     run_state,
-    skip_reason,
     split_resume,
 )
 from experiments.traffic import COLUMNS
@@ -100,13 +99,10 @@ def test_a_folder_of_another_config_is_not_resumed(tmp_path):
         check_resumable(tmp_path, cfg)
 
 
-def test_lab_kernel_runs_are_skipped_never_relabelled():
-    cfg, runs = _runs()
-    lab_run = expand(cfg.with_overrides([("hosts.kernel", "lab")]), repetitions=1)[0]
-    assert skip_reason(lab_run, "no lab VM") == "no lab VM"
-    assert lab_run.config.host_kernel == "lab"
-    assert skip_reason(runs[0], "no lab VM") is None
-    assert "hosts.kernel: lab" in runner.lab_vm_reason()
+def test_lab_skip_reason_names_the_problem_and_the_two_ways_out():
+    reason = runner.lab_skip_reason("missing qemu-system-x86_64; run `make setup`")
+    assert "missing qemu-system-x86_64" in reason
+    assert "resume this folder" in reason and "hosts.kernel: host" in reason
 
 
 def test_atomic_writes_leave_the_old_file_when_interrupted(tmp_path, monkeypatch):

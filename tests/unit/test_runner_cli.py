@@ -4,14 +4,17 @@ import json
 
 import pytest
 
-from experiments import runner
+from experiments import labruns, runner
 from experiments.cli import main
 from tests.conftest import REPO
 
 
 @pytest.fixture
 def no_lab_vm(monkeypatch):
-    monkeypatch.setattr(runner, "lab_vm_reason", lambda: "hosts.kernel: lab needs the VM")
+    def unavailable(log):
+        raise labruns.LabVMUnavailable("missing qemu-system-x86_64")
+
+    monkeypatch.setattr(labruns, "lab_kernel_image", unavailable)
 
 
 def test_lab_kernel_runs_are_skipped_with_the_reason_and_nothing_is_analysed(
@@ -26,7 +29,7 @@ def test_lab_kernel_runs_are_skipped_with_the_reason_and_nothing_is_analysed(
     plan = json.loads((out / "plan.json").read_text())
     assert len(plan["runs"]) == 5 * 2 * 2
     assert {(e["status"], e["host_kernel"], e["reason"]) for e in plan["runs"]} == \
-        {("skipped", "lab", "hosts.kernel: lab needs the VM")}
+        {("skipped", "lab", runner.lab_skip_reason("missing qemu-system-x86_64"))}
     manifest = json.loads(next((out / "runs").glob("*/manifest.json")).read_text())
     assert manifest["status"] == "skipped"
     assert manifest["config"]["hosts"]["kernel"] == "lab"  # never relabelled

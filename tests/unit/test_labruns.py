@@ -1,0 +1,202 @@
+"""Lab-kernel runs of a plan in one VM boot, with the VM replaced by a fake guest.
+
+The fake `run_in_lab` does what the guest does to the shared folder (writes manifests,
+the progress file) and calls `poll` as the real one does, so these tests check the host's
+side: one boot for all lab runs, plan.json and progress as runs finish, and what a run
+gets when the VM dies, is interrupted or stalls.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments import environment, labruns, labvm, runner
+from experiments.config import validate
+from experiments.environment import EnvironmentProblem, preflight
+from experiments.manifest import write_json_atomic
+from experiments.plan import expand
+
+IMAGE_RELEASE = "6.12.117-pathdiv"
+
+
+def _lab_plan(tmp_path):
+    cfg = validate({"seed": 5, "hosts": {"transport": "mptcp", "kernel": "lab"},
+                    "factors": {"host": {
+                        "vanilla": {"hosts.kernel": "lab", "hosts.scheduler": "default"},
+                        "rb": {"hosts.kernel": "lab", "hosts.scheduler": "rb"},
+                        "hostk": {"hosts.kernel": "host", "hosts.scheduler": "default"}}}})
+    runs = expand(cfg, repetitions=1, flow_types=["query"])
+    folder = runner.prepare_folder(cfg, tmp_path / "out")
+    return cfg, runs, folder
+
+
+class FakeVM:
+    """Stands in for labvm.run_in_lab; `script` says what the guest does, step by step."""
+
+    def __init__(self, script):
+        self.script = script
+        self.calls = []
+
+    def __call__(self, argv, share, kernel, timeout_s, **kw):
+        self.calls.append({"argv": argv, "share": share, "kernel": kernel, **kw})
+        folder = Path(argv[argv.index("--progress") + 2])
+        run_ids = argv[argv.index("--progress") + 3:]
+        desc = json.loads(kw["env"][labruns.GUEST_ENV])
+        for step in self.script:
+            kind, index = step[0], step[1] if len(step) > 1 else None
+            run_dir = folder / "runs" / run_ids[index] if index is not None else None
+            if kind == "start":
+                run_dir.mkdir(parents=True)
+                write_json_atomic(folder / labruns.PROGRESS_FILE,
+                                  {"run_id": run_ids[index], "round": 1, "rounds": 2})
+            elif kind in ("complete", "failed"):
+                run_dir.mkdir(parents=True, exist_ok=True)
+                write_json_atomic(run_dir / "manifest.json", {
+                    "status": kind, "error": "" if kind == "complete" else "LabError: x",
+                    "kernel_release": IMAGE_RELEASE, "lab_vm": desc,
+                    "transfers": {"ok": 1, "total": 1},
+                    "timings": {"build_s": 1.0, "traffic_s": 1.0, "teardown_s": 1.0}})
+            elif kind == "crash":
+                raise labvm.LabError("the lab VM ended without running the command to its end")
+            elif kind == "interrupt":
+                raise KeyboardInterrupt
+            kw["poll"]()
+        return labvm.LabResult(0, "", "", "tcg", IMAGE_RELEASE, 1.0)
+
+
+@pytest.fixture
+def fake_machine(monkeypatch, tmp_path):
+    """A built lab kernel image, TCG, and host-kernel runs that 'complete' instantly."""
+    image = tmp_path / "cache" / "0123456789abcdef" / "bzImage"
+    image.parent.mkdir(parents=True)
+    image.write_bytes(b"kernel")
+    (image.parent / "kernel.release").write_text(IMAGE_RELEASE + "\n")
+    monkeypatch.setattr(labruns, "lab_kernel_image", lambda log: image)
+    monkeypatch.setattr(labvm, "detect_accel", lambda: labvm.Accel("tcg", "no kvm here"))
+
+    def host_run(run, run_dir, on_round=None):
+        manifest = runner.base_manifest(run)
+        manifest.update(status="complete", kernel_release="host",
+                        transfers={"ok": 1, "total": 1},
+                        timings={"build_s": 1.0, "traffic_s": 1.0, "teardown_s": 1.0})
+        write_json_atomic(run_dir / "manifest.json", manifest)
+        return manifest
+
+    monkeypatch.setattr(runner, "execute_run", host_run)
+    return image
+
+
+def _plan_statuses(folder):
+    plan = json.loads((folder / "plan.json").read_text())
+    return {e["run_id"]: (e["host_kernel"], e["status"], e["reason"]) for e in plan["runs"]}
+
+
+def test_all_lab_runs_execute_in_one_boot_and_record_the_vm(tmp_path, monkeypatch,
+                                                            fake_machine):
+    cfg, runs, folder = _lab_plan(tmp_path)
+    vm = FakeVM([("start", 0), ("complete", 0), ("start", 1), ("complete", 1)])
+    monkeypatch.setattr(labvm, "run_in_lab", vm)
+    outcome = runner.run_plan(cfg, runs, folder, quiet=True)
+    assert outcome.count("complete") == 3
+    assert len(vm.calls) == 1  # one boot for both lab runs
+    lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
+    argv = vm.calls[0]["argv"]
+    assert argv[argv.index("execute"):] == ["execute", "--progress",
+                                            str((folder / labruns.PROGRESS_FILE).resolve()),
+                                            str(folder.resolve()), *lab_ids]
+    assert vm.calls[0]["kernel"] == fake_machine and vm.calls[0]["share"] == folder
+    statuses = _plan_statuses(folder)
+    assert {k: s for k, s, _ in statuses.values()} == {"lab": "complete", "host": "complete"}
+    manifest = json.loads((folder / "runs" / lab_ids[0] / "manifest.json").read_text())
+    assert manifest["kernel_release"] == IMAGE_RELEASE
+    assert manifest["lab_vm"]["accel"] == "tcg"
+    assert manifest["lab_vm"]["recipe_digest"] == "0123456789abcdef"
+
+
+def test_runs_left_when_the_vm_dies_are_failed_with_the_reason(tmp_path, monkeypatch,
+                                                               fake_machine):
+    cfg, runs, folder = _lab_plan(tmp_path)
+    monkeypatch.setattr(labvm, "run_in_lab",
+                        FakeVM([("start", 0), ("complete", 0), ("start", 1), ("crash",)]))
+    outcome = runner.run_plan(cfg, runs, folder, quiet=True)
+    assert outcome.count("complete") == 2 and outcome.count("failed") == 1
+    lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
+    kernel, status, reason = _plan_statuses(folder)[lab_ids[1]]
+    assert (kernel, status) == ("lab", "failed")
+    assert reason.startswith("the lab VM ended before this run finished: the lab VM ended")
+    manifest = json.loads((folder / "runs" / lab_ids[1] / "manifest.json").read_text())
+    assert manifest["config"]["hosts"]["scheduler"] == "rb"  # never relabelled
+    assert manifest["kernel_release"] == IMAGE_RELEASE and manifest["lab_vm"]["accel"] == "tcg"
+    # resuming redoes only that run, in a new boot
+    vm = FakeVM([("start", 0), ("complete", 0)])
+    monkeypatch.setattr(labvm, "run_in_lab", vm)
+    again = runner.run_plan(cfg, runs, folder, quiet=True)
+    assert again.count("complete") == 3
+    assert vm.calls[0]["argv"][-1] == lab_ids[1]
+
+
+def test_ctrl_c_fails_the_run_in_progress_and_leaves_later_ones_pending(tmp_path, monkeypatch,
+                                                                       fake_machine):
+    cfg, runs, folder = _lab_plan(tmp_path)
+    monkeypatch.setattr(labvm, "run_in_lab", FakeVM([("start", 0), ("interrupt",)]))
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_plan(cfg, runs, folder, quiet=True)
+    lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
+    statuses = _plan_statuses(folder)
+    assert statuses[lab_ids[0]][1] == "failed" and "interrupted" in statuses[lab_ids[0]][2]
+    assert statuses[lab_ids[1]][1] == "pending"
+    assert not (folder / "runs" / lab_ids[1]).exists()
+
+
+def test_a_vm_where_no_run_finishes_is_stopped_by_the_watchdog(tmp_path, monkeypatch,
+                                                               fake_machine):
+    cfg, runs, folder = _lab_plan(tmp_path)
+    monkeypatch.setattr(labruns, "run_bound_s", lambda cfg, rounds: -1.0)
+    monkeypatch.setattr(labvm, "run_in_lab",
+                        FakeVM([("start", 0), ("complete", 0), ("start", 1), ("start", 1)]))
+    runner.run_plan(cfg, runs, folder, quiet=True)
+    lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
+    reason = _plan_statuses(folder)[lab_ids[0]][2]
+    assert "no run finished in the lab VM" in reason  # the first poll already stalls
+
+
+def test_the_watchdog_allows_every_round_its_timeout_plus_a_build():
+    cfg = validate({"workload": {"timeout_s": 60}})
+    assert labruns.run_bound_s(cfg, 16) == 16 * 60 + labruns.BOOT_ALLOWANCE_S
+
+
+def test_progress_names_the_run_and_round():
+    assert labruns.format_progress({"run_id": "query_rb_rep1", "round": 3, "rounds": 16}) == \
+        "query_rb_rep1 round 3/16 in lab VM"
+    assert labruns.format_progress({"run_id": "q", "round": 0, "rounds": 0}) == \
+        "q building the network in lab VM"
+
+
+def test_the_guest_reads_the_vm_description_only_from_its_environment(monkeypatch):
+    monkeypatch.delenv(labruns.GUEST_ENV, raising=False)
+    assert labruns.guest_vm_description() is None
+    desc = labruns.vm_description("tcg", "r", Path("/x/bzImage"), "d", "rel", 2, 4096)
+    monkeypatch.setenv(labruns.GUEST_ENV, json.dumps(desc))
+    assert labruns.guest_vm_description() == desc
+
+
+def test_preflight_refuses_a_lab_run_outside_the_vm_and_a_host_run_inside(monkeypatch):
+    monkeypatch.setattr(environment.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(environment.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.delenv(labruns.GUEST_ENV, raising=False)
+    lab = validate({"hosts": {"kernel": "lab", "transport": "mptcp", "scheduler": "rb"}})
+    with pytest.raises(EnvironmentProblem, match=r"hosts\.kernel: lab, but this is kernel"):
+        preflight(lab)
+    monkeypatch.setenv(labruns.GUEST_ENV, "{}")
+    with pytest.raises(EnvironmentProblem, match=r"hosts\.kernel: host, but this is the pathdiv"):
+        preflight(validate({}))
+
+
+def test_readiness_waits_stretch_only_in_a_tcg_guest(monkeypatch):
+    monkeypatch.delenv(labruns.GUEST_ENV, raising=False)
+    assert environment.start_scale() == 1.0
+    for accel, scale in (("kvm", 1.0), ("tcg", environment.TCG_START_SCALE)):
+        desc = labruns.vm_description(accel, "r", Path("/x/bzImage"), "d", "rel", 2, 4096)
+        monkeypatch.setenv(labruns.GUEST_ENV, json.dumps(desc))
+        assert environment.start_scale() == scale
