@@ -26,19 +26,8 @@ class HostSpec:
     scheduler: str = "default"
 
 
-def host_commands(topo: FatTree, host: str, spec: HostSpec) -> list[list[str]]:
-    """argv lists to run inside `host`'s namespace, in order."""
-    intf = topo.links_of(host)[0].port_of(host).intf
-    gateway = topo.nodes[topo.edge_of(host)].address
-    addrs = topo.host_addresses(host)
-    cmds: list[list[str]] = [["ip", "addr", "flush", "dev", intf]]
-    cmds += [["ip", "addr", "add", f"{a}/32", "dev", intf] for a in addrs]
-    cmds.append(["ip", "link", "set", intf, "up"])
-    link = topo.links_of(host)[0]
-    cmds.append(["ip", "neigh", "replace", gateway, "lladdr", topo.mac(link.peer_of(host)),
-                 "dev", intf, "nud", "permanent"])
-    cmds.append(["ip", "route", "replace", "default", "via", gateway, "dev", intf, "onlink",
-                 "src", addrs[0]])
+def host_sysctls(intf: str, spec: HostSpec) -> list[str]:
+    """key=value settings of a host whose one interface is `intf`."""
     sysctls = [
         *NO_IPV6,
         "net.ipv4.conf.all.rp_filter=2",
@@ -50,7 +39,24 @@ def host_commands(topo: FatTree, host: str, spec: HostSpec) -> list[list[str]]:
     ]
     if spec.transport == "mptcp" and spec.scheduler != "default":
         sysctls.append(f"net.mptcp.scheduler={spec.scheduler}")
-    cmds.append(["sysctl", "-qw", *sysctls])
+    return sysctls
+
+
+def host_commands(topo: FatTree, host: str, spec: HostSpec) -> list[list[str]]:
+    """argv lists to run inside `host`'s namespace, in order: the sysctls first, then
+    only `ip` commands (so a node script runs them as one `ip -batch`)."""
+    intf = topo.links_of(host)[0].port_of(host).intf
+    gateway = topo.nodes[topo.edge_of(host)].address
+    addrs = topo.host_addresses(host)
+    cmds: list[list[str]] = [["sysctl", "-qw", *host_sysctls(intf, spec)]]
+    cmds.append(["ip", "addr", "flush", "dev", intf])
+    cmds += [["ip", "addr", "add", f"{a}/32", "dev", intf] for a in addrs]
+    cmds.append(["ip", "link", "set", intf, "up"])
+    link = topo.links_of(host)[0]
+    cmds.append(["ip", "neigh", "replace", gateway, "lladdr", topo.mac(link.peer_of(host)),
+                 "dev", intf, "nud", "permanent"])
+    cmds.append(["ip", "route", "replace", "default", "via", gateway, "dev", intf, "onlink",
+                 "src", addrs[0]])
     if spec.transport == "mptcp":
         extra = spec.subflows - 1
         cmds.append(["ip", "mptcp", "endpoint", "flush"])

@@ -27,7 +27,8 @@ from experiments.config import Config
 from experiments.dataplane.base import DataPlane, DataPlaneError
 from experiments.environment import allow_cc, restore_allowed_cc
 from experiments.hostsetup import HostSpec, host_commands
-from experiments.shaping import offload_command, tc_commands
+from experiments.nodescript import ScriptError, failure_message, render, run_scripts
+from experiments.shaping import interface_commands
 from topologies.forwarding import forwarding_tables
 
 LAB_ENV = "PATHDIV_LAB"
@@ -36,10 +37,6 @@ log = logging.getLogger("pathdiv")
 
 class LabError(RuntimeError):
     """The network could not be built or a node command failed."""
-
-
-def node_script(commands: list[list[str]]) -> str:
-    return "set -e\n" + "\n".join(shlex.join(c) for c in commands) + "\n"
 
 
 class Lab:
@@ -83,31 +80,44 @@ class Lab:
             self.net.addSwitch(name, cls=self.dp.switch_class(), inNamespace=True)
         for name in self.topo.hosts:
             self.net.addHost(name, ip=None)
-        for link in self.topo.links:
-            self.net.addLink(
-                link.a.node, link.b.node, port1=link.a.number, port2=link.b.number,
-                intfName1=link.a.intf, intfName2=link.b.intf,
-                addr1=self.topo.mac(link.a), addr2=self.topo.mac(link.b),
-            )
+        self._add_links()
         spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler)
-        for name in self.topo.hosts:
-            cmds = host_commands(self.topo, name, spec) + self._link_commands(name)
-            self.run_script(name, "host", cmds)
-        for name in self.topo.switches:
-            self.run_script(name, "links", self._link_commands(name))
+        self.run_scripts("setup", {
+            name: (host_commands(self.topo, name, spec) if name in self.topo.hosts else [])
+            + self._link_commands(name)
+            for name in self.topo.nodes
+        })
         self.dp.start(self.net, self.cfg.mode, self.cfg.spray)
         self.build_s = time.monotonic() - t0
         log.info("network up: k=%d, %d nodes, %d links, %s data plane, %s mode (%.1f s)",
                  self.topo.k, len(self.topo.nodes), len(self.topo.links), self.dp.name,
                  self.cfg.mode, self.build_s)
 
+    def _add_links(self) -> None:
+        """Create every veth pair with one `ip -batch` (ends straight into the nodes'
+        namespaces), then record them as Mininet links (see `experiments.veths`)."""
+        from experiments.veths import RecordedLink, veth_batch
+
+        pids = {name: self.net[name].pid for name in self.topo.nodes}
+        path = self.workdir / "nodes" / "links.ip"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        batch = veth_batch(self.topo, pids)
+        path.write_text(batch)
+        argv = ["ip", "-batch", str(path)]
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise LabError(failure_message("root namespace", done.stderr, str(done.returncode),
+                                           {str(path): batch}, shlex.join(argv)))
+        for link in self.topo.links:
+            self.net.addLink(
+                link.a.node, link.b.node, port1=link.a.number, port2=link.b.number,
+                intfName1=link.a.intf, intfName2=link.b.intf,
+                addr1=self.topo.mac(link.a), addr2=self.topo.mac(link.b), cls=RecordedLink,
+            )
+
     def _link_commands(self, node: str) -> list[list[str]]:
-        cmds: list[list[str]] = []
-        for link in self.topo.links_of(node):
-            intf = link.port_of(node).intf
-            cmds.append(offload_command(intf))
-            cmds += tc_commands(intf, link.params)
-        return cmds
+        return interface_commands([(link.port_of(node).intf, link.params)
+                                   for link in self.topo.links_of(node)])
 
     def stop(self) -> None:
         """Idempotent teardown in reverse start order; never raises."""
@@ -141,11 +151,18 @@ class Lab:
                            f"{body.strip()[-800:]}")
         return body
 
-    def run_script(self, name: str, label: str, commands: list[list[str]]) -> None:
-        path = self.workdir / "nodes" / f"{name}.{label}.sh"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(node_script(commands))
-        self.cmd(name, ["sh", str(path)])
+    def run_scripts(self, label: str, commands: dict[str, list[list[str]]]) -> None:
+        """Run each node's commands as one node script (`experiments.nodescript`), all
+        nodes at once; files go to <workdir>/nodes/<node>.<label>.*."""
+        scripts = []
+        for name, cmds in commands.items():
+            stem = self.workdir / "nodes" / f"{name}.{label}"
+            rendered = render(cmds, str(stem), f"{name} {label}")
+            scripts.append((name, self.node(name), Path(f"{stem}.sh"), rendered))
+        try:
+            run_scripts(scripts)
+        except ScriptError as exc:
+            raise LabError(str(exc)) from exc
 
     def popen(self, name: str, argv: list[str], **kw: Any) -> subprocess.Popen[str]:
         """Start a process in node `name`'s namespace; the lab stops it at teardown."""

@@ -35,3 +35,14 @@ def offload_command(intf: str) -> list[str]:
     """Turn off segmentation/receive offloads so every packet on the wire is one frame
     (queues count real packets, spraying sprays real packets, captures see them)."""
     return ["ethtool", "-K", intf, "tso", "off", "gso", "off", "gro", "off"]
+
+
+def interface_commands(ports: list[tuple[str, LinkParams]]) -> list[list[str]]:
+    """Every interface of one node (name, its link's parameters): up, offloads off,
+    shaped. Grouped by program, so a node script (`experiments.nodescript`) runs them
+    as one `ip -batch`, one `ethtool` per interface and one `tc -batch`."""
+    cmds = [["ip", "link", "set", "dev", intf, "up"] for intf, _ in ports]
+    cmds += [offload_command(intf) for intf, _ in ports]
+    for intf, params in ports:
+        cmds += tc_commands(intf, params)
+    return cmds
