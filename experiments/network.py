@@ -25,7 +25,7 @@ from typing import Any
 
 from experiments.config import Config
 from experiments.dataplane.base import DataPlane, DataPlaneError
-from experiments.environment import allow_cc, restore_allowed_cc
+from experiments.environment import allow_cc, restore_allowed_cc, start_scale
 from experiments.hostsetup import HostSpec, host_commands
 from experiments.nodescript import ScriptError, failure_message, render, run_scripts
 from experiments.shaping import interface_commands
@@ -205,7 +205,8 @@ class Lab:
                                                 stderr=subprocess.PIPE)
             self.captures.append((intf, proc, path))
         for intf, proc, _ in self.captures:
-            wait_for_line(proc, proc.stderr, "listening on", 15, f"tcpdump on {intf}")
+            wait_for_line(proc, proc.stderr, "listening on", 15 * start_scale(),
+                          f"tcpdump on {intf}")
         return {"files": len(self.captures), "snaplen": snaplen, "budget_mb": budget_mb,
                 "max_packets_per_file": max_packets}
 
