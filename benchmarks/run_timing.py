@@ -1,19 +1,27 @@
 """Wall time of one run per pattern and flow type, and where it goes: network build and
 teardown versus traffic (the rest: reachability check, capture start/drain/stop,
-provenance). The figures behind the repetitions chosen in configs/silent.yaml and
-configs/noisy.yaml.
+provenance); and how close the transfers come to the link rate. The figures behind the
+repetitions chosen in configs/silent.yaml and configs/noisy.yaml.
 
     python benchmarks/run_timing.py                 # runs a small plan (root, ~6 min)
+    python benchmarks/run_timing.py --kernel lab    # the same in the lab VM (TCG: ~40 min)
     python benchmarks/run_timing.py --flow-types query short
     python benchmarks/run_timing.py RESULTS_DIR     # only summarise an existing folder
 
 The small plan is each reference config with one switching level (ecmp-mptcp) on this
-machine's kernel, one repetition, one iteration, every flow type.
+machine's kernel (or, with --kernel lab, in one boot of the lab VM), one repetition, one
+iteration, every flow type.
+
+`rate` is the median over transfer groups of the group's goodput (its bytes over the time
+from its first start to its last end) as a fraction of the host link rate: 1.0 is a
+perfect 20 Mbit/s link. Query groups are too short to reach it (handshakes, slow start);
+long flows show whether the emulation keeps up with the configured rate.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 import subprocess
@@ -27,20 +35,45 @@ REPO = Path(__file__).resolve().parents[1]
 PHASES = ("build_s", "traffic_s", "teardown_s")
 
 
+def group_rates(rows: list[dict], link_mbps: float) -> list[float]:
+    """Goodput of each transfer group (ok transfers only) as a fraction of the link rate."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["ok"] == "True":
+            groups.setdefault(r["group_id"], []).append(r)
+    rates = []
+    for group in groups.values():
+        span = max(float(r["end_s"]) for r in group) - min(float(r["start_s"]) for r in group)
+        size = sum(int(r["size_bytes"]) for r in group)
+        if span > 0:
+            rates.append(size * 8 / span / 1e6 / link_mbps)
+    return rates
+
+
 def summarise(manifests: list[dict]) -> list[dict]:
-    """One row per (pattern, flow type) over complete runs: mean seconds and shares."""
-    cells: dict[tuple[str, str], list[dict]] = {}
+    """One row per (kernel, pattern, flow type) over complete runs: mean seconds, shares,
+    median group rate."""
+    cells: dict[tuple[str, str, str], list[dict]] = {}
+    rates: dict[tuple[str, str, str], list[float]] = {}
     for m in manifests:
         if m.get("status") != "complete":
             continue
-        key = (m["config"]["workload"]["pattern"], m["flow_type"])
+        vm = m.get("lab_vm") or {}
+        where = f"lab-{vm['accel']}" if vm else "host"
+        key = (where, m["config"]["workload"]["pattern"], m["flow_type"])
         cells.setdefault(key, []).append(m["timings"])
+        rates.setdefault(key, []).extend(
+            group_rates(m.get("_transfers", []),
+                        float(m["config"]["topology"]["links"]["host"]["bw_mbps"])))
     rows = []
-    for (pattern, flow), timings in sorted(cells.items()):
+    for (where, pattern, flow), timings in sorted(cells.items()):
         mean = {k: statistics.fmean(float(t[k]) for t in timings)
                 for k in (*PHASES, "total_s")}
         other = mean["total_s"] - sum(mean[p] for p in PHASES)
-        rows.append({"pattern": pattern, "flow_type": flow, "runs": len(timings), **mean,
+        rate = rates[(where, pattern, flow)]
+        rows.append({"kernel": where, "pattern": pattern, "flow_type": flow,
+                     "runs": len(timings), **mean,
+                     "rate": statistics.median(rate) if rate else float("nan"),
                      "other_s": other,
                      "build_teardown_share": (mean["build_s"] + mean["teardown_s"])
                      / mean["total_s"],
@@ -49,21 +82,25 @@ def summarise(manifests: list[dict]) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'pattern':<8} {'flow':<6} {'runs':>4} {'wall s':>7} {'build':>6} "
-            f"{'traffic':>8} {'teardown':>8} {'other':>6} {'build+td':>8} {'traffic':>8}")
+    head = (f"{'kernel':<8} {'pattern':<8} {'flow':<6} {'runs':>4} {'wall s':>7} {'build':>6} "
+            f"{'traffic':>8} {'teardown':>8} {'other':>6} {'build+td':>8} {'traffic':>8} "
+            f"{'rate':>5}")
     lines = [head]
     for r in rows:
         lines.append(
-            f"{r['pattern']:<8} {r['flow_type']:<6} {r['runs']:>4} {r['total_s']:>7.1f} "
-            f"{r['build_s']:>6.1f} {r['traffic_s']:>8.1f} {r['teardown_s']:>8.1f} "
-            f"{r['other_s']:>6.1f} {r['build_teardown_share']:>8.0%} {r['traffic_share']:>8.0%}")
+            f"{r['kernel']:<8} {r['pattern']:<8} {r['flow_type']:<6} {r['runs']:>4} "
+            f"{r['total_s']:>7.1f} {r['build_s']:>6.1f} {r['traffic_s']:>8.1f} "
+            f"{r['teardown_s']:>8.1f} {r['other_s']:>6.1f} {r['build_teardown_share']:>8.0%} "
+            f"{r['traffic_share']:>8.0%} {r['rate']:>5.2f}")
     return "\n".join(lines)
 
 
-def host_kernel_config(name: str, workdir: Path) -> Path:
+def small_config(name: str, workdir: Path, kernel: str, flow_types: list[str]) -> Path:
     data = yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text())
     data["factors"] = {"switching": {"ecmp-mptcp": data["factors"]["switching"]["ecmp-mptcp"]}}
-    data["hosts"]["kernel"] = "host"
+    data["hosts"]["kernel"] = kernel
+    sizes = data["workload"]["flow_types"]
+    data["workload"]["flow_types"] = {f: sizes[f] for f in flow_types}
     data["workload"]["iterations"] = 1
     data["repetitions"] = 1
     data["analysis"]["ivs"] = ["switching"]
@@ -72,17 +109,26 @@ def host_kernel_config(name: str, workdir: Path) -> Path:
     return path
 
 
-def run_small_plan(workdir: Path, flow_types: list[str]) -> list[dict]:
+def run_small_plan(workdir: Path, flow_types: list[str], kernel: str) -> list[dict]:
+    """One `pathdiv run` per pattern (on the lab kernel: one VM boot per pattern)."""
     manifests = []
     for name in ("silent", "noisy"):
-        cfg = host_kernel_config(name, workdir)
+        cfg = small_config(name, workdir, kernel, flow_types)
         out = workdir / name
-        for flow in flow_types:  # one folder per pattern, resumed once per flow type
-            subprocess.run([sys.executable, "-m", "experiments.cli", "run", str(cfg),
-                            "--out", str(out), "--only", f"flow_type={flow}", "--quiet",
-                            "--no-analyze"], cwd=REPO, check=False)
-        manifests += [json.loads(p.read_text())
-                      for p in sorted((out / "runs").glob("*/manifest.json"))]
+        subprocess.run([sys.executable, "-m", "experiments.cli", "run", str(cfg), "--out",
+                        str(out), "--quiet", "--no-analyze"], cwd=REPO, check=False)
+        manifests += read_folder(out)
+    return manifests
+
+
+def read_folder(folder: Path) -> list[dict]:
+    """The manifests of a results folder, each with its transfers under `_transfers`."""
+    manifests = []
+    for path in sorted(folder.glob("runs/*/manifest.json")):
+        m = json.loads(path.read_text())
+        transfers = path.parent / "transfers.csv"
+        m["_transfers"] = list(csv.DictReader(transfers.open())) if transfers.exists() else []
+        manifests.append(m)
     return manifests
 
 
@@ -91,13 +137,14 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="?", type=Path, help="summarise this folder only")
     parser.add_argument("--flow-types", nargs="+", default=["query", "short", "long"])
+    parser.add_argument("--kernel", choices=("host", "lab"), default="host",
+                        help="run the small plan on this machine's kernel or in the lab VM")
     args = parser.parse_args()
     if args.results:
-        manifests = [json.loads(p.read_text())
-                     for p in sorted(args.results.glob("runs/*/manifest.json"))]
+        manifests = read_folder(args.results)
     else:
         with tempfile.TemporaryDirectory(prefix="pathdiv-timing-") as tmp:
-            manifests = run_small_plan(Path(tmp), args.flow_types)
+            manifests = run_small_plan(Path(tmp), args.flow_types, args.kernel)
     rows = summarise(manifests)
     if not rows:
         raise SystemExit("no complete runs to time")

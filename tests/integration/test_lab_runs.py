@@ -1,0 +1,119 @@
+"""`pathdiv run` with hosts.kernel: lab: the runs execute in one boot of the lab VM.
+
+The plan mixes a run on this machine's kernel with two runs on the lab kernel (default and
+rb scheduler), query flows only. It is interrupted while the VM runs (the VM must stop
+with pathdiv and nothing may be marked complete that is not), then resumed: every run
+completes, each manifest records the kernel it ran on, and the report is written. The
+kernel is built first when it is not cached (about 12 minutes on an idle 2-core machine).
+Under TCG (no usable KVM) the VM part takes several minutes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments import labvm
+from tests.conftest import REPO
+from tests.integration.test_lab_kernel import _missing_prerequisite
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+PATHDIV = [sys.executable, "-m", "experiments.cli"]
+
+
+@pytest.fixture(scope="module")
+def lab_kernel():
+    reason = _missing_prerequisite()
+    if reason:
+        pytest.skip(reason)
+    return labvm.find_lab_kernel() or labvm.build_lab_kernel()
+
+
+@pytest.fixture
+def config(tmp_path) -> Path:
+    data = yaml.safe_load((REPO / "configs/lab-rb.yaml").read_text())
+    data["factors"]["host"] = {
+        "hostk": {"hosts.kernel": "host", "hosts.scheduler": "default"},
+        "vanilla": {"hosts.kernel": "lab", "hosts.scheduler": "default"},
+        "rb": {"hosts.kernel": "lab", "hosts.scheduler": "rb"},
+    }
+    path = tmp_path / "lab-mixed.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _argv(config: Path, out: Path) -> list[str]:
+    return [*PATHDIV, "run", str(config), "--quick", "--only", "flow_type=query", "--out",
+            str(out), "--quiet"]
+
+
+def _vms_of(folder: Path) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "qemu-system"], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if str(folder) in line]
+
+
+def _plan(out: Path) -> dict[str, dict]:
+    return {e["run_id"]: e for e in json.loads((out / "plan.json").read_text())["runs"]}
+
+
+def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_lab, lab_kernel,
+                                                                     config, tmp_path):
+    out = tmp_path / "results"
+    release = labvm.kernel_release(lab_kernel)
+
+    first = subprocess.Popen(_argv(config, out), cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    progress = out / ".labvm" / "progress.json"
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline and first.poll() is None and not progress.exists():
+        time.sleep(0.5)
+    assert first.poll() is None, first.communicate()
+    assert progress.exists(), "the lab VM did not start a run within 15 minutes"
+    assert _vms_of(out), "no QEMU process shares the results folder"
+    first.send_signal(signal.SIGINT)
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 130, err
+    assert _vms_of(out) == []  # the VM does not outlive pathdiv
+    plan = _plan(out)
+    assert {e["factors"]["host"]: e["status"] for e in plan.values()}["hostk"] == "complete"
+    interrupted = [e for e in plan.values() if e["host_kernel"] == "lab"
+                   and e["status"] != "pending"]
+    assert [e["status"] for e in interrupted] == ["failed"]
+    assert "interrupted" in interrupted[0]["reason"]
+
+    resumed = subprocess.run(_argv(config, out), cwd=REPO, capture_output=True, text=True,
+                             timeout=3600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "report: " in resumed.stdout
+    assert _vms_of(out) == []
+    plan = _plan(out)
+    assert {e["status"] for e in plan.values()} == {"complete"}
+    assert len(list((out / ".labvm").glob("*/console.log"))) == 2  # one boot per invocation
+
+    manifests = {e["factors"]["host"]: json.loads(
+        (out / "runs" / run_id / "manifest.json").read_text()) for run_id, e in plan.items()}
+    host, vanilla, rb = manifests["hostk"], manifests["vanilla"], manifests["rb"]
+    assert host["lab_vm"] is None and host["kernel_release"] == subprocess.run(
+        ["uname", "-r"], capture_output=True, text=True).stdout.strip()
+    for m, scheduler in ((vanilla, "default"), (rb, "rb")):
+        assert m["kernel_release"] == release and release.endswith("-pathdiv")
+        assert m["lab_vm"]["accel"] == labvm.detect_accel().name
+        assert m["lab_vm"]["image"] == str(lab_kernel)
+        assert m["sysctls"]["net.mptcp.scheduler"] == scheduler
+        assert m["sysctls"]["net.mptcp.enabled"] == "1"
+        assert m["sysctls"]["net.mptcp.available_schedulers"] == "default rb roundrobin"
+        rows = list(csv.DictReader((out / "runs" / m["run_id"] / "transfers.csv").open()))
+        assert len(rows) == 16 and all(r["ok"] == "True" for r in rows), rows
+        assert len(list((out / "runs" / m["run_id"] / "captures").glob("*.pcap"))) == 48
+    # the analysis sees all three levels and found every transfer in the captures
+    measured = list(csv.DictReader((out / "transfer_metrics.csv").open()))
+    assert len(measured) == 3 * 16
+    assert all(r["measured"] == "True" for r in measured)
