@@ -1,4 +1,4 @@
-"""Shared test fixtures: root/namespace detection for integration tests."""
+"""Shared test fixtures: root/namespace detection, the lab kernel (built once)."""
 
 from __future__ import annotations
 
@@ -30,3 +30,32 @@ def root_lab() -> None:
     reason = namespaces_usable()
     if reason:
         pytest.skip(reason)
+
+
+def lab_vm_missing() -> str | None:
+    """None when the lab kernel can be built and booted here, else what is missing."""
+    from experiments import labvm
+
+    if os.geteuid() != 0:
+        return "needs root (network namespaces inside the VM run as the calling user)"
+    if not labvm.SOURCE_TARBALL.exists():
+        return f"{labvm.SOURCE_TARBALL} missing (apt-get install {labvm.SOURCE_PACKAGE})"
+    for tool in ("qemu-system-x86_64", "make", "gcc", "bc", "flex", "bison", "patch"):
+        if not shutil.which(tool):
+            return f"{tool} not installed (scripts/install-deps.sh)"
+    try:
+        labvm._tool("vng")
+    except labvm.LabError:
+        return "virtme-ng (vng) not installed (make setup)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def lab_kernel() -> Path:
+    """The lab kernel image, built first when not cached (~12 min on 2 idle cores)."""
+    from experiments import labvm
+
+    reason = lab_vm_missing()
+    if reason:
+        pytest.skip(reason)
+    return labvm.find_lab_kernel() or labvm.build_lab_kernel()

@@ -8,8 +8,6 @@ first when it is not cached (about 12 minutes on 2 cores, once per patch/config 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
 
 import pytest
@@ -19,29 +17,6 @@ from experiments import labvm
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 SCHEDULERS = ["default", "rb", "roundrobin"]
-
-
-def _missing_prerequisite() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces inside the VM run as the calling user)"
-    if not labvm.SOURCE_TARBALL.exists():
-        return f"{labvm.SOURCE_TARBALL} missing (apt-get install {labvm.SOURCE_PACKAGE})"
-    for tool in ("qemu-system-x86_64", "make", "gcc", "bc", "flex", "bison", "patch"):
-        if not shutil.which(tool):
-            return f"{tool} not installed (scripts/install-deps.sh)"
-    try:
-        labvm._tool("vng")
-    except labvm.LabError:
-        return "virtme-ng (vng) not installed (make setup)"
-    return None
-
-
-@pytest.fixture(scope="module")
-def lab_kernel():
-    reason = _missing_prerequisite()
-    if reason:
-        pytest.skip(reason)
-    return labvm.find_lab_kernel() or labvm.build_lab_kernel()
 
 
 def test_schedulers_transfers_and_interleaving_in_the_lab_vm(lab_kernel, tmp_path):

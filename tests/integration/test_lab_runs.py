@@ -23,18 +23,9 @@ import yaml
 
 from experiments import labvm
 from tests.conftest import REPO
-from tests.integration.test_lab_kernel import _missing_prerequisite
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 PATHDIV = [sys.executable, "-m", "experiments.cli"]
-
-
-@pytest.fixture(scope="module")
-def lab_kernel():
-    reason = _missing_prerequisite()
-    if reason:
-        pytest.skip(reason)
-    return labvm.find_lab_kernel() or labvm.build_lab_kernel()
 
 
 @pytest.fixture
