@@ -200,3 +200,4 @@ def test_readiness_waits_stretch_only_in_a_tcg_guest(monkeypatch):
         desc = labruns.vm_description(accel, "r", Path("/x/bzImage"), "d", "rel", 2, 4096)
         monkeypatch.setenv(labruns.GUEST_ENV, json.dumps(desc))
         assert environment.start_scale() == scale
+
