@@ -14,6 +14,9 @@ from pathlib import Path
 
 from experiments.config import Config
 
+# Every process a lab starts (namespace shells, tools, the lab VM's QEMU) carries
+# PATHDIV_LAB=<pid of its pathdiv>, so `pathdiv clean` finds those whose owner died.
+LAB_ENV = "PATHDIV_LAB"
 LAB_VM_ENV = "PATHDIV_LAB_VM"  # set by experiments.labruns in the lab VM's guest
 TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "sysctl", "ping", "mnexec")
 

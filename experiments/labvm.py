@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.environment import LAB_ENV
+
 REPO_DIR = Path(__file__).resolve().parents[1]
 KERNELS_DIR = REPO_DIR / "kernels"
 SOURCE_PACKAGE = "linux-source-6.12"
@@ -468,8 +470,10 @@ def run_in_lab(
     accel = accel or detect_accel()
     console = control / "console.log"
     command = vng_command(_tool("vng"), kernel, script, share, accel, cpus, memory_mb)
-    # vng starts virtme-run and friends by name: they sit next to it (venv bin)
+    # vng starts virtme-run and friends by name: they sit next to it (venv bin). The lab
+    # marker lets `pathdiv clean` stop a VM whose pathdiv was killed (SIGKILL).
     path_env = dict(os.environ, PATH=f"{Path(command[0]).parent}:{os.environ.get('PATH', '')}")
+    path_env[LAB_ENV] = str(os.getpid())
     start = time.monotonic()
     with console.open("w") as out:
         # its own session: a Ctrl-C reaches us, and we stop vng and QEMU together

@@ -25,13 +25,12 @@ from typing import Any
 
 from experiments.config import Config
 from experiments.dataplane.base import DataPlane, DataPlaneError
-from experiments.environment import allow_cc, restore_allowed_cc, start_scale
+from experiments.environment import LAB_ENV, allow_cc, restore_allowed_cc, start_scale
 from experiments.hostsetup import HostSpec, host_commands
 from experiments.nodescript import ScriptError, failure_message, render, run_scripts
 from experiments.shaping import interface_commands
 from topologies.forwarding import forwarding_tables
 
-LAB_ENV = "PATHDIV_LAB"
 log = logging.getLogger("pathdiv")
 
 

@@ -1,8 +1,9 @@
 """`pathdiv run` with hosts.kernel: lab: the runs execute in one boot of the lab VM.
 
 The plan mixes a run on this machine's kernel with two runs on the lab kernel (default and
-rb scheduler), query flows only. It is interrupted while the VM runs (the VM must stop
-with pathdiv and nothing may be marked complete that is not), then resumed: every run
+rb scheduler), query flows only. pathdiv is killed while the VM runs (`pathdiv clean`
+must stop the orphaned VM), then interrupted (the VM must stop with pathdiv and nothing
+may be marked complete that is not), then resumed: every run
 completes, each manifest records the kernel it ran on, and the report is written. The
 kernel is built first when it is not cached (about 12 minutes on an idle 2-core machine).
 Under TCG (no usable KVM) the VM part takes several minutes.
@@ -60,15 +61,30 @@ def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_lab, l
     out = tmp_path / "results"
     release = labvm.kernel_release(lab_kernel)
 
-    first = subprocess.Popen(_argv(config, out), cwd=REPO, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
     progress = out / ".labvm" / "progress.json"
-    deadline = time.monotonic() + 900
-    while time.monotonic() < deadline and first.poll() is None and not progress.exists():
-        time.sleep(0.5)
-    assert first.poll() is None, first.communicate()
-    assert progress.exists(), "the lab VM did not start a run within 15 minutes"
-    assert _vms_of(out), "no QEMU process shares the results folder"
+
+    def start_until_the_vm_runs() -> subprocess.Popen:
+        progress.unlink(missing_ok=True)
+        proc = subprocess.Popen(_argv(config, out), cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline and proc.poll() is None and not progress.exists():
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()
+        assert progress.exists(), "the lab VM did not start a run within 15 minutes"
+        assert _vms_of(out), "no QEMU process shares the results folder"
+        return proc
+
+    # SIGKILL leaves the VM running (nothing in pathdiv can react) until `pathdiv clean`
+    killed = start_until_the_vm_runs()
+    killed.kill()
+    killed.communicate()
+    assert _vms_of(out)
+    clean = subprocess.run([*PATHDIV, "clean"], cwd=REPO, capture_output=True, text=True)
+    assert clean.returncode == 0, clean.stderr
+    assert _vms_of(out) == []
+
+    first = start_until_the_vm_runs()
     first.send_signal(signal.SIGINT)
     _, err = first.communicate(timeout=120)
     assert first.returncode == 130, err
@@ -87,7 +103,7 @@ def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_lab, l
     assert _vms_of(out) == []
     plan = _plan(out)
     assert {e["status"] for e in plan.values()} == {"complete"}
-    assert len(list((out / ".labvm").glob("*/console.log"))) == 2  # one boot per invocation
+    assert len(list((out / ".labvm").glob("*/console.log"))) == 3  # one boot per invocation
 
     manifests = {e["factors"]["host"]: json.loads(
         (out / "runs" / run_id / "manifest.json").read_text()) for run_id, e in plan.items()}
