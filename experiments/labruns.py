@@ -85,20 +85,11 @@ def format_progress(doc: dict[str, Any]) -> str:
 
 
 # ---- side effects ----------------------------------------------------------------------
-def missing_vm_tools() -> list[str]:
-    """Host programs the lab VM needs that this machine lacks."""
-    missing = [t for t in ("qemu-system-x86_64",) if shutil.which(t) is None]
-    local = Path(sys.executable).parent / "vng"
-    if not local.exists() and shutil.which("vng") is None:
-        missing.append("vng (virtme-ng, `make setup`)")
-    return missing
-
-
 def describe_lab_vm() -> str:
     """Whether the lab VM can start here, for `pathdiv check` (never builds anything)."""
     from experiments import labvm
 
-    missing = missing_vm_tools()
+    missing = labvm.missing_vm_tools()
     if missing:
         return f"cannot start here: missing {', '.join(missing)}"
     try:
@@ -115,7 +106,7 @@ def lab_kernel_image(log: Callable[[str], None]) -> Path:
     """The cached lab kernel, built first when it is not (once per patch/config change)."""
     from experiments import labvm
 
-    missing = missing_vm_tools()
+    missing = labvm.missing_vm_tools()
     if missing:
         raise LabVMUnavailable(f"missing {', '.join(missing)}; run `make setup`")
     try:

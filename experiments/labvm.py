@@ -237,6 +237,16 @@ def _tool(name: str) -> str:
     return found
 
 
+def missing_vm_tools() -> list[str]:
+    """Programs the lab VM needs (QEMU, virtme-ng) that this machine lacks, with the fix."""
+    missing = [] if shutil.which("qemu-system-x86_64") else ["qemu-system-x86_64 (make setup)"]
+    try:
+        _tool("vng")
+    except LabError:
+        missing.append("vng (virtme-ng, make setup)")
+    return missing
+
+
 def _source_version() -> str:
     try:
         out = subprocess.run(

@@ -27,6 +27,7 @@ from experiments.config import Config
 from experiments.dataplane.base import DataPlane, DataPlaneError
 from experiments.environment import LAB_ENV, allow_cc, restore_allowed_cc, start_scale
 from experiments.hostsetup import HostSpec, host_commands
+from experiments.lifecycle import StartStop
 from experiments.nodescript import ScriptError, failure_message, render, run_scripts
 from experiments.shaping import interface_commands
 from topologies.forwarding import forwarding_tables
@@ -38,7 +39,7 @@ class LabError(RuntimeError):
     """The network could not be built or a node command failed."""
 
 
-class Lab:
+class Lab(StartStop):
     """One emulated network built from `cfg.topology()` with the given data plane."""
 
     def __init__(self, cfg: Config, dataplane: type[DataPlane], workdir: Path) -> None:
@@ -53,18 +54,7 @@ class Lab:
         self.build_s = 0.0
         self._cc_restore: str | None = None
 
-    # ---- lifecycle ---------------------------------------------------------------
-    def __enter__(self) -> Lab:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
+    # ---- lifecycle (StartStop: `with Lab(...)` starts, and stops even on failure) ----
     def start(self) -> None:
         t0 = time.monotonic()
         os.environ[LAB_ENV] = str(os.getpid())

@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import subprocess
 from pathlib import Path
-from types import TracebackType
 
+from experiments.lifecycle import StartStop
 from experiments.p4_cli import (
     CounterValue,
     cli_errors,
@@ -46,7 +46,7 @@ def _run(argv: list[str], what: str) -> str:
     return proc.stdout
 
 
-class OneSwitch:
+class OneSwitch(StartStop):
     def __init__(
         self,
         tools: P4Tools,
@@ -85,20 +85,7 @@ class OneSwitch:
     def in_ns(self, ns: str | None, argv: list[str]) -> list[str]:
         return ["ip", "netns", "exec", ns, *argv] if ns else argv
 
-    # ---- lifecycle ---------------------------------------------------------------
-    def __enter__(self) -> OneSwitch:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
+    # ---- lifecycle (StartStop: `with OneSwitch(...)` starts, and stops on failure) --
     def _namespaces(self) -> list[str]:
         peers = [self.peer_ns(i) for i in range(self.ports)]
         return [self.switch_ns] + [ns for ns in peers if ns]

@@ -40,14 +40,10 @@ def lab_vm_missing() -> str | None:
         return "needs root (network namespaces inside the VM run as the calling user)"
     if not labvm.SOURCE_TARBALL.exists():
         return f"{labvm.SOURCE_TARBALL} missing (apt-get install {labvm.SOURCE_PACKAGE})"
-    for tool in ("qemu-system-x86_64", "make", "gcc", "bc", "flex", "bison", "patch"):
-        if not shutil.which(tool):
-            return f"{tool} not installed (scripts/install-deps.sh)"
-    try:
-        labvm._tool("vng")
-    except labvm.LabError:
-        return "virtme-ng (vng) not installed (make setup)"
-    return None
+    missing = labvm.missing_vm_tools()
+    missing += [f"{t} (scripts/install-deps.sh)" for t in ("make", "gcc", "bc", "flex", "bison",
+                                                           "patch") if not shutil.which(t)]
+    return f"missing {', '.join(missing)}" if missing else None
 
 
 @pytest.fixture(scope="session")
