@@ -74,8 +74,9 @@ def test_lab_cli_shows_paths_counters_modes_and_flows(dataplane: str) -> None:
     assert "4 equal-cost path(s) h1 -> h16" in paths0
     assert [f"c{i}" for i in range(1, 5)] == re.findall(r"a\d > (c\d) > a", paths0)
 
-    # ECMP: one 2 MB TCP flow, FCT and goodput near the 20 Mbit/s link rate, one core
-    assert re.search(r"FCT \d+\.\d+ s, goodput 1[5-9]\.\d+ Mbit/s", ecmp), ecmp
+    # ECMP: one 2 MB TCP flow, its FCT and goodput reported, one core (the rate itself is
+    # the wall clock's and depends on the host's load: benchmarks/, never a test)
+    assert re.search(r"FCT \d+\.\d+ s, goodput \d+\.\d+ Mbit/s", ecmp), ecmp
     (core,) = cores_used(ecmp)
     assert "1 of 4 path(s) carried it" in paths1
     assert re.search(rf"a\d > {core} > a\d > e8 > h16 +\d.* MB  carried", paths1), paths1
