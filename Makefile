@@ -39,7 +39,7 @@ need-root:
 $(STAMP): setup.py scripts/install-deps.sh | need-root
 	$(SUDO) bash scripts/install-deps.sh
 	$(SUDO) /usr/bin/python3 -m venv --system-site-packages $(VENV)
-	$(SUDO) $(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	$(SUDO) $(PY) -m pip install -q --disable-pip-version-check --use-pep517 -e '.[dev]'
 	$(SUDO) touch $(STAMP)
 
 setup: $(STAMP)
@@ -64,7 +64,7 @@ clean-lab: need-root $(STAMP)
 # when cached it only prints the image path.
 .PHONY: kernel kernel-test
 kernel: $(STAMP)
-	$(SUDO) $(PY) -m experiments.labvm build
+	$(SUDO) $(PY) -m pathdiv.kernels.vm build
 
 # The rb allocation C file compiled with a user-space driver and tested (fast, no root).
 kernel-test: $(STAMP)

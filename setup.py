@@ -2,6 +2,10 @@
 
 from setuptools import find_packages, setup
 
+# The product's top-level folders install as one `pathdiv` package: pathdiv.experiments is
+# experiments/, and so on, so nothing generic lands at the top of site-packages.
+FOLDERS = ("topologies", "experiments", "analysis", "kernels")
+
 setup(
     name="pathdiv",
     version="0.1.0",
@@ -10,8 +14,8 @@ setup(
         "packet captures and compared with two-way MANOVA"
     ),
     python_requires=">=3.11",
-    packages=find_packages(include=["topologies*", "experiments*", "analysis*"]),
-    package_data={"experiments": ["*.yaml"]},
+    packages=[f"pathdiv.{p}" for p in find_packages(include=[f"{f}*" for f in FOLDERS])],
+    package_dir={f"pathdiv.{f}": f for f in FOLDERS},
     install_requires=[
         "pyyaml>=6",
         "numpy>=1.24",
@@ -25,5 +29,5 @@ setup(
         "virtme-ng>=1.30",
     ],
     extras_require={"dev": ["pytest>=7.4", "ruff>=0.6"]},
-    entry_points={"console_scripts": ["pathdiv=experiments.cli:main"]},
+    entry_points={"console_scripts": ["pathdiv=pathdiv.experiments.cli:main"]},
 )

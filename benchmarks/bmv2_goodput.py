@@ -21,13 +21,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from experiments.p4_entries import switch_entries
-from experiments.p4_onebox import OneSwitch
-from experiments.p4_programs import compile_program
-from experiments.p4_tools import require_p4_tools
-from experiments.shaping import tc_commands
-from topologies.forwarding import NextHop, Route, SwitchTable
-from topologies.model import LinkParams
+from pathdiv.experiments.dataplane.p4.entries import switch_entries
+from pathdiv.experiments.dataplane.p4.harness import OneSwitch
+from pathdiv.experiments.dataplane.p4.programs import compile_program
+from pathdiv.experiments.dataplane.p4.tools import require_p4_tools
+from pathdiv.experiments.fabric.shaping import tc_commands
+from pathdiv.topologies.forwarding import NextHop, Route, SwitchTable
+from pathdiv.topologies.model import LinkParams
 
 REPO = Path(__file__).resolve().parents[1]
 PORT = 5003
@@ -52,7 +52,7 @@ def in_ns(ns: str | None, argv: list[str]) -> list[str]:
 def transfer(server: list[str], client: list[str], addr: str, size: int) -> tuple[float, float]:
     """(goodput Mbit/s, idle CPU share) of one fetch; `server`/`client` prefix argvs."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    py = [sys.executable, "-u", "-m", "experiments.transfer"]
+    py = [sys.executable, "-u", "-m", "pathdiv.experiments.traffic.transfer"]
     srv = subprocess.Popen([*server, *py, "serve", "--port", str(PORT)], env=env,
                            stdout=subprocess.PIPE, text=True)
     try:
@@ -129,26 +129,25 @@ def one_switch_kernel(rate: float | None, size: int) -> tuple[float, float]:
 
 
 def fattree(plane: str, rate: float, size: int, workdir: Path) -> tuple[float, float]:
-    from experiments.config import load
-    from experiments.dataplane.kernel import KernelDataPlane
-    from experiments.network import Lab, wait_for_line
+    from pathdiv.experiments.config.load import load
+    from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+    from pathdiv.experiments.fabric.network import Lab, wait_for_line
 
     cfg = load(REPO / "configs/lab-probe.yaml").with_overrides(
         [(f"topology.links.{tier}.bw_mbps", rate) for tier in ("host", "edge", "core")]
         + [("switching.mode", "static"), ("hosts.transport", "tcp")]
     )
     if plane == "bmv2":
-        from experiments.dataplane.bmv2 import Bmv2DataPlane as cls
+        from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane as cls
     else:
         cls = KernelDataPlane
     with Lab(cfg, cls, workdir / f"fattree-{plane}-{rate:g}") as lab:
         client, server = lab.topo.hosts[0], lab.topo.hosts[-1]
-        srv = lab.python(server, "experiments.transfer", ["serve", "--port", str(PORT)])
+        srv = lab.transfer(server, ["serve", "--port", str(PORT)])
         wait_for_line(srv, srv.stdout, "ready", 15, "transfer server")
         idle0, total0 = cpu_times()
         addr = lab.topo.nodes[server].address
-        proc = lab.python(client, "experiments.transfer",
-                          ["fetch", f"{addr}:{PORT}:{size}", "--timeout", "300"])
+        proc = lab.transfer(client, ["fetch", f"{addr}:{PORT}:{size}", "--timeout", "300"])
         out, _ = proc.communicate(timeout=330)
         idle1, total1 = cpu_times()
     res = json.loads(out.splitlines()[0])

@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments.config import validate
-from experiments.dataplane.kernel import KernelDataPlane
-from experiments.network import Lab
+from pathdiv.experiments.config.load import validate
+from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+from pathdiv.experiments.fabric.network import Lab
 
 
 def measure(k: int) -> tuple[float, float, int, int]:

@@ -12,7 +12,7 @@ import os
 import subprocess
 import time
 
-from experiments import labvm
+from pathdiv.kernels import vm as labvm
 
 
 def main() -> None:

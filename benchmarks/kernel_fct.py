@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from experiments import labvm
+from pathdiv.kernels import vm as labvm
 
 
 def main() -> None:

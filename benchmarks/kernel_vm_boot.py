@@ -10,7 +10,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from experiments import labvm
+from pathdiv.kernels import vm as labvm
 
 
 def main() -> None:

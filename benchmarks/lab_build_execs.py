@@ -29,9 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 def one_run(config: str) -> dict[str, float]:
     """Build and tear down one lab in this process; wall-clock marks for the parent."""
-    from experiments.config import load
-    from experiments.dataplane.kernel import KernelDataPlane
-    from experiments.network import Lab
+    from pathdiv.experiments.config.load import load
+    from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+    from pathdiv.experiments.fabric.network import Lab
 
     lab = Lab(load(REPO / config), KernelDataPlane,
               Path(tempfile.mkdtemp(prefix="pathdiv-bench-")))

@@ -15,10 +15,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from experiments.config import validate
-from experiments.dataplane.kernel import KernelDataPlane
-from experiments.network import Lab, wait_for_line
-from experiments.probe import PORT, ProbePlan, _fetch
+from pathdiv.experiments.classroom.probe import PORT, ProbePlan, _fetch
+from pathdiv.experiments.config.load import validate
+from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+from pathdiv.experiments.fabric.network import Lab, wait_for_line
 
 
 def goodput(rate: float, mode: str) -> tuple[float, float]:
@@ -29,7 +29,7 @@ def goodput(rate: float, mode: str) -> tuple[float, float]:
     size = max(25_000_000, int(rate * 1e6 / 8 * 5))  # at least ~5 s of traffic
     with Lab(cfg, KernelDataPlane, Path(tempfile.mkdtemp(prefix="pathdiv-bench-"))) as lab:
         plan = ProbePlan.for_topology(lab.topo)
-        server = lab.python(plan.server, "experiments.transfer", ["serve", "--port", str(PORT)])
+        server = lab.transfer(plan.server, ["serve", "--port", str(PORT)])
         wait_for_line(server, server.stdout, "ready", 15, "server")
         r = _fetch(lab, plan, [size], mptcp=False)[0]
     mbps = r["received"] * 8 / (r["end_s"] - r["start_s"]) / 1e6

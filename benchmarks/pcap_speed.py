@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.pcap_reader import read_pcap
-from analysis.pcap_synth import mp_capable, mp_join_syn
+from pathdiv.analysis.capture.pcap import read_pcap
+from pathdiv.analysis.capture.synth import mp_capable, mp_join_syn
 
 TSHARK_FIELDS = [
     "frame.time_epoch", "frame.len", "ip.src", "ip.dst", "ip.id", "ip.len", "tcp.srcport",
@@ -38,11 +38,10 @@ TSHARK_FIELDS = [
 
 def templates() -> list[bytes]:
     """One MPTCP connection of 4 subflows: handshakes, then data and ACKs (2:1)."""
+    from pathdiv.analysis.capture.pcap import mptcp_token
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
-
-    from analysis.pcap_reader import mptcp_token
 
     ts = [("NOP", None), ("NOP", None), ("Timestamp", (1, 2))]
     dss_data = (30, bytes([0x20, 0x05]) + bytes(4) + bytes(4) + bytes(4) + bytes([5, 0xA8]))

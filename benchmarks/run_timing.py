@@ -115,7 +115,7 @@ def run_small_plan(workdir: Path, flow_types: list[str], kernel: str) -> list[di
     for name in ("silent", "noisy"):
         cfg = small_config(name, workdir, kernel, flow_types)
         out = workdir / name
-        subprocess.run([sys.executable, "-m", "experiments.cli", "run", str(cfg), "--out",
+        subprocess.run([sys.executable, "-m", "pathdiv.experiments.cli", "run", str(cfg), "--out",
                         str(out), "--quiet", "--no-analyze"], cwd=REPO, check=False)
         manifests += read_folder(out)
     return manifests

@@ -12,11 +12,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from experiments.config import Config, ConfigError, load
-from experiments.dataplane.base import DataPlaneError
-from experiments.environment import EnvironmentProblem, preflight
-from experiments.network import LabError
-from experiments.schema import MapOf, iter_leaves
+from pathdiv.experiments.config.load import Config, ConfigError, load
+from pathdiv.experiments.config.schema import MapOf, iter_leaves
+from pathdiv.experiments.dataplane.base import DataPlaneError
+from pathdiv.experiments.fabric.environment import EnvironmentProblem, preflight
+from pathdiv.experiments.fabric.network import LabError
 
 log = logging.getLogger("pathdiv")
 
@@ -26,8 +26,8 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from experiments.dataplane.select import select_dataplane
-    from experiments.plan import describe, expand
+    from pathdiv.experiments.config.plan import describe, expand
+    from pathdiv.experiments.dataplane.select import select_dataplane
 
     cfg = _config(args)
     runs = expand(cfg)
@@ -39,7 +39,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(describe(runs))
     lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
     if lab_runs:
-        from experiments.labruns import describe_lab_vm
+        from pathdiv.kernels.runs import describe_lab_vm
 
         print(f"lab VM: {lab_runs} run(s) on the pathdiv lab kernel, in one boot; "
               f"{describe_lab_vm()}")
@@ -47,8 +47,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _lab(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:
-    from experiments.dataplane.select import select_dataplane
-    from experiments.network import Lab
+    from pathdiv.experiments.dataplane.select import select_dataplane
+    from pathdiv.experiments.fabric.network import Lab
 
     if cfg.host_kernel == "lab":
         raise LabError("hosts.kernel: lab runs inside the pathdiv lab VM, which `net` and "
@@ -63,7 +63,7 @@ def cmd_net(args: argparse.Namespace) -> int:
     cfg = _config(args)
     lab, reason = _lab(args, cfg)
     log.info("%s", reason)
-    from experiments.labcli import PathdivCLI
+    from pathdiv.experiments.classroom.shell import PathdivCLI
 
     with lab as running:  # type: ignore[attr-defined]
         print(f"pathdiv: k={running.topo.k} fat tree up ({reason}); type 'help', 'exit' "
@@ -73,7 +73,7 @@ def cmd_net(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from experiments.probe import format_probe, run_probe
+    from pathdiv.experiments.classroom.probe import format_probe, run_probe
 
     cfg = _config(args)
     if cfg.transport != "mptcp":
@@ -87,7 +87,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from experiments.clean import clean
+    from pathdiv.experiments.fabric.clean import clean
 
     print(clean().summary())
     return 0
@@ -107,12 +107,12 @@ def analyze_folder(folder: Path, stats_only: bool = False) -> Path:
     """Metrics from the captures (unless stats_only), then statistics and the report.
 
     Reads only files, so a results folder can be re-analysed anywhere, any time."""
-    from analysis.report import write_report
+    from pathdiv.analysis.report.analyze import write_report
 
     if not folder.is_dir():
         raise ValueError(f"{folder}: no such results folder")
     if not stats_only:
-        from analysis.metrics import compute_metrics
+        from pathdiv.analysis.metrics.table import compute_metrics
 
         if not (folder / "runs").is_dir():
             raise ValueError(f"{folder} has no runs/ folder; for a folder holding only "
@@ -135,8 +135,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from experiments.plan import expand
-    from experiments.runner import (
+    from pathdiv.experiments.config.plan import expand
+    from pathdiv.experiments.runner import (
         parse_only,
         prepare_folder,
         quick_config,
@@ -258,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.debug:
-        from experiments.dataplane.bmv2 import DEBUG_ENV
+        from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
 
         os.environ[DEBUG_ENV] = "1"  # read by every bmv2 switch the lab starts
     logging.basicConfig(

@@ -16,7 +16,7 @@ lab where the lab VM cannot start; never relabelled as something else). Resuming
 skips complete runs and redoes every other run from scratch (its folder is deleted first).
 
 Runs with hosts.kernel: host execute here, in plan order; then all runs with
-hosts.kernel: lab execute in one boot of the lab VM (experiments.labruns), in plan order.
+hosts.kernel: lab execute in one boot of the lab VM (pathdiv.kernels.runs), in plan order.
 
 Pure parts (folder naming, state of a run folder, what to resume, manifest skeletons)
 are kept apart from `execute_run`/`run_plan`, which build networks.
@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from experiments.config import Config
-from experiments.manifest import (
+from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.config.plan import Run
+from pathdiv.experiments.manifest import (
     counter_deltas,
     counter_snapshot,
     git_revision,
@@ -50,7 +50,6 @@ from experiments.manifest import (
     write_json_atomic,
     write_text_atomic,
 )
-from experiments.plan import Run
 
 log = logging.getLogger("pathdiv")
 
@@ -225,12 +224,12 @@ def execute_run(run: Run, run_dir: Path,
     Failures become status 'failed' with the reason; Ctrl-C writes a failed manifest
     (so nothing is marked complete) and propagates after the network is torn down.
     """
-    from experiments.dataplane.select import select_dataplane
-    from experiments.environment import kernel_release, preflight
-    from experiments.labruns import guest_vm_description
-    from experiments.network import Lab, LabError
-    from experiments.traffic import COLUMNS, Traffic, row_dicts, run_workload
-    from experiments.workloads import rounds
+    from pathdiv.experiments.dataplane.select import select_dataplane
+    from pathdiv.experiments.fabric.environment import kernel_release, preflight
+    from pathdiv.experiments.fabric.network import Lab, LabError
+    from pathdiv.experiments.traffic.rounds import COLUMNS, Traffic, row_dicts, run_workload
+    from pathdiv.experiments.traffic.workloads import rounds
+    from pathdiv.kernels.runs import guest_vm_description
 
     cfg = run.config
     manifest = base_manifest(run)
@@ -311,7 +310,7 @@ def _finish(manifest: dict[str, Any], run_dir: Path, started: float) -> None:
 def write_status(run: Run, run_dir: Path, status: str, reason: str,
                  **extra: Any) -> dict[str, Any]:
     """A manifest for a run that did not execute here (skipped) or died with its VM."""
-    from experiments.environment import kernel_release
+    from pathdiv.experiments.fabric.environment import kernel_release
 
     manifest = base_manifest(run)
     manifest.update(status=status, error=reason, kernel_release=kernel_release(),
@@ -329,7 +328,7 @@ def write_failed(run: Run, run_dir: Path, reason: str, **extra: Any) -> dict[str
 def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
              options: dict[str, Any] | None = None) -> PlanOutcome:
     """Execute the runs not yet complete in `folder`: host-kernel runs here, in plan order,
-    then every lab-kernel run in one lab-VM boot (see experiments.labruns)."""
+    then every lab-kernel run in one lab-VM boot (see pathdiv.kernels.runs)."""
     from tqdm import tqdm
 
     todo, done = split_resume(runs, folder)
@@ -371,7 +370,7 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
         say(f"resuming {folder}: {len(done)} run(s) complete, {len(todo)} to do")
     image = None
     if lab_todo:  # before any host run: a kernel build or a missing tool shows up first
-        from experiments.labruns import LabVMUnavailable, lab_kernel_image
+        from pathdiv.kernels.runs import LabVMUnavailable, lab_kernel_image
 
         try:
             image = lab_kernel_image(say)
@@ -397,7 +396,7 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
 
             finished(run, execute_run(run, run_dir, on_round))
         if lab_todo and image is not None:
-            from experiments.labruns import LabSession
+            from pathdiv.kernels.runs import LabSession
 
             say(f"booting the lab VM ({image.parent.name}) for {len(lab_todo)} run(s)")
             LabSession(folder, lab_todo, image, bar.set_postfix_str, finished).execute()
@@ -423,8 +422,8 @@ def _run_line(run: Run, manifest: dict[str, Any]) -> str:
 # ---- one run by id (what the lab VM would execute) ------------------------------------
 def find_run(folder: Path, run_id: str) -> tuple[Config, Run]:
     """The run `run_id` of the experiment in `folder` (its config.yaml and plan.json)."""
-    from experiments.config import validate
-    from experiments.plan import expand
+    from pathdiv.experiments.config.load import validate
+    from pathdiv.experiments.config.plan import expand
 
     try:
         cfg = validate(yaml.safe_load((folder / "config.yaml").read_text()),
@@ -446,15 +445,15 @@ def find_run(folder: Path, run_id: str) -> tuple[Config, Run]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m experiments.runner execute FOLDER RUN_ID...`: planned runs, in order.
+    """`python -m pathdiv.experiments.runner execute FOLDER RUN_ID...`: planned runs, in order.
 
-    This is the command the lab VM runs (experiments.labruns, with FOLDER shared): each run
+    This is the command the lab VM runs (pathdiv.kernels.runs, with FOLDER shared): each run
     writes its own manifest.json into the folder. Exit 0 when all are complete, 1 when
     some failed, 2 when the folder or a run id is wrong.
     """
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m experiments.runner")
+    ap = argparse.ArgumentParser(prog="python -m pathdiv.experiments.runner")
     sub = ap.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("execute", help="execute planned runs of a results folder")
     e.add_argument("--progress", type=Path, default=None,

@@ -34,7 +34,7 @@ def root_lab() -> None:
 
 def lab_vm_missing() -> str | None:
     """None when the lab kernel can be built and booted here, else what is missing."""
-    from experiments import labvm
+    from pathdiv.kernels import vm as labvm
 
     if os.geteuid() != 0:
         return "needs root (network namespaces inside the VM run as the calling user)"
@@ -49,7 +49,7 @@ def lab_vm_missing() -> str | None:
 @pytest.fixture(scope="session")
 def lab_kernel() -> Path:
     """The lab kernel image, built first when not cached (~12 min on 2 idle cores)."""
-    from experiments import labvm
+    from pathdiv.kernels import vm as labvm
 
     reason = lab_vm_missing()
     if reason:

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from topologies.model import Link, LinkParams, Node, Port, Role, Tier
+from pathdiv.topologies.model import Link, LinkParams, Node, Port, Role, Tier
 
 ALIAS_STRIDE = 32
 MAX_ALIASES = 7  # 10.p.e.(x + 2 + 32*j) stays below .255 for x < 30 and j <= 7

@@ -18,8 +18,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from topologies.fattree import FatTree
-from topologies.model import Role
+from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.model import Role
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Plain data that describes a network: nodes, interfaces, links and their parameters.
 
-Nothing here touches the kernel. A topology object (e.g. `topologies.fattree.FatTree`)
+Nothing here touches the kernel. A topology object (e.g. `pathdiv.topologies.fattree.FatTree`)
 builds these records once; data planes, workloads and analysis read them.
 """
 

@@ -1,7 +1,7 @@
 """The interface every data plane implements, so workloads never know which one runs.
 
 A data plane is given the topology and its forwarding tables (computed once in
-`topologies.forwarding`), provides the Mininet node class for switches, configures
+`pathdiv.topologies.forwarding`), provides the Mininet node class for switches, configures
 every switch after the links exist, switches forwarding mode live, reads per-port
 counters, and stops. It raises `DataPlaneError` naming the switch and the log to read.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from topologies.fattree import FatTree
-from topologies.forwarding import SwitchTable
+from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.forwarding import SwitchTable
 
 MODES = ("static", "ecmp", "spray")
 SPRAYS = ("random", "roundrobin")

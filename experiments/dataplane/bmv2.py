@@ -3,7 +3,7 @@
 Each switch node is a network namespace whose ports are driven by a `simple_switch`
 process (bmv2 port N = interface <switch>-ethN, thrift port THRIFT_BASE + index),
 running the program of the current mode (p4src/<mode>.p4, compiled once and cached
-by content hash). Entries come from `experiments.p4_entries` and are installed with
+by content hash). Entries come from `dataplane/p4/entries.py` and are installed with
 `simple_switch_CLI` inside the namespace, then read back and compared: any
 difference stops the run with the switch, the difference and the files to read.
 
@@ -22,16 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from mininet.node import Node
-
-from experiments.dataplane.base import DataPlane, DataPlaneError, PortCounters, check_mode
-from experiments.p4_cli import (
+from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError, PortCounters, check_mode
+from pathdiv.experiments.dataplane.p4.cli import (
     cli_errors,
     parse_counters,
     parse_registers,
     readback_commands,
     readback_differences,
 )
-from experiments.p4_entries import (
+from pathdiv.experiments.dataplane.p4.entries import (
     C_PORT_RX,
     C_PORT_TX,
     R_SPRAY_POLICY,
@@ -42,8 +41,12 @@ from experiments.p4_entries import (
     switch_entries,
     switch_ports,
 )
-from experiments.p4_programs import MODE_PROGRAMS, CompiledProgram, compile_program
-from experiments.p4_switch import (
+from pathdiv.experiments.dataplane.p4.programs import (
+    MODE_PROGRAMS,
+    CompiledProgram,
+    compile_program,
+)
+from pathdiv.experiments.dataplane.p4.switch import (
     READY_TIMEOUT_S,
     SwitchStartError,
     offload_argv,
@@ -51,7 +54,7 @@ from experiments.p4_switch import (
     stop_process,
     wait_ready,
 )
-from experiments.p4_tools import P4Tools, find_p4_tools
+from pathdiv.experiments.dataplane.p4.tools import P4Tools, find_p4_tools
 
 __all__ = ["Bmv2DataPlane", "Bmv2Switch", "find_p4_tools"]
 

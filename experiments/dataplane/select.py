@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import importlib
 
-from experiments.dataplane.base import DataPlane, DataPlaneError
-from experiments.dataplane.kernel import KernelDataPlane
+from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
+from pathdiv.experiments.dataplane.kernel import KernelDataPlane
 
 
 def _bmv2() -> tuple[type[DataPlane] | None, str]:
     try:
-        mod = importlib.import_module("experiments.dataplane.bmv2")
+        mod = importlib.import_module("pathdiv.experiments.dataplane.bmv2")
     except ImportError as exc:
         return None, f"the bmv2 backend is not installed in this checkout ({exc})"
     tools, reason = mod.find_p4_tools()

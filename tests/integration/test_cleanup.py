@@ -9,14 +9,14 @@ import sys
 import time
 
 import pytest
+from pathdiv.experiments.config.load import load
+from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+from pathdiv.experiments.fabric.network import Lab, lab_processes, wait_for_line
 
-from experiments.config import load
-from experiments.dataplane.kernel import KernelDataPlane
-from experiments.network import Lab, lab_processes, wait_for_line
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.root
-PATHDIV = [sys.executable, "-m", "experiments.cli"]
+PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
 
 
 def start_probe(until: str = "network up") -> subprocess.Popen[str]:

@@ -13,11 +13,11 @@ import subprocess
 import sys
 
 import pytest
+from pathdiv.experiments.classroom.probe import run_probe
+from pathdiv.experiments.config.load import load
+from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+from pathdiv.experiments.fabric.network import Lab, lab_processes, wait_for_line
 
-from experiments.config import load
-from experiments.dataplane.kernel import KernelDataPlane
-from experiments.network import Lab, lab_processes, wait_for_line
-from experiments.probe import run_probe
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.root
@@ -28,7 +28,7 @@ BYTES = 4_000_000
 def backend(name: str):
     if name == "kernel":
         return KernelDataPlane
-    from experiments.dataplane.bmv2 import Bmv2DataPlane, find_p4_tools
+    from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane, find_p4_tools
 
     tools, reason = find_p4_tools()
     if tools is None:
@@ -102,14 +102,13 @@ def test_port_counters_agree_with_captures(lab, tmp_path):
     lab.dp.set_mode("spray", "random")  # so every core carries traffic
     topo = lab.topo
     client, server = topo.hosts[0], topo.hosts[-1]
-    srv = lab.python(server, "experiments.transfer", ["serve", "--port", str(PORT)])
+    srv = lab.transfer(server, ["serve", "--port", str(PORT)])
     try:
         wait_for_line(srv, srv.stdout, "ready", 15, "transfer server")
         lab.wait_quiet(topo.cores)
         lab.start_capture(tmp_path / "pcap", snaplen=96, budget_mb=200)
         before = {c: lab.counters(c) for c in topo.cores}
-        fetch = lab.python(client, "experiments.transfer",
-                           ["fetch", f"{topo.nodes[server].address}:{PORT}:{BYTES}",
+        fetch = lab.transfer(client, ["fetch", f"{topo.nodes[server].address}:{PORT}:{BYTES}",
                             "--timeout", "120"])
         out, err = fetch.communicate(timeout=150)
         assert '"ok": true' in out, err
@@ -136,8 +135,8 @@ def test_port_counters_agree_with_captures(lab, tmp_path):
 def test_probe_cli_json_static_pins_one_flow_to_one_core(root_lab):
     """`pathdiv probe --json` as a user runs it: one JSON object with the documented keys."""
     out = subprocess.run(
-        [sys.executable, "-m", "experiments.cli", "probe", "configs/lab-probe.yaml", "--json",
-         "--set", "switching.mode=static"],
+        [sys.executable, "-m", "pathdiv.experiments.cli", "probe", "configs/lab-probe.yaml",
+         "--json",         "--set", "switching.mode=static"],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )
     assert out.returncode == 0, out.stderr

@@ -24,7 +24,7 @@ from tests.conftest import REPO
 LABS = REPO / "docs/labs"
 HANDOUTS = sorted(LABS.glob("[0-9][0-9]-*.md"))
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```[ \t]*$", re.M | re.S)
-PATHDIV = [sys.executable, "-m", "experiments.cli"]
+PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
 LAB_COMMANDS = {"paths", "counters", "mode", "flow", "exit", "help", "pingall", "nodes",
                 "links", "net", "dump"}
 

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pathdiv.kernels import vm as labvm
 
-from experiments import labvm
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
-PATHDIV = [sys.executable, "-m", "experiments.cli"]
+PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
 
 
 @pytest.fixture

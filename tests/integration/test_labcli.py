@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.root
-PATHDIV = [sys.executable, "-m", "experiments.cli"]
+PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
 SCRIPT = """\
 paths h1 h16
 flow h1 h16 2MB tcp
@@ -57,7 +57,7 @@ def cores_used(chunk: str) -> list[str]:
 @pytest.fixture(params=["kernel", "bmv2"])
 def dataplane(request, root_lab) -> str:
     if request.param == "bmv2":
-        from experiments.dataplane.bmv2 import find_p4_tools
+        from pathdiv.experiments.dataplane.bmv2 import find_p4_tools
 
         tools, reason = find_p4_tools()
         if tools is None:

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from analysis.flows import capture_files, read_link_captures
-from analysis.metrics import compute_metrics, topology_of
+from pathdiv.analysis.capture.flows import capture_files, read_link_captures
+from pathdiv.analysis.metrics.table import compute_metrics, topology_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,8 +47,8 @@ pytestmark = pytest.mark.root
 def _needs() -> str | None:
     if os.geteuid() != 0:
         return "needs root for network namespaces"
-    if importlib.util.find_spec("experiments.runner") is None:
-        return "experiments.runner not written yet (pathdiv run)"
+    if importlib.util.find_spec("pathdiv.experiments.runner") is None:
+        return "pathdiv.experiments.runner not written yet (pathdiv run)"
     if importlib.util.find_spec("mininet") is None:
         return "mininet not installed (make setup)"
     return None
@@ -65,7 +64,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg.write_text(CONFIG)
     out = base / "results"
     proc = subprocess.run(
-        [sys.executable, "-m", "experiments.cli", "run", str(cfg), "--out", str(out)],
+        [sys.executable, "-m", "pathdiv.experiments.cli", "run", str(cfg), "--out", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=1800,
     )
     tail = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"

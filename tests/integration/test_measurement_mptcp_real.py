@@ -21,9 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from analysis.flows import group_connections, read_link_captures, split_subflows
-from analysis.metrics import compute_transfer_metrics, topology_of
+from pathdiv.analysis.capture.flows import group_connections, read_link_captures, split_subflows
+from pathdiv.analysis.metrics.table import compute_transfer_metrics, topology_of
 
 pytestmark = pytest.mark.root
 

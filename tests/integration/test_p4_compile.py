@@ -8,10 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
-
-from experiments import p4_entries as pe
-from experiments.p4_programs import DEFAULT_CACHE, compile_program
-from experiments.p4_tools import find_p4_tools
+from pathdiv.experiments.dataplane.p4 import entries as pe
+from pathdiv.experiments.dataplane.p4.programs import DEFAULT_CACHE, compile_program
+from pathdiv.experiments.dataplane.p4.tools import find_p4_tools
 
 
 @pytest.fixture(scope="module")

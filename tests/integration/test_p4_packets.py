@@ -14,13 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
-from experiments.p4_entries import EntryOptions, switch_entries
-from experiments.p4_hash import ecmp_member
-from experiments.p4_onebox import OneSwitch
-from experiments.p4_programs import compile_program
-from experiments.p4_tools import find_p4_tools
-from topologies.forwarding import NextHop, Route, SwitchTable
+from pathdiv.experiments.dataplane.p4.entries import EntryOptions, switch_entries
+from pathdiv.experiments.dataplane.p4.harness import OneSwitch
+from pathdiv.experiments.dataplane.p4.hashing import ecmp_member
+from pathdiv.experiments.dataplane.p4.programs import compile_program
+from pathdiv.experiments.dataplane.p4.tools import find_p4_tools
+from pathdiv.topologies.forwarding import NextHop, Route, SwitchTable
 
 pytestmark = pytest.mark.root
 
@@ -223,7 +222,7 @@ def test_spray_roundrobin_takes_members_in_turn(tools, tmp_path) -> None:
 
 
 def test_spray_policy_changes_at_run_time(tools, tmp_path) -> None:
-    from experiments.p4_entries import R_SPRAY_POLICY, SPRAY_POLICIES
+    from pathdiv.experiments.dataplane.p4.entries import R_SPRAY_POLICY, SPRAY_POLICIES
 
     with switch(tools, "spray", tmp_path, spray="random") as (box, macs):
         box.cli([f"register_write {R_SPRAY_POLICY} 0 {SPRAY_POLICIES['roundrobin']}"])

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pathdiv.experiments.config.load import load
+from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.fabric.network import lab_processes
+from pathdiv.experiments.runner import quick_config, quick_flow_types
 
-from experiments.config import load
-from experiments.network import lab_processes
-from experiments.plan import expand
-from experiments.runner import quick_config, quick_flow_types
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.root
-PATHDIV = [sys.executable, "-m", "experiments.cli"]
+PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
 MANIFEST_KEYS = {"run_id", "factors", "repetition", "flow_type", "seed", "order", "config",
                  "status", "error", "dataplane", "kernel_release", "git_revision", "sysctls",
                  "tools", "timings", "capture", "namespace"}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from analysis.stats_synthetic import synthetic_metrics
-from experiments.cli import main
+from pathdiv.analysis.stats.synthetic import synthetic_metrics
+from pathdiv.experiments.cli import main
+
 from tests.conftest import REPO
 
 
@@ -48,7 +49,7 @@ def test_analyze_stats_only_writes_the_report(tmp_path, capsys):
 
 
 def test_clean_recognises_only_pathdiv_named_namespaces():
-    from experiments.clean import leftover_namespaces
+    from pathdiv.experiments.fabric.clean import leftover_namespaces
 
     listing = "pdlab-s (id: 3)\npd4h0\nblue (id: 1)\npdx\npd7sw (id: 2)\n"
     assert leftover_namespaces(listing) == ["pdlab-s", "pd4h0", "pd7sw"]

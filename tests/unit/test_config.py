@@ -3,9 +3,8 @@
 from pathlib import Path
 
 import pytest
-
-from experiments.config import ConfigError, load, parse_override, validate
-from experiments.schema import parse_size
+from pathdiv.experiments.config.load import ConfigError, load, parse_override, validate
+from pathdiv.experiments.config.schema import parse_size
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from analysis.flows import (
+from pathdiv.analysis.capture.flows import (
     CaptureSetError,
     capture_files,
     group_connections,
@@ -17,8 +16,8 @@ from analysis.flows import (
     read_link_captures,
     split_subflows,
 )
-from analysis.pcap_synth import CaptureBuilder, add_transfer, spec_between
-from topologies.fattree import FatTree
+from pathdiv.analysis.capture.synth import CaptureBuilder, add_transfer, spec_between
+from pathdiv.topologies.fattree import FatTree
 
 TOPO = FatTree(4, aliases_per_host=3)
 

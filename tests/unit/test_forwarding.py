@@ -2,8 +2,8 @@
 
 import ipaddress
 
-from topologies.fattree import FatTree
-from topologies.forwarding import forwarding_tables
+from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.forwarding import forwarding_tables
 
 
 def lookup(table, addr: str, member: int | None):

@@ -1,14 +1,13 @@
 """The kernel data plane's generated routes and nftables rules, per mode."""
 
 import pytest
-
-from experiments.dataplane.base import DataPlaneError, parse_proc_net_dev
-from experiments.dataplane.kernel import nft_ruleset, route_batch
-from experiments.hostsetup import HostSpec, host_commands
-from experiments.shaping import tc_commands
-from topologies.fattree import FatTree
-from topologies.forwarding import forwarding_tables
-from topologies.model import LinkParams
+from pathdiv.experiments.dataplane.base import DataPlaneError, parse_proc_net_dev
+from pathdiv.experiments.dataplane.kernel import nft_ruleset, route_batch
+from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
+from pathdiv.experiments.fabric.shaping import tc_commands
+from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.forwarding import forwarding_tables
+from pathdiv.topologies.model import LinkParams
 
 TABLES = forwarding_tables(FatTree(4), run_seed=1)
 

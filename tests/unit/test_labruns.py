@@ -10,12 +10,14 @@ import json
 from pathlib import Path
 
 import pytest
-
-from experiments import environment, labruns, labvm, runner
-from experiments.config import validate
-from experiments.environment import EnvironmentProblem, preflight
-from experiments.manifest import write_json_atomic
-from experiments.plan import expand
+from pathdiv.experiments import runner
+from pathdiv.experiments.config.load import validate
+from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.fabric import environment
+from pathdiv.experiments.fabric.environment import EnvironmentProblem, preflight
+from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.kernels import runs as labruns
+from pathdiv.kernels import vm as labvm
 
 IMAGE_RELEASE = "6.12.117-pathdiv"
 
@@ -165,8 +167,9 @@ def test_the_watchdog_spares_the_slowest_run_measured_under_tcg():
     """docs/benchmarks.md: a silent long run of the reference config took 759 s in the VM
     (TCG). The watchdog must leave a healthy run that slow alone, and give up on one
     whose rounds all ran into their timeout."""
-    from experiments.config import load
-    from experiments.workloads import rounds
+    from pathdiv.experiments.config.load import load
+    from pathdiv.experiments.traffic.workloads import rounds
+
     from tests.conftest import REPO
 
     cfg = load(REPO / "configs/silent.yaml")

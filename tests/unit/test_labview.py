@@ -5,9 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
-from experiments.dataplane.base import PortCounters
-from experiments.labview import (
+from pathdiv.experiments.classroom.views import (
     carried,
     flow_summary,
     format_counters,
@@ -16,7 +14,8 @@ from experiments.labview import (
     link_traffic,
     shade,
 )
-from topologies.fattree import FatTree
+from pathdiv.experiments.dataplane.base import PortCounters
+from pathdiv.topologies.fattree import FatTree
 
 TOPO = FatTree(4)
 ZERO = PortCounters(0, 0, 0, 0)

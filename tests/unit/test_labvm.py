@@ -8,9 +8,8 @@ import subprocess
 
 import dpkt
 import pytest
-
-from experiments import labvm
-from experiments.labvm import (
+from pathdiv.kernels import vm as labvm
+from pathdiv.kernels.vm import (
     Accel,
     KernelRecipe,
     LabError,

@@ -6,10 +6,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from experiments.dataplane.kernel import route_batch
-from experiments.hostsetup import HostSpec, host_commands
-from experiments.nodescript import (
+from pathdiv.experiments.dataplane.kernel import route_batch
+from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
+from pathdiv.experiments.fabric.nodescript import (
     FAIL_MARK,
     batch_commands,
     batch_text,
@@ -18,11 +17,11 @@ from experiments.nodescript import (
     sysctl_writes,
     write,
 )
-from experiments.shaping import interface_commands, tc_commands
-from experiments.veths import veth_batch
-from topologies.fattree import FatTree
-from topologies.forwarding import forwarding_tables
-from topologies.model import LinkParams
+from pathdiv.experiments.fabric.shaping import interface_commands, tc_commands
+from pathdiv.experiments.fabric.veths import veth_batch
+from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.forwarding import forwarding_tables
+from pathdiv.topologies.model import LinkParams
 
 TOPO = FatTree(4, aliases_per_host=3)
 SPEC = HostSpec("mptcp", 4, "cubic")

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from experiments.p4_cli import (
+from pathdiv.experiments.dataplane.p4.cli import (
     CliOutputError,
     CounterValue,
     cli_errors,
@@ -13,7 +12,7 @@ from experiments.p4_cli import (
     parse_table_dumps,
     readback_differences,
 )
-from experiments.p4_entries import (
+from pathdiv.experiments.dataplane.p4.entries import (
     A_FORWARD,
     R_ECN_THRESHOLD,
     T_LPM,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-
-from experiments.p4_entries import (
+from pathdiv.experiments.dataplane.p4.entries import (
     A_ARP_REPLY,
     A_DROP,
     A_FORWARD,
@@ -28,8 +27,8 @@ from experiments.p4_entries import (
     port_macs,
     switch_entries,
 )
-from topologies.fattree import FatTree
-from topologies.forwarding import forwarding_tables
+from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.forwarding import forwarding_tables
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from experiments.p4_hash import ecmp_member, flow_hash
-from topologies.fattree import FatTree
-from topologies.forwarding import forwarding_tables
+from pathdiv.experiments.dataplane.p4.hashing import ecmp_member, flow_hash
+from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.forwarding import forwarding_tables
 
 TCP = 6
 

@@ -6,9 +6,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from experiments.p4_entries import PROGRAMS
-from experiments.p4_programs import P4SRC, P4CompileError, program_digest, program_sources
+from pathdiv.experiments.dataplane.p4.entries import PROGRAMS
+from pathdiv.experiments.dataplane.p4.programs import (
+    P4SRC,
+    P4CompileError,
+    program_digest,
+    program_sources,
+)
 
 
 @pytest.fixture

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from experiments.p4_tools import (
+from pathdiv.experiments.dataplane.p4.tools import (
     CLI,
     COMPILER,
     SWITCH,

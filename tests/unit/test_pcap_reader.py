@@ -8,12 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scapy.layers.inet import IP, TCP, UDP
-from scapy.layers.l2 import ARP, Dot1Q, Ether
-from scapy.packet import Raw
-from scapy.utils import PcapWriter
-
-from analysis.pcap_reader import (
+from pathdiv.analysis.capture.pcap import (
     CaptureFormatError,
     TruncatedCaptureWarning,
     int_to_ip,
@@ -21,7 +16,11 @@ from analysis.pcap_reader import (
     mptcp_token,
     read_pcap,
 )
-from analysis.pcap_synth import mp_capable, mp_join_syn
+from pathdiv.analysis.capture.synth import mp_capable, mp_join_syn
+from scapy.layers.inet import IP, TCP, UDP
+from scapy.layers.l2 import ARP, Dot1Q, Ether
+from scapy.packet import Raw
+from scapy.utils import PcapWriter
 
 KEY_A, KEY_B = 0x0102030405060708, 0xA1A2A3A4A5A6A7A8
 

@@ -1,9 +1,8 @@
 """The run plan: crossed factors, blocks in seeded order, ids stable under reordering."""
 
 import pytest
-
-from experiments.config import validate
-from experiments.plan import expand
+from pathdiv.experiments.config.load import validate
+from pathdiv.experiments.config.plan import expand
 
 FACTORS = {
     "switching": {

@@ -2,7 +2,8 @@
 
 import re
 
-from experiments.schema import MapOf, iter_leaves
+from pathdiv.experiments.config.schema import MapOf, iter_leaves
+
 from tests.conftest import REPO
 
 

@@ -11,10 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
-from analysis.report import write_report
-from analysis.report_content import ranking_sentence
-from analysis.stats_synthetic import synthetic_metrics
+from pathdiv.analysis.report.analyze import write_report
+from pathdiv.analysis.report.content import ranking_sentence
+from pathdiv.analysis.stats.synthetic import synthetic_metrics
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STUDY_PLOTS = {"box_throughput_mbps", "box_goodput_mbps", "box_fct_s", "box_utilization",
@@ -154,10 +153,9 @@ def test_report_from_measured_runs(tmp_path):
     """The whole chain after emulation: crafted captures -> metrics.csv -> report, with
     run manifests, as `pathdiv analyze DIR` does it on a real results folder."""
     import numpy as np
-
-    from analysis.metrics import compute_metrics
-    from analysis.pcap_synth import CaptureBuilder, add_transfer, spec_between, write_run
-    from topologies.fattree import FatTree
+    from pathdiv.analysis.capture.synth import CaptureBuilder, add_transfer, spec_between, write_run
+    from pathdiv.analysis.metrics.table import compute_metrics
+    from pathdiv.topologies.fattree import FatTree
 
     rng = np.random.default_rng(1)
     n = 0

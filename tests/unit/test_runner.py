@@ -5,12 +5,11 @@ import json
 import os
 
 import pytest
-
-from experiments import runner
-from experiments.config import load, validate
-from experiments.manifest import parse_sysctls, write_csv_atomic, write_json_atomic
-from experiments.plan import expand
-from experiments.runner import (
+from pathdiv.experiments import runner
+from pathdiv.experiments.config.load import load, validate
+from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.manifest import parse_sysctls, write_csv_atomic, write_json_atomic
+from pathdiv.experiments.runner import (
     ResultsError,
     base_manifest,
     check_resumable,
@@ -20,7 +19,8 @@ from experiments.runner import (
     run_state,
     split_resume,
 )
-from experiments.traffic import COLUMNS
+from pathdiv.experiments.traffic.rounds import COLUMNS
+
 from tests.conftest import REPO
 
 SWITCHING = {"static-tcp", "ecmp-tcp", "ps-tcp", "ecmp-mptcp", "ps-mptcp"}
@@ -188,9 +188,9 @@ def test_a_planned_run_is_found_again_by_id_from_the_folder(tmp_path):
 
 def test_a_network_that_cannot_be_built_fails_its_run_and_the_plan_goes_on(
         tmp_path, monkeypatch):
-    import experiments.dataplane.select as select
-    import experiments.environment as environment
-    import experiments.network as network
+    import pathdiv.experiments.dataplane.select as select
+    import pathdiv.experiments.fabric.environment as environment
+    import pathdiv.experiments.fabric.network as network
 
     class BrokenLab:
         def __init__(self, cfg, dp, workdir):
@@ -217,8 +217,8 @@ def test_a_network_that_cannot_be_built_fails_its_run_and_the_plan_goes_on(
 
 
 def test_interface_counters_are_differences_over_the_capture_window():
-    from experiments.dataplane.base import PortCounters
-    from experiments.manifest import counter_deltas, counter_snapshot
+    from pathdiv.experiments.dataplane.base import PortCounters
+    from pathdiv.experiments.manifest import counter_deltas, counter_snapshot
 
     class FakeLab:
         def __init__(self, n):

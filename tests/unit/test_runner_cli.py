@@ -3,9 +3,10 @@
 import json
 
 import pytest
+from pathdiv.experiments import runner
+from pathdiv.experiments.cli import main
+from pathdiv.kernels import runs as labruns
 
-from experiments import labruns, runner
-from experiments.cli import main
 from tests.conftest import REPO
 
 

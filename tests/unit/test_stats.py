@@ -6,12 +6,11 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
-from analysis.stats import analyze_metrics
-from analysis.stats_posthoc import holm
-from analysis.stats_rankings import percent_difference
-from analysis.stats_spec import AnalysisSpec
-from analysis.stats_synthetic import synthetic_metrics
+from pathdiv.analysis.stats.posthoc import holm
+from pathdiv.analysis.stats.rankings import percent_difference
+from pathdiv.analysis.stats.spec import AnalysisSpec
+from pathdiv.analysis.stats.study import analyze_metrics
+from pathdiv.analysis.stats.synthetic import synthetic_metrics
 
 STUDY_REPETITIONS = 4  # the reference experiment's repetitions per configuration
 PLANTED = {"switching": {

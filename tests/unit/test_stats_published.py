@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from analysis.assumptions import box_m
-from analysis.stats_anova import type3_anova
-from analysis.stats_manova import manova_table
+from pathdiv.analysis.stats.anova import type3_anova
+from pathdiv.analysis.stats.assumptions import box_m
+from pathdiv.analysis.stats.manova import manova_table
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "stats"
 

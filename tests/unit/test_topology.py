@@ -4,9 +4,8 @@ import itertools
 from collections import deque
 
 import pytest
-
-from topologies.fattree import FatTree, TopologyError
-from topologies.model import Role, Tier
+from pathdiv.topologies.fattree import FatTree, TopologyError
+from pathdiv.topologies.model import Role, Tier
 
 
 def bfs_shortest_paths(topo: FatTree, src: str, dst: str) -> set[tuple[str, ...]]:

@@ -3,10 +3,15 @@
 from collections import Counter
 
 import pytest
-
-from experiments.traffic import Traffic, TransferRow, fetch_argv, merge_fetch_output, plan_rows
-from experiments.workloads import WorkloadError, rounds, transfer_count
-from topologies.fattree import FatTree
+from pathdiv.experiments.traffic.rounds import (
+    Traffic,
+    TransferRow,
+    fetch_argv,
+    merge_fetch_output,
+    plan_rows,
+)
+from pathdiv.experiments.traffic.workloads import WorkloadError, rounds, transfer_count
+from pathdiv.topologies.fattree import FatTree
 
 HOSTS = FatTree(4).hosts  # 16 hosts
 

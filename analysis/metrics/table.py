@@ -1,0 +1,234 @@
+"""Runs → metrics.csv: one row per (run, transfer group), ready for the statistics.
+
+`compute_transfer_metrics(run_dir)` measures every transfer of one run
+(`pathdiv.analysis.metrics.transfer` holds the definitions); `compute_run_metrics(run_dir)`
+folds the transfers of each group (a partition-aggregate request's fan-out, or one
+silent transfer) into one row; `compute_metrics(results_dir)` does that for every
+complete run and writes `metrics.csv` (and the per-transfer `transfer_metrics.csv`).
+
+A group's `fct_s` is its longest transfer's; its throughput, goodput and excess use
+the group's summed bytes over that FCT; `utilization`, `subflows` and the path counts
+are means over its transfers; `retrans_pct` and `reorder_pct` are pooled ratios.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pathdiv.analysis.capture.flows import (
+    group_connections,
+    match_transfers,
+    read_link_captures,
+    split_subflows,
+)
+from pathdiv.analysis.capture.pcap import ip_to_int
+from pathdiv.analysis.metrics.transfer import (
+    MEASURES,
+    METRIC_COLUMNS,
+    PairGeometry,
+    measure_transfer,
+)
+from pathdiv.topologies.fattree import FatTree
+
+log = logging.getLogger(__name__)
+
+
+
+# Columns after the run's factors, run_id, repetition, seed, condition and group_id.
+GROUP_COLUMNS = [
+    "flow_type",
+    "transfers",
+    "ok",
+    "payload_bytes",
+    *METRIC_COLUMNS,
+    "subflows_opened",
+    "paths",
+    "paths_used",
+    "wire_bytes",
+    "error",
+]
+
+
+class RunLayoutError(ValueError):
+    """A run folder without the files the runner writes."""
+
+
+def load_manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "manifest.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RunLayoutError(
+            f"{path} missing; expected a run folder written by `pathdiv run` "
+            "(manifest.json, transfers.csv, captures/)"
+        ) from None
+
+
+def topology_of(config: dict[str, Any]) -> FatTree:
+    """The run's fat tree as the runner built it (alias addresses for MPTCP subflows)."""
+    topo_cfg = config.get("topology", {})
+    kind = topo_cfg.get("kind", "fattree")
+    if kind != "fattree":
+        raise RunLayoutError(f"topology.kind {kind!r} not supported by analysis; expected fattree")
+    hosts = config.get("hosts", {})
+    aliases = int(hosts.get("subflows", 1)) - 1 if hosts.get("transport") == "mptcp" else 0
+    return FatTree(int(topo_cfg.get("k", 4)), aliases_per_host=max(aliases, 0))
+
+
+def load_transfers(run_dir: Path) -> pd.DataFrame:
+    path = run_dir / "transfers.csv"
+    if not path.exists():
+        raise RunLayoutError(f"{path} missing; the runner writes one per run")
+    tr = pd.read_csv(path, dtype={"error": str, "client_addr": str, "server_addr": str})
+    tr["ok"] = tr["ok"].astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
+    tr["error"] = tr["error"].fillna("") if "error" in tr else ""
+    return tr
+
+
+def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
+    """One row per transfer of the run: transfers.csv's columns plus the measures."""
+    run_dir = Path(run_dir)
+    manifest = load_manifest(run_dir)
+    topo = topology_of(manifest.get("config", {}))
+    transfers = load_transfers(run_dir).rename(columns={"subflows": "subflows_app"})
+    log.info("run %s: reading captures", manifest.get("run_id", run_dir.name))
+    full = ((manifest.get("capture") or {}).get("stop") or {}).get("files_full")
+    if full:
+        log.warning(
+            "run %s: captures %s hit their size cap; transfers after that are measured "
+            "from incomplete captures (raise capture.budget_mb)",
+            manifest.get("run_id", run_dir.name), ", ".join(map(str, full)),
+        )
+    packets = read_link_captures(run_dir / "captures", topo)
+    pk, table = split_subflows(packets)
+    table = group_connections(table)
+    members = match_transfers(transfers, table, topo)
+    index = pk.groupby("subflow").indices
+    geometry: dict[tuple[str, str], PairGeometry] = {}
+    rows = []
+    for tr in transfers.itertuples(index=False):
+        pair = (str(tr.client), str(tr.server))
+        if pair not in geometry:
+            geometry[pair] = PairGeometry.of(topo, *pair)
+        sfs = members.get(int(tr.transfer_id), [])
+        # The client's addresses: the topology's, plus any its subflows came from.
+        server_addrs = {ip_to_int(a) for a in topo.host_addresses(pair[1])}
+        initiators = set(table.loc[sfs, "init_addr"].astype(int)) - server_addrs if sfs else set()
+        client_addrs = np.array(
+            sorted({ip_to_int(a) for a in topo.host_addresses(pair[0])} | initiators),
+            dtype=np.uint32,
+        )
+        rows_of = [index[s] for s in sfs if s in index]
+        tp = pk.iloc[np.sort(np.concatenate(rows_of))] if rows_of else pk.iloc[0:0]
+        m = measure_transfer(tp, geometry[pair], client_addrs, int(tr.size_bytes))
+        m["measured"] = bool(sfs) and bool(np.isfinite(m["fct_s"]))
+        rows.append(m)
+    measures = pd.DataFrame(rows, columns=[*MEASURES, "measured"], index=transfers.index)
+    log.info("run %s: measured %d transfers", manifest.get("run_id"), len(transfers))
+    return pd.concat([transfers, measures], axis=1)
+
+
+def _group_row(g: pd.DataFrame) -> dict[str, Any]:
+    """One group's row; a transfer that could not be measured makes its metrics NaN."""
+
+    def total(col: str) -> float:
+        return float(g[col].sum(min_count=len(g)))
+
+    def mean(col: str) -> float:
+        return float(g[col].mean(skipna=False))
+
+    fct = g["fct_s"].max(skipna=False)
+    wire, payload = total("wire_bytes"), g["payload_bytes"].sum()
+    sent, retx = total("data_bytes_sent"), total("retrans_bytes")
+    received, late = total("data_pkts_received"), total("reordered_pkts")
+    nan = float("nan")
+    ok = bool(g["ok"].all() and g["measured"].all())
+    return {
+        "flow_type": "+".join(sorted(set(g["flow_type"].astype(str)))),
+        "transfers": len(g),
+        "ok": ok,
+        "payload_bytes": payload,
+        "fct_s": fct,
+        "throughput_mbps": wire * 8 / fct / 1e6 if fct > 0 else nan,
+        "goodput_mbps": payload * 8 / fct / 1e6 if fct > 0 else nan,
+        "utilization": mean("utilization"),
+        "excess_pct": 100.0 * (wire - payload) / payload if payload > 0 else nan,
+        "retrans_pct": 100.0 * retx / sent if sent > 0 else nan,
+        "reorder_pct": 100.0 * late / received if received > 0 else nan,
+        "subflows": mean("subflows"),
+        "subflows_opened": mean("subflows_opened"),
+        "paths": mean("paths"),
+        "paths_used": mean("paths_used"),
+        "wire_bytes": wire,
+        "error": "; ".join(e for e in g["error"].astype(str) if e),
+    }
+
+
+def group_metrics(transfers: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
+    """Fold per-transfer measures into one row per group with the run's factors."""
+    factors = dict(manifest.get("factors", {}))
+    config = manifest.get("config", {})
+    lead = {
+        **factors,
+        "run_id": manifest.get("run_id"),
+        "repetition": manifest.get("repetition"),
+        "seed": manifest.get("seed"),
+        "condition": config.get("workload", {}).get("pattern"),
+    }
+    rows = [
+        {**lead, "group_id": gid, **_group_row(g)}
+        for gid, g in transfers.groupby("group_id", sort=True)
+    ]
+    return pd.DataFrame(rows, columns=[*lead, "group_id", *GROUP_COLUMNS])
+
+
+def compute_run_metrics(run_dir: Path) -> pd.DataFrame:
+    """metrics.csv rows of one run (one per transfer group)."""
+    run_dir = Path(run_dir)
+    return group_metrics(compute_transfer_metrics(run_dir), load_manifest(run_dir))
+
+
+def _write_atomic(df: pd.DataFrame, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", newline="") as fh:
+            df.to_csv(fh, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def compute_metrics(results_dir: Path) -> Path:
+    """Write results_dir/metrics.csv (and transfer_metrics.csv) over every complete
+    run under results_dir/runs/; return the metrics.csv path."""
+    results_dir = Path(results_dir)
+    manifests = sorted((results_dir / "runs").glob("*/manifest.json"))
+    groups, transfers = [], []
+    for mpath in manifests:
+        manifest = json.loads(mpath.read_text())
+        if manifest.get("status") != "complete":
+            log.info("skipping run %s: status %s", mpath.parent.name, manifest.get("status"))
+            continue
+        per_transfer = compute_transfer_metrics(mpath.parent)
+        groups.append(group_metrics(per_transfer, manifest))
+        per_transfer.insert(0, "run_id", manifest.get("run_id", mpath.parent.name))
+        transfers.append(per_transfer)
+    if not groups:
+        raise RunLayoutError(
+            f"no complete runs under {results_dir / 'runs'} ({len(manifests)} manifests "
+            "found); run or resume the experiment with `pathdiv run CONFIG --out "
+            f"{results_dir}` first"
+        )
+    out = results_dir / "metrics.csv"
+    _write_atomic(pd.concat(groups, ignore_index=True), out)
+    _write_atomic(pd.concat(transfers, ignore_index=True), results_dir / "transfer_metrics.csv")
+    log.info("wrote %s (%d rows)", out, sum(len(g) for g in groups))
+    return out

@@ -1,0 +1,149 @@
+"""Entry point of `pathdiv analyze`: a results folder in, stats.json and reports out.
+
+`write_report(folder)` reads `metrics.csv` (required) and, when present, `config.yaml`
+(its `analysis` section picks clusters/IVs/DVs), `plan.json` and `runs/*/manifest.json`,
+then writes into the folder:
+
+- `stats.json`  - every number behind the report (`StudyResults.to_dict()`),
+- `report.md`   - the report in Markdown, images linked from `plots/*.png`,
+- `report.html` - the same report, self-contained (plots embedded as base64 PNG).
+
+A folder holding only `metrics.csv` is enough (`stats_only=True` also ignores any
+plan and manifests, for data that was produced elsewhere).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from pathdiv.analysis.report.blocks import render_html, render_markdown
+from pathdiv.analysis.report.content import Provenance, build_report
+from pathdiv.analysis.report.plots import Plot, box_plots, fct_cdfs, path_heatmap
+from pathdiv.analysis.stats.spec import AnalysisSpec
+from pathdiv.analysis.stats.study import StudyResults, analyze_metrics
+
+log = logging.getLogger(__name__)
+
+PLOT_DIR = "plots"
+
+
+def spec_from_config(config: dict[str, Any] | None) -> AnalysisSpec:
+    """AnalysisSpec from a config's `analysis` section (defaults for missing keys)."""
+    section = (config or {}).get("analysis") or {}
+    if not isinstance(section, dict):
+        raise ValueError(
+            f"config.yaml: analysis is {section!r}; expected a mapping such as "
+            "{clusters: [condition, flow_type], ivs: [switching, host], dvs: [...]}"
+        )
+    valid = {f.name for f in fields(AnalysisSpec)}
+    unknown = sorted(set(section) - valid)
+    if unknown:
+        raise ValueError(
+            f"config.yaml: unknown analysis key(s) {unknown}; valid keys are {sorted(valid)}"
+        )
+    return AnalysisSpec(**section)
+
+
+def _read_json(path: Path, notes: list[str]) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        notes.append(f"{path.name} in {path.parent} could not be read ({exc}); ignored.")
+        return None
+
+
+def read_provenance(folder: Path, stats_only: bool) -> Provenance:
+    prov = Provenance(folder=str(folder))
+    config_path = folder / "config.yaml"
+    if config_path.is_file():
+        try:
+            loaded = yaml.safe_load(config_path.read_text())
+        except yaml.YAMLError as exc:
+            raise ValueError(
+                f"{config_path} is not valid YAML ({exc}); fix it or remove it to analyse "
+                "with the default design"
+            ) from exc
+        prov.config = loaded if isinstance(loaded, dict) else None
+    if stats_only:
+        return prov
+    if (folder / "plan.json").is_file():
+        prov.plan = _read_json(folder / "plan.json", prov.notes)
+    for path in sorted(folder.glob("runs/*/manifest.json")):
+        manifest = _read_json(path, prov.notes)
+        if isinstance(manifest, dict):
+            prov.manifests.append(manifest)
+    return prov
+
+
+def make_plots(metrics: pd.DataFrame, spec: AnalysisSpec) -> tuple[list[Plot], list[str]]:
+    plots = box_plots(metrics, spec)
+    notes = []
+    cdf = fct_cdfs(metrics, spec)
+    if cdf is None:
+        notes.append("No fct_s column in metrics.csv: the FCT CDF plot is skipped.")
+    else:
+        plots.append(cdf)
+    heatmap = path_heatmap(metrics, spec)
+    if heatmap is None:
+        notes.append(
+            "metrics.csv has no per-path columns (path_<i>_share): the path-usage heatmap "
+            "is skipped."
+        )
+    else:
+        plots.append(heatmap)
+    return plots, notes
+
+
+def _write_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: bool = False) -> Path:
+    """Analyse `folder/metrics.csv`, write stats.json, report.md, report.html (and
+    plots/*.png); return the path of report.html."""
+    folder = Path(folder)
+    metrics_path = folder / "metrics.csv"
+    if not metrics_path.is_file():
+        raise FileNotFoundError(
+            f"{metrics_path} does not exist; `pathdiv analyze` needs the metrics table. "
+            "Run the experiment (`pathdiv run CONFIG --out DIR`) or copy a metrics.csv "
+            "into the folder and use --stats-only"
+        )
+    metrics = pd.read_csv(metrics_path)
+    if metrics.empty:
+        raise ValueError(f"{metrics_path} has no rows; nothing to analyse")
+    prov = read_provenance(folder, stats_only)
+    spec = spec or spec_from_config(prov.config)
+    log.info("analysis: %d observations from %s", len(metrics), metrics_path)
+    results: StudyResults = analyze_metrics(metrics, spec)
+    _write_text(folder / "stats.json", json.dumps(results.to_dict(), indent=2, allow_nan=False))
+    log.info("analysis: plotting")
+    plots, plot_notes = make_plots(metrics, spec)
+    plot_dir = folder / PLOT_DIR
+    plot_dir.mkdir(exist_ok=True)
+    for plot in plots:
+        (plot_dir / f"{plot.name}.png").write_bytes(plot.png)
+    name = (prov.config or {}).get("name") or folder.resolve().name
+    title = f"pathdiv report: {name}"
+    blocks = build_report(results, prov, plots, plot_notes, title)
+    _write_text(folder / "report.md", render_markdown(blocks, PLOT_DIR))
+    html_path = folder / "report.html"
+    _write_text(html_path, render_html(blocks, title))
+    log.info("analysis: wrote %s", html_path)
+    return html_path

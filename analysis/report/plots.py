@@ -1,0 +1,145 @@
+"""Report figures as PNG bytes: box plots per metric, FCT CDFs, path-usage heatmap.
+
+Figures are built with matplotlib's object API on the Agg canvas (no display, no global
+pyplot state) and returned as `Plot` values; writing or embedding them is the report's
+job. A plot that the data cannot support is returned as a note instead.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from pathdiv.analysis.stats.posthoc import configuration_labels
+from pathdiv.analysis.stats.spec import AnalysisSpec
+
+DPI = 80
+PATH_COLUMN = re.compile(r"^path_?(\d+)(?:_(share|bytes|frac|pct))?$")
+
+
+@dataclass(frozen=True)
+class Plot:
+    name: str  # file stem, e.g. "box_goodput_mbps"
+    title: str
+    png: bytes
+    caption: str
+
+
+def _png(figure: Figure) -> bytes:
+    FigureCanvasAgg(figure)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def _clusters(metrics: pd.DataFrame, spec: AnalysisSpec) -> list[tuple[str, pd.DataFrame]]:
+    keys = [c for c in spec.clusters if c in metrics.columns]
+    if not keys:
+        return [("all observations", metrics)]
+    out = []
+    for key, frame in metrics.groupby(keys, sort=True, observed=True):
+        values = key if isinstance(key, tuple) else (key,)
+        out.append((" / ".join(str(v) for v in values), frame))
+    return out
+
+
+def _grid(count: int) -> tuple[int, int]:
+    cols = min(3, max(count, 1))
+    return (count + cols - 1) // cols, cols
+
+
+def _configurations(metrics: pd.DataFrame, spec: AnalysisSpec) -> pd.Series:
+    ivs = [iv for iv in spec.ivs if iv in metrics.columns]
+    return configuration_labels(metrics, ivs)
+
+
+def box_plots(metrics: pd.DataFrame, spec: AnalysisSpec) -> list[Plot]:
+    """One figure per dependent variable: a panel per cluster, a box per configuration."""
+    plots = []
+    labels = _configurations(metrics, spec)
+    order = sorted(labels.unique())
+    clusters = _clusters(metrics, spec)
+    for dv in [d for d in spec.dvs if d in metrics.columns]:
+        rows, cols = _grid(len(clusters))
+        figure = Figure(figsize=(4.2 * cols, 3.4 * rows))
+        for i, (name, frame) in enumerate(clusters):
+            axis = figure.add_subplot(rows, cols, i + 1)
+            values = pd.to_numeric(frame[dv], errors="coerce")
+            groups = [values[labels.loc[frame.index] == c].dropna().to_numpy() for c in order]
+            axis.boxplot(groups, tick_labels=order)
+            axis.set_title(name, fontsize=9)
+            axis.set_ylabel(dv, fontsize=8)
+            axis.tick_params(axis="x", labelrotation=60, labelsize=7)
+            axis.tick_params(axis="y", labelsize=7)
+        figure.suptitle(f"{dv} by configuration", fontsize=10)
+        figure.tight_layout()
+        plots.append(Plot(f"box_{dv}", f"{dv} by configuration", _png(figure),
+                          f"Box plots of {dv} per configuration, one panel per test cluster."))
+    return plots
+
+
+def fct_cdfs(metrics: pd.DataFrame, spec: AnalysisSpec, column: str = "fct_s") -> Plot | None:
+    """Empirical CDF of flow completion time per configuration, a panel per cluster."""
+    if column not in metrics.columns:
+        return None
+    labels = _configurations(metrics, spec)
+    order = sorted(labels.unique())
+    clusters = _clusters(metrics, spec)
+    rows, cols = _grid(len(clusters))
+    figure = Figure(figsize=(4.2 * cols, 3.2 * rows))
+    for i, (name, frame) in enumerate(clusters):
+        axis = figure.add_subplot(rows, cols, i + 1)
+        values = pd.to_numeric(frame[column], errors="coerce")
+        for configuration in order:
+            v = np.sort(values[labels.loc[frame.index] == configuration].dropna().to_numpy())
+            if len(v):
+                axis.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=configuration)
+        axis.set_title(name, fontsize=9)
+        axis.set_xlabel(column, fontsize=8)
+        axis.set_ylabel("fraction of transfers", fontsize=8)
+        axis.tick_params(labelsize=7)
+    handles, names = figure.axes[0].get_legend_handles_labels() if figure.axes else ([], [])
+    if handles:
+        figure.legend(handles, names, loc="lower center", ncol=min(5, len(names)), fontsize=7)
+    figure.suptitle("Flow completion time CDF", fontsize=10)
+    figure.tight_layout(rect=(0, 0.06, 1, 1))
+    return Plot("fct_cdf", "Flow completion time CDF", _png(figure),
+                f"Empirical CDF of {column} per configuration, one panel per test cluster.")
+
+
+def path_columns(columns: Sequence[str]) -> list[str]:
+    """Per-path columns (`path_0_share`, `path1`, ...) ordered by path number."""
+    found = [(int(m.group(1)), c) for c in columns if (m := PATH_COLUMN.match(c))]
+    return [c for _, c in sorted(found)]
+
+
+def path_heatmap(metrics: pd.DataFrame, spec: AnalysisSpec) -> Plot | None:
+    """Mean use of each equal-cost path per configuration; None without per-path columns."""
+    columns = path_columns(list(metrics.columns))
+    if not columns:
+        return None
+    labels = _configurations(metrics, spec)
+    values = metrics[columns].apply(pd.to_numeric, errors="coerce")
+    table = values.groupby(labels.to_numpy()).mean().sort_index()
+    figure = Figure(figsize=(1.2 + 0.9 * len(columns), 1.0 + 0.4 * len(table)))
+    axis = figure.add_subplot(1, 1, 1)
+    image = axis.imshow(table.to_numpy(dtype=float), aspect="auto", cmap="viridis")
+    axis.set_xticks(range(len(columns)), [f"path {i}" for i in range(len(columns))], fontsize=7)
+    axis.set_yticks(range(len(table)), list(table.index), fontsize=7)
+    grid = table.to_numpy(dtype=float)
+    middle = float(np.nanmean([np.nanmin(grid), np.nanmax(grid)])) if np.isfinite(grid).any() else 0
+    for (r, c), v in np.ndenumerate(grid):
+        if np.isfinite(v):
+            color = "black" if v > middle else "white"
+            axis.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=6, color=color)
+    figure.colorbar(image, ax=axis)
+    axis.set_title("Path usage per configuration", fontsize=10)
+    figure.tight_layout()
+    return Plot("path_usage", "Path usage per configuration", _png(figure),
+                f"Mean of {', '.join(columns)} per configuration over all clusters.")

@@ -1,0 +1,141 @@
+"""`pathdiv probe`: does the data plane spread traffic as its mode promises?
+
+For one client/server pair in different pods it measures, per core switch, the
+packets forwarded towards the client's pod (the data direction: the server sends,
+the client fetches) during (a) 16 concurrent TCP flows, (b) one MPTCP connection
+with N subflows and (c) one TCP flow, and the goodput of (c), a 25 MB transfer, as a
+fraction of the path's configured rate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from pathdiv.experiments.fabric.network import Lab, LabError, wait_for_line
+from pathdiv.topologies.fattree import FatTree
+
+PORT = 5001
+log = logging.getLogger("pathdiv")
+TCP_FLOWS = 16
+TCP_FLOW_BYTES = 512_000
+MPTCP_BYTES = 4_000_000
+SINGLE_BYTES = 25_000_000
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    client: str
+    server: str
+
+    @classmethod
+    def for_topology(cls, topo: FatTree) -> ProbePlan:
+        """First host of pod 0 fetches from the last host of the last pod."""
+        if topo.k < 4:
+            raise LabError("the probe needs hosts in different pods with several core "
+                           f"paths: k >= 4, got k={topo.k}")
+        return cls(client=topo.hosts[0], server=topo.hosts[-1])
+
+
+def core_ports_towards(topo: FatTree, host: str) -> dict[str, str]:
+    """core switch -> its interface towards `host`'s pod."""
+    pod = topo.nodes[host].pod
+    return {
+        core: next(lk.b.intf for lk in topo.links_of(core) if topo.nodes[lk.a.node].pod == pod)
+        for core in topo.cores
+    }
+
+
+def per_core_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {core: after[core] - before[core] for core in before}
+
+
+def path_rate_mbps(topo: FatTree, client: str, server: str) -> float | None:
+    rates = [lk.params.bw_mbps for lk in topo.path_links(topo.paths(server, client)[0])]
+    return None if any(r is None for r in rates) else min(r for r in rates if r is not None)
+
+
+def _core_tx(lab: Lab, ports: dict[str, str]) -> dict[str, int]:
+    return {core: lab.counters(core)[intf].tx_packets for core, intf in ports.items()}
+
+
+def _settled_core_tx(lab: Lab, ports: dict[str, str]) -> dict[str, int]:
+    """Core counters once they stop moving: closing handshakes of the previous phase
+    must not be counted in the next one."""
+    lab.wait_quiet(list(ports))
+    return _core_tx(lab, ports)
+
+
+def _fetch(lab: Lab, plan: ProbePlan, sizes: list[int], mptcp: bool) -> list[dict[str, Any]]:
+    addr = lab.topo.nodes[plan.server].address
+    args = [f"{addr}:{PORT}:{n}" for n in sizes] + ["--timeout", "300"]
+    if mptcp:
+        args.append("--mptcp")
+    proc = lab.transfer(plan.client, ["fetch", *args])
+    out, err = proc.communicate(timeout=330)
+    results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    bad = [r for r in results if not r["ok"]]
+    if len(results) != len(sizes) or bad:
+        detail = bad[0]["error"] if bad else err.strip()[-300:]
+        raise LabError(f"probe transfer {plan.client} <- {plan.server} failed: {detail}")
+    return results
+
+
+def run_probe(lab: Lab) -> dict[str, Any]:
+    topo = lab.topo
+    plan = ProbePlan.for_topology(topo)
+    server = lab.transfer(plan.server, ["serve", "--port", str(PORT), "--mptcp"])
+    try:
+        return _measure(lab, plan, server)
+    finally:
+        lab.end(server)
+
+
+def _measure(lab: Lab, plan: ProbePlan, server: Any) -> dict[str, Any]:
+    topo = lab.topo
+    wait_for_line(server, server.stdout, "ready", 15, f"transfer server on {plan.server}")
+    log.info("probe: server on %s ready; measuring %s <- %s", plan.server, plan.client,
+             plan.server)
+    ports = core_ports_towards(topo, plan.client)
+
+    def phase(sizes: list[int], mptcp: bool) -> tuple[dict[str, int], list[dict[str, Any]]]:
+        before = _settled_core_tx(lab, ports)
+        results = _fetch(lab, plan, sizes, mptcp)
+        return per_core_delta(before, _settled_core_tx(lab, ports)), results
+
+    flows, _ = phase([TCP_FLOW_BYTES] * TCP_FLOWS, mptcp=False)
+    mp, mp_res = phase([MPTCP_BYTES], mptcp=True)
+    single, single_res = phase([SINGLE_BYTES], mptcp=False)
+    r = single_res[0]
+    rate = path_rate_mbps(topo, plan.client, plan.server)
+    goodput_mbps = r["received"] * 8 / (r["end_s"] - r["start_s"]) / 1e6
+    return {
+        "dataplane": lab.dp.name,
+        "mode": lab.dp.mode,
+        "spray": lab.dp.spray,
+        "pair": [plan.client, plan.server],
+        "direction": "server->client packets forwarded by each core towards the client pod",
+        "tcp_flows": {"flows": TCP_FLOWS, "bytes_each": TCP_FLOW_BYTES, "per_core": flows},
+        "mptcp": {"bytes": MPTCP_BYTES, "per_core": mp, "subflows": mp_res[0]["subflows"]},
+        "tcp_single": {"bytes": SINGLE_BYTES, "per_core": single},
+        "goodput_mbps": round(goodput_mbps, 3),
+        "link_rate_mbps": rate,
+        "goodput_fraction": None if rate is None else round(goodput_mbps / rate, 4),
+    }
+
+
+def format_probe(result: dict[str, Any]) -> str:
+    lines = [f"probe: {result['dataplane']} data plane, mode {result['mode']}, "
+             f"pair {result['pair'][0]} <- {result['pair'][1]}"]
+    cores = list(result["tcp_single"]["per_core"])
+    lines.append(f"{'packets per core':<28}" + "".join(f"{c:>9}" for c in cores))
+    for key, label in (("tcp_flows", "(a) 16 TCP flows"), ("mptcp", "(b) 1 MPTCP connection"),
+                       ("tcp_single", "(c) 1 TCP flow")):
+        lines.append(f"{label:<28}" + "".join(f"{result[key]['per_core'][c]:>9}" for c in cores))
+    lines.append(f"MPTCP subflows used: {result['mptcp']['subflows']}")
+    frac = result["goodput_fraction"]
+    lines.append(f"goodput of (c): {result['goodput_mbps']} Mbit/s"
+                 + ("" if frac is None else f" = {frac:.3f} of {result['link_rate_mbps']:g}"))
+    return "\n".join(lines)

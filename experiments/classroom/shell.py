@@ -1,0 +1,167 @@
+"""The classroom CLI: Mininet's CLI plus pathdiv's `paths`, `counters`, `mode`, `flow`.
+
+Commands read the running `Lab` (its topology object, data plane and counters) and
+print what `classroom/views.py` formats; a bad argument prints one line and the CLI
+carries on. Transfers use the transfer tool (`traffic/transfer.py`) as `pathdiv probe` does.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from mininet.cli import CLI
+from mininet.log import lg, setLogLevel
+from pathdiv.experiments.classroom.probe import PORT, ProbePlan, _fetch
+from pathdiv.experiments.classroom.views import (
+    LinkTraffic,
+    flow_summary,
+    format_counters,
+    format_paths,
+    heat_map,
+    link_traffic,
+)
+from pathdiv.experiments.config.schema import parse_size
+from pathdiv.experiments.dataplane.base import MODES, SPRAYS, PortCounters
+from pathdiv.experiments.fabric.network import Lab, LabError, wait_for_line
+
+FLOW_PORT = PORT  # the server `pathdiv probe` uses; _fetch targets it
+
+
+class LabCommandError(ValueError):
+    """A lab CLI command was given something it cannot use."""
+
+
+def snapshot(lab: Lab) -> dict[str, PortCounters]:
+    """Counters of every switch port, keyed by interface name."""
+    out: dict[str, PortCounters] = {}
+    for switch in lab.topo.switches:
+        out.update(lab.counters(switch))
+    return out
+
+
+def settled_snapshot(lab: Lab, quiet_s: float = 0.3, timeout_s: float = 10.0
+                     ) -> dict[str, PortCounters]:
+    """A snapshot once the counters stop moving (closing handshakes included)."""
+    deadline = time.monotonic() + timeout_s
+    last = snapshot(lab)
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = snapshot(lab)
+        if now == last:
+            break
+        last = now
+    return last
+
+
+class PathdivCLI(CLI):  # type: ignore[misc]
+    """Mininet's CLI with pathdiv's commands; runs until `exit` or end of input."""
+
+    prompt = "pathdiv> "
+
+    def __init__(self, lab: Lab, **kwargs: Any) -> None:
+        self.lab = lab
+        self.mark = snapshot(lab)
+        self.last_flow: tuple[str, str, list[LinkTraffic]] | None = None
+        setLogLevel("output")  # the lab builds quietly; node commands must print here
+        lg.propagate = False  # Mininet prints node output itself (stderr); not twice
+        super().__init__(lab.net, **kwargs)
+
+    # ---- helpers -------------------------------------------------------------
+    def _host(self, name: str) -> str:
+        if name not in self.lab.topo.hosts:
+            hosts = self.lab.topo.hosts
+            raise LabCommandError(f"unknown host {name!r}; hosts are {hosts[0]}..{hosts[-1]}")
+        return name
+
+    def _guard(self, fn: Any, line: str) -> None:
+        try:
+            fn(line.split())
+        except (LabCommandError, LabError, ValueError) as exc:
+            print(f"error: {exc}")
+
+    # ---- commands ------------------------------------------------------------
+    def do_paths(self, line: str) -> None:
+        """paths SRC DST: the equal-cost paths and which carried the last flow."""
+        self._guard(self._paths, line)
+
+    def _paths(self, args: list[str]) -> None:
+        if len(args) != 2:
+            raise LabCommandError("usage: paths SRC DST, e.g. paths h1 h16")
+        src, dst = self._host(args[0]), self._host(args[1])
+        print(format_paths(self.lab.topo, src, dst, self.last_flow))
+
+    def do_counters(self, line: str) -> None:
+        """counters: per-link bytes/packets since the last `counters`, and a heat map."""
+        self._guard(self._counters, line)
+
+    def _counters(self, args: list[str]) -> None:
+        now = snapshot(self.lab)
+        traffic = link_traffic(self.lab.topo, self.mark, now)
+        self.mark = now
+        print(format_counters(traffic))
+        print(heat_map(self.lab.topo, traffic))
+
+    def do_mode(self, line: str) -> None:
+        """mode [static|ecmp|spray [random|roundrobin]]: show or switch forwarding live."""
+        self._guard(self._mode, line)
+
+    def _mode(self, args: list[str]) -> None:
+        dp = self.lab.dp
+        if args:
+            mode = args[0]
+            spray = args[1] if len(args) > 1 else dp.spray
+            if mode not in MODES or spray not in SPRAYS or len(args) > 2:
+                raise LabCommandError(f"bad mode {' '.join(args)!r}; expected one of "
+                                      f"{', '.join(MODES)} (spray takes random|roundrobin)")
+            dp.set_mode(mode, spray)
+        extra = f" ({dp.spray})" if dp.mode == "spray" else ""
+        print(f"mode: {dp.mode}{extra} on the {dp.name} data plane")
+
+    def do_flow(self, line: str) -> None:
+        """flow SRC DST SIZE [tcp|mptcp]: SRC sends SIZE (e.g. 2MB) to DST; prints FCT,
+        goodput and the paths used."""
+        self._guard(self._flow, line)
+
+    def _flow(self, args: list[str]) -> None:
+        if len(args) not in (3, 4):
+            raise LabCommandError("usage: flow SRC DST SIZE [tcp|mptcp], e.g. "
+                                  "flow h1 h16 2MB tcp")
+        src, dst = self._host(args[0]), self._host(args[1])
+        if src == dst:
+            raise LabCommandError(f"SRC and DST are both {src}; pick two hosts")
+        try:
+            size = parse_size(args[2])
+        except ValueError:
+            raise LabCommandError(f"bad size {args[2]!r}; expected e.g. 500KB, 2MB, "
+                                  "1MiB") from None
+        lab_transport = self.lab.cfg.transport
+        transport = args[3] if len(args) == 4 else lab_transport
+        if transport not in ("tcp", "mptcp"):
+            raise LabCommandError(f"bad transport {transport!r}; expected tcp or mptcp")
+        if transport == "mptcp" and lab_transport != "mptcp":
+            raise LabCommandError("this lab's hosts run TCP only (hosts.transport: tcp); "
+                                  "restart with --set hosts.transport=mptcp")
+        result, traffic = run_flow(self.lab, src, dst, size, transport == "mptcp")
+        self.last_flow = (src, dst, traffic)
+        print(flow_summary(src, dst, size, transport, result, self.lab.topo, traffic))
+
+
+def run_flow(lab: Lab, src: str, dst: str, size: int, mptcp: bool
+             ) -> tuple[dict[str, Any], list[LinkTraffic]]:
+    """`src` serves `size` bytes, `dst` fetches them; returns the transfer's record
+    and the per-link traffic while it ran."""
+    serve = ["serve", "--port", str(FLOW_PORT)]
+    if lab.cfg.transport == "mptcp":
+        serve.append("--mptcp")  # an MPTCP listener also accepts plain TCP
+    server = lab.transfer(src, serve)
+    try:
+        wait_for_line(server, server.stdout, "ready", 15, f"transfer server on {src}")
+        before = settled_snapshot(lab)
+        plan = ProbePlan(client=dst, server=src)
+        results = _fetch(lab, plan, [size], mptcp)
+        after = settled_snapshot(lab)
+    finally:
+        lab.end(server)
+    return results[0], link_traffic(lab.topo, before, after)
+

@@ -1,0 +1,104 @@
+"""Expand a config's factors into the run plan (pure).
+
+Every combination of factor levels and flow types is one cell; each repetition is a
+block holding every cell once, in an order shuffled by the master seed (a randomised
+complete block design, so slow drifts of the machine do not line up with a factor).
+A run's id and seed depend only on its cell and repetition, never on its position,
+so a resumed plan finds its finished runs again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from pathdiv.experiments.config.load import Config, apply_overrides, validate
+
+
+@dataclass(frozen=True)
+class Run:
+    run_id: str
+    order: int
+    repetition: int
+    flow_type: str
+    factors: dict[str, str]
+    seed: int
+    config: Config = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "order": self.order, "repetition": self.repetition,
+                "flow_type": self.flow_type, "factors": self.factors, "seed": self.seed}
+
+
+def run_seed(master: int, key: str) -> int:
+    digest = hashlib.blake2s(f"{master}|{key}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF
+
+
+def expand(
+    cfg: Config,
+    repetitions: int | None = None,
+    flow_types: list[str] | None = None,
+    only: dict[str, str] | None = None,
+) -> list[Run]:
+    """All runs of the plan in execution order."""
+    reps = repetitions if repetitions is not None else int(cfg.data["repetitions"])
+    sizes = cfg.flow_sizes()
+    flows = flow_types or list(sizes)
+    unknown = [f for f in flows if f not in sizes]
+    if unknown:
+        raise ValueError(f"flow type(s) {', '.join(unknown)} not in workload.flow_types "
+                         f"({', '.join(sizes)})")
+    factors: dict[str, dict[str, dict[str, Any]]] = cfg.data["factors"]
+    only = only or {}
+    for name, level in only.items():
+        if name == "flow_type":
+            continue
+        if name not in factors or level not in factors[name]:
+            valid = {f: list(lv) for f, lv in factors.items()}
+            raise ValueError(f"--only {name}={level}: no such factor level; factors: {valid}")
+    names = list(factors)
+    level_lists = [
+        [lv for lv in factors[n] if only.get(n, lv) == lv] for n in names
+    ]
+    flows = [f for f in flows if only.get("flow_type", f) == f]
+    cells: list[tuple[dict[str, str], str]] = [
+        (dict(zip(names, combo, strict=True)), flow)
+        for combo in itertools.product(*level_lists)
+        for flow in flows
+    ]
+    rng = random.Random(cfg.seed)
+    runs: list[Run] = []
+    for rep in range(1, reps + 1):
+        block = cells[:]
+        rng.shuffle(block)
+        for levels, flow in block:
+            overrides: list[tuple[str, Any]] = []
+            for n, lv in levels.items():
+                overrides += list(factors[n][lv].items())
+            run_cfg = validate(apply_overrides(cfg.data, overrides), cfg.source)
+            key = "_".join([f"{flow}", *(levels[n] for n in names), f"rep{rep}"])
+            runs.append(Run(key, len(runs), rep, flow, levels, run_seed(cfg.seed, key),
+                            run_cfg))
+    return runs
+
+
+def describe(runs: list[Run]) -> str:
+    """A human-readable table of the plan."""
+    if not runs:
+        return "the plan is empty"
+    names = list(runs[0].factors)
+    head = ["#", "run_id", "flow", *names, "mode", "transport", "scheduler", "kernel",
+            "dataplane"]
+    rows = [
+        [str(r.order + 1), r.run_id, r.flow_type, *(r.factors[n] for n in names),
+         r.config.mode, r.config.transport, r.config.scheduler, r.config.host_kernel,
+         r.config.dataplane]
+        for r in runs
+    ]
+    widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*head), *(fmt.format(*row) for row in rows)])

@@ -1,0 +1,108 @@
+"""The P4 programs in p4src/ and their compilation, cached by content hash.
+
+A program is `p4src/<name>.p4` plus the shared `p4src/include/*.p4`. Its digest
+covers those sources, the compiler's version and the compiler flags, so a fresh
+clone on the same machine reuses `/var/cache/pathdiv/p4/<digest>/` (override with
+`PATHDIV_P4_CACHE`) and an edited include recompiles every program.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from pathdiv.experiments.dataplane.p4.entries import PROGRAMS
+from pathdiv.experiments.dataplane.p4.tools import P4Tools
+
+P4SRC = Path(__file__).resolve().parents[3] / "p4src"
+DEFAULT_CACHE = Path("/var/cache/pathdiv/p4")
+CACHE_ENV = "PATHDIV_P4_CACHE"
+COMPILER_FLAGS = ("--std", "p4-16", "--arch", "v1model")
+# data plane mode -> program that implements it
+MODE_PROGRAMS = {"static": "static", "ecmp": "ecmp", "spray": "spray"}
+
+
+class P4CompileError(RuntimeError):
+    """p4c-bm2-ss failed on a program."""
+
+
+@dataclass(frozen=True)
+class CompiledProgram:
+    name: str
+    digest: str
+    json: Path
+    p4info: Path
+    log: Path
+
+    @property
+    def warnings(self) -> list[str]:
+        """Compiler diagnostics (an empty list for a warning-free program)."""
+        text = self.log.read_text() if self.log.exists() else ""
+        return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE)
+
+
+def program_sources(name: str, root: Path = P4SRC) -> list[Path]:
+    """The program's main file then the shared includes, in a stable order."""
+    if name not in PROGRAMS:
+        raise P4CompileError(f"P4 program {name!r} is not one of {', '.join(PROGRAMS)}")
+    main = root / f"{name}.p4"
+    if not main.exists():
+        raise P4CompileError(f"{main} does not exist; is {root} a pathdiv p4src folder?")
+    return [main, *sorted((root / "include").glob("*.p4"))]
+
+
+def program_digest(name: str, compiler_version: str, root: Path = P4SRC) -> str:
+    h = hashlib.sha256()
+    h.update(f"{compiler_version}\0{' '.join(COMPILER_FLAGS)}\0".encode())
+    for path in program_sources(name, root):
+        h.update(str(path.relative_to(root)).encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:20]
+
+
+def compile_program(
+    name: str, tools: P4Tools, cache: Path | None = None, root: Path = P4SRC
+) -> CompiledProgram:
+    """The compiled program from the cache, compiling it first when absent."""
+    version = tools.versions().get("p4c-bm2-ss", "unknown")
+    digest = program_digest(name, version, root)
+    final = (cache or cache_root()) / digest
+    prog = CompiledProgram(
+        name, digest, final / f"{name}.json", final / f"{name}.p4info.txtpb", final / "compile.log"
+    )
+    if prog.json.exists() and prog.p4info.exists():
+        return prog
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
+    work.chmod(0o755)
+    try:
+        argv = [
+            str(tools.compiler), *COMPILER_FLAGS,
+            "-o", str(work / prog.json.name),
+            "--p4runtime-files", str(work / prog.p4info.name),
+            str(root / f"{name}.p4"),
+        ]  # fmt: skip
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=root)
+        (work / "compile.log").write_text(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            raise P4CompileError(
+                f"p4c-bm2-ss failed on {name}.p4 (exit {proc.returncode}):\n"
+                f"{(proc.stdout + proc.stderr).strip()[-3000:]}"
+            )
+        try:
+            work.rename(final)
+        except OSError:  # another process cached the same digest first
+            if not prog.json.exists():
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return prog

@@ -1,0 +1,67 @@
+"""Host configuration as command lines (pure): addresses, routes, sysctls, MPTCP.
+
+Every host has one interface. Its primary address and, for MPTCP with N subflows,
+N-1 alias addresses are /32s on that interface; the edge switch is the on-link
+gateway. Each alias is an MPTCP `subflow` endpoint, so a connection opens its extra
+subflows from distinct source addresses over the one interface (the `ndiffports`
+behaviour): the 5-tuples differ, so ECMP can place them on different paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pathdiv.topologies.fattree import FatTree
+
+# The fabric is IPv4: IPv6 would send its own router solicitations and MLD reports on
+# every link, which interface counters and captures would then mix with the traffic.
+NO_IPV6 = ("net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    transport: str  # tcp | mptcp
+    subflows: int  # subflows per MPTCP connection (1 for TCP)
+    cc: str
+    scheduler: str = "default"
+
+
+def host_sysctls(intf: str, spec: HostSpec) -> list[str]:
+    """key=value settings of a host whose one interface is `intf`."""
+    sysctls = [
+        *NO_IPV6,
+        "net.ipv4.conf.all.rp_filter=2",
+        "net.ipv4.conf.default.rp_filter=2",
+        f"net.ipv4.conf.{intf}.rp_filter=2",
+        f"net.ipv4.tcp_congestion_control={spec.cc}",
+        "net.ipv4.tcp_no_metrics_save=1",
+        f"net.mptcp.enabled={1 if spec.transport == 'mptcp' else 0}",
+    ]
+    if spec.transport == "mptcp" and spec.scheduler != "default":
+        sysctls.append(f"net.mptcp.scheduler={spec.scheduler}")
+    return sysctls
+
+
+def host_commands(topo: FatTree, host: str, spec: HostSpec) -> list[list[str]]:
+    """argv lists to run inside `host`'s namespace, in order: the sysctls first, then
+    only `ip` commands (so a node script runs them as one `ip -batch`)."""
+    intf = topo.links_of(host)[0].port_of(host).intf
+    gateway = topo.nodes[topo.edge_of(host)].address
+    addrs = topo.host_addresses(host)
+    cmds: list[list[str]] = [["sysctl", "-qw", *host_sysctls(intf, spec)]]
+    cmds.append(["ip", "addr", "flush", "dev", intf])
+    cmds += [["ip", "addr", "add", f"{a}/32", "dev", intf] for a in addrs]
+    cmds.append(["ip", "link", "set", intf, "up"])
+    link = topo.links_of(host)[0]
+    cmds.append(["ip", "neigh", "replace", gateway, "lladdr", topo.mac(link.peer_of(host)),
+                 "dev", intf, "nud", "permanent"])
+    cmds.append(["ip", "route", "replace", "default", "via", gateway, "dev", intf, "onlink",
+                 "src", addrs[0]])
+    if spec.transport == "mptcp":
+        extra = spec.subflows - 1
+        cmds.append(["ip", "mptcp", "endpoint", "flush"])
+        cmds.append(["ip", "mptcp", "limits", "set", "subflow", str(extra),
+                     "add_addr_accepted", str(extra)])
+        cmds += [["ip", "mptcp", "endpoint", "add", a, "dev", intf, "subflow"]
+                 for a in addrs[1:]]
+    return cmds

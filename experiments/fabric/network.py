@@ -1,0 +1,362 @@
+"""The running network: Mininet namespaces for every node of the topology object.
+
+`Lab` is a context manager. `start()` creates the nodes and links, shapes every link,
+configures hosts (addresses, routes, TCP/MPTCP) and hands the switches to the data
+plane; `stop()` (always reached, also on Ctrl-C) ends every process the lab started,
+stops Mininet and sweeps anything still carrying this lab's marker. Every process the
+lab starts inherits PATHDIV_LAB=<owner pid>, which is how `pathdiv clean` finds the
+leftovers of a killed run and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
+from pathdiv.experiments.fabric.environment import (
+    LAB_ENV,
+    allow_cc,
+    restore_allowed_cc,
+    start_scale,
+)
+from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
+from pathdiv.experiments.fabric.lifecycle import StartStop
+from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
+from pathdiv.experiments.fabric.shaping import interface_commands
+from pathdiv.topologies.forwarding import forwarding_tables
+
+# Run by path (standard library only), so it needs no installed package in the node.
+TRANSFER_TOOL = Path(__file__).resolve().parents[1] / "traffic" / "transfer.py"
+
+log = logging.getLogger("pathdiv")
+
+
+class LabError(RuntimeError):
+    """The network could not be built or a node command failed."""
+
+
+class Lab(StartStop):
+    """One emulated network built from `cfg.topology()` with the given data plane."""
+
+    def __init__(self, cfg: Config, dataplane: type[DataPlane], workdir: Path) -> None:
+        self.cfg = cfg
+        self.topo = cfg.topology()
+        self.tables = forwarding_tables(self.topo, cfg.seed)
+        self.workdir = workdir
+        self.dp = dataplane(self.topo, self.tables, workdir)
+        self.net: Any = None
+        self.procs: list[subprocess.Popen[str]] = []
+        self.captures: list[tuple[str, subprocess.Popen[str], Path]] = []
+        self.build_s = 0.0
+        self._cc_restore: str | None = None
+
+    # ---- lifecycle (StartStop: `with Lab(...)` starts, and stops even on failure) ----
+    def start(self) -> None:
+        t0 = time.monotonic()
+        os.environ[LAB_ENV] = str(os.getpid())
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+
+        setLogLevel("warning")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._cc_restore = allow_cc(self.cfg.cc)
+        self.net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
+        for name in self.topo.switches:
+            self.net.addSwitch(name, cls=self.dp.switch_class(), inNamespace=True)
+        for name in self.topo.hosts:
+            self.net.addHost(name, ip=None)
+        self._add_links()
+        spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler)
+        self.run_scripts("setup", {
+            name: (host_commands(self.topo, name, spec) if name in self.topo.hosts else [])
+            + self._link_commands(name)
+            for name in self.topo.nodes
+        })
+        self.dp.start(self.net, self.cfg.mode, self.cfg.spray)
+        self.build_s = time.monotonic() - t0
+        log.info("network up: k=%d, %d nodes, %d links, %s data plane, %s mode (%.1f s)",
+                 self.topo.k, len(self.topo.nodes), len(self.topo.links), self.dp.name,
+                 self.cfg.mode, self.build_s)
+
+    def _add_links(self) -> None:
+        """Create every veth pair with one `ip -batch` (ends straight into the nodes'
+        namespaces), then record them as Mininet links (see `pathdiv.experiments.fabric.veths`)."""
+        from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
+
+        pids = {name: self.net[name].pid for name in self.topo.nodes}
+        path = self.workdir / "nodes" / "links.ip"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        batch = veth_batch(self.topo, pids)
+        path.write_text(batch)
+        argv = ["ip", "-batch", str(path)]
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise LabError(failure_message("root namespace", done.stderr, str(done.returncode),
+                                           {str(path): batch}, shlex.join(argv)))
+        for link in self.topo.links:
+            self.net.addLink(
+                link.a.node, link.b.node, port1=link.a.number, port2=link.b.number,
+                intfName1=link.a.intf, intfName2=link.b.intf,
+                addr1=self.topo.mac(link.a), addr2=self.topo.mac(link.b), cls=RecordedLink,
+            )
+
+    def _link_commands(self, node: str) -> list[list[str]]:
+        return interface_commands([(link.port_of(node).intf, link.params)
+                                   for link in self.topo.links_of(node)])
+
+    def stop(self) -> None:
+        """Idempotent teardown in reverse start order; never raises."""
+        self.stop_capture()
+        for proc in self.procs:
+            _terminate(proc)
+        self.procs.clear()
+        with contextlib.suppress(Exception):
+            self.dp.stop()
+        if self.net is not None:
+            with contextlib.suppress(Exception):
+                self.net.stop()
+            self.net = None
+        sweep(os.getpid())
+        os.environ.pop(LAB_ENV, None)
+        with contextlib.suppress(OSError):
+            restore_allowed_cc(self._cc_restore)
+        self._cc_restore = None
+
+    # ---- running things in nodes -------------------------------------------------
+    def node(self, name: str) -> Any:
+        if self.net is None:
+            raise LabError("the network is not running")
+        return self.net[name]
+
+    def cmd(self, name: str, argv: list[str], check: bool = True) -> str:
+        out = self.node(name).cmd(shlex.join(argv) + " 2>&1; echo __rc=$?")
+        body, _, rc = out.rpartition("__rc=")
+        if check and rc.strip() != "0":
+            raise LabError(f"{name}: `{shlex.join(argv)}` failed (exit {rc.strip()}): "
+                           f"{body.strip()[-800:]}")
+        return body
+
+    def run_scripts(self, label: str, commands: dict[str, list[list[str]]]) -> None:
+        """Run each node's commands as one node script (`fabric/nodescript.py`), all
+        nodes at once; files go to <workdir>/nodes/<node>.<label>.*."""
+        scripts = []
+        for name, cmds in commands.items():
+            stem = self.workdir / "nodes" / f"{name}.{label}"
+            rendered = render(cmds, str(stem), f"{name} {label}")
+            scripts.append((name, self.node(name), Path(f"{stem}.sh"), rendered))
+        try:
+            run_scripts(scripts)
+        except ScriptError as exc:
+            raise LabError(str(exc)) from exc
+
+    def popen(self, name: str, argv: list[str], **kw: Any) -> subprocess.Popen[str]:
+        """Start a process in node `name`'s namespace; the lab stops it at teardown."""
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+        proc = self.node(name).popen(argv, text=True, **kw)
+        self.procs.append(proc)
+        return proc
+
+    def end(self, proc: subprocess.Popen[Any]) -> None:
+        """Stop one process started with `popen` (terminate, then kill)."""
+        _terminate(proc)
+        if proc in self.procs:
+            self.procs.remove(proc)
+
+    def transfer(self, name: str, args: list[str], **kw: Any) -> subprocess.Popen:
+        """Run the transfer tool (`experiments/traffic/transfer.py`) inside node `name`.
+
+        It uses only the standard library, so it starts as a script with `-S`: skipping
+        site-packages saves about a fifth of each start, paid once per transfer.
+        """
+        return self.popen(name, [sys.executable, "-S", "-u", str(TRANSFER_TOOL), *args], **kw)
+
+    # ---- captures ----------------------------------------------------------------
+    def start_capture(self, outdir: Path, snaplen: int, budget_mb: int) -> dict[str, Any]:
+        """tcpdump on every link's upper-end interface (both directions), headers only.
+
+        The budget caps each file at an equal share of budget_mb (by packet count:
+        snaplen + 16 bytes of record header per packet), so a run cannot fill the disk.
+        """
+        outdir.mkdir(parents=True, exist_ok=True)
+        per_file = budget_mb * 1_000_000 // max(1, len(self.topo.links))
+        max_packets = max(1000, per_file // (snaplen + 16))
+        for link in self.topo.links:
+            intf = link.b.intf
+            path = outdir / f"{intf}.pcap"
+            # --immediate-mode: without it packets wait in kernel blocks that are
+            # handed over only on a 1 s timeout, and a stop right after traffic loses them.
+            argv = ["tcpdump", "-n", "-i", intf, "-s", str(snaplen), "-B", "4096", "-U",
+                    "--immediate-mode",
+                    "-Z", "root", "-c", str(max_packets), "-w", str(path), "tcp or icmp"]
+            proc = self.node(link.b.node).popen(argv, text=True, stdout=subprocess.DEVNULL,
+                                                stderr=subprocess.PIPE)
+            self.captures.append((intf, proc, path))
+        for intf, proc, _ in self.captures:
+            wait_for_line(proc, proc.stderr, "listening on", 15 * start_scale(),
+                          f"tcpdump on {intf}")
+        return {"files": len(self.captures), "snaplen": snaplen, "budget_mb": budget_mb,
+                "max_packets_per_file": max_packets}
+
+    def stop_capture(self) -> dict[str, Any]:
+        stats: dict[str, Any] = {"dropped_by_kernel": 0, "files_full": []}
+        for intf, proc, _ in self.captures:
+            if proc.poll() is not None and proc.returncode == 0:
+                stats["files_full"].append(intf)  # exited by itself: hit its -c cap
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGINT)
+            try:
+                _, err = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+            for line in (err or "").splitlines():
+                if "dropped by kernel" in line:
+                    stats["dropped_by_kernel"] += int(line.split()[0])
+        self.captures.clear()
+        return stats
+
+    # ---- measurements ------------------------------------------------------------
+    def counters(self, switch: str) -> dict[str, Any]:
+        try:
+            return self.dp.port_counters(switch)
+        except DataPlaneError as exc:
+            raise LabError(str(exc)) from exc
+
+    def wait_quiet(self, nodes: list[str] | None = None, quiet_s: float = 0.3,
+                   timeout_s: float = 10.0) -> bool:
+        """Wait until the nodes' packet counters stop moving (closing handshakes done).
+
+        Returns False when traffic still flowed after timeout_s."""
+        names = nodes or self.topo.switches
+
+        def snapshot() -> dict[str, tuple[int, int]]:
+            return {f"{n}:{i}": (c.rx_packets, c.tx_packets)
+                    for n in names for i, c in self.counters(n).items()}
+
+        deadline = time.monotonic() + timeout_s
+        last = snapshot()
+        while time.monotonic() < deadline:
+            time.sleep(quiet_s)
+            now = snapshot()
+            if now == last:
+                return True
+            last = now
+        return False
+
+    def ping_all(self, timeout_s: float = 2.0) -> list[tuple[str, str]]:
+        """Ping every ordered host pair (in parallel per source); return failed pairs."""
+        failed: list[tuple[str, str]] = []
+        procs = []
+        for src in self.topo.hosts:
+            dsts = [d for d in self.topo.hosts if d != src]
+            addrs = " ".join(self.topo.nodes[d].address for d in dsts)
+            script = (f"for a in {addrs}; do ping -n -c1 -W{timeout_s:g} $a >/dev/null "
+                      "|| echo FAIL $a; done")
+            procs.append((src, self.popen(src, ["sh", "-c", script])))
+        for src, proc in procs:
+            out, _ = proc.communicate(timeout=60 + timeout_s * len(self.topo.hosts))
+            for line in out.splitlines():
+                if line.startswith("FAIL "):
+                    failed.append((src, self.topo.address_owner[line.split()[1]]))
+        return failed
+
+
+def wait_for_line(
+    proc: subprocess.Popen[str], stream: Any, marker: str, timeout_s: float, what: str
+) -> str:
+    """Read `stream` until a line containing `marker`; fail with what was read."""
+    deadline = time.monotonic() + timeout_s
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        line = stream.readline()
+        if not line:
+            break
+        seen.append(line.rstrip())
+        if marker in line:
+            return line
+    rc = proc.poll()
+    raise LabError(f"{what} did not become ready within {timeout_s:g} s"
+                   f"{'' if rc is None else f' (exited {rc})'}; it said: "
+                   f"{' | '.join(seen[-5:]) or 'nothing'}")
+
+
+def _terminate(proc: subprocess.Popen[Any]) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    try:
+        proc.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=3)
+
+
+def lab_processes() -> Iterator[tuple[int, int]]:
+    """(pid, owner pid) of every process carrying a PATHDIV_LAB marker."""
+    me = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        for item in env.split(b"\0"):
+            if item.startswith(LAB_ENV.encode() + b"="):
+                with contextlib.suppress(ValueError):
+                    yield int(entry.name), int(item.split(b"=", 1)[1])
+                break
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep(owner: int | None = None) -> list[int]:
+    """Kill lab processes of `owner` (None: of every owner no longer alive)."""
+    victims = [
+        pid for pid, own in lab_processes()
+        if (own == owner if owner is not None else not pid_alive(own))
+        and pid != os.getpid()
+    ]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and any(_exists(p) for p in victims):
+            time.sleep(0.05)
+    return victims
+
+
+def _exists(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return state != "Z"

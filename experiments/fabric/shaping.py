@@ -1,0 +1,48 @@
+"""Link shaping as tc command lines (pure): HTB rate, drop-tail queue, optional delay.
+
+Each end of a link shapes its own egress, so both directions get the link's rate,
+queue and delay. HTB gives the rate; a pfifo leaf gives a queue counted in packets
+(`queue_pkts`), as a switch buffer would be. A delay needs netem, whose leaf then
+holds the queue limit instead; `netem_available()` in `pathdiv.experiments.fabric.environment`
+tells whether this kernel has it.
+"""
+
+from __future__ import annotations
+
+from pathdiv.topologies.model import LinkParams
+
+
+def tc_commands(intf: str, params: LinkParams) -> list[list[str]]:
+    """argv lists that configure `intf`'s egress; run inside the interface's namespace."""
+    cmds: list[list[str]] = []
+    leaf_parent = ["root"]
+    if params.bw_mbps is not None:
+        rate = f"{params.bw_mbps:g}mbit"
+        cmds.append(["tc", "qdisc", "replace", "dev", intf, "root", "handle", "1:", "htb",
+                     "default", "1"])
+        cmds.append(["tc", "class", "replace", "dev", intf, "parent", "1:", "classid", "1:1",
+                     "htb", "rate", rate, "ceil", rate, "quantum", "1514"])
+        leaf_parent = ["parent", "1:1"]
+    if params.delay_ms > 0:
+        leaf = ["netem", "delay", f"{params.delay_ms:g}ms", "limit", str(params.queue_pkts)]
+    else:
+        leaf = ["pfifo", "limit", str(params.queue_pkts)]
+    cmds.append(["tc", "qdisc", "replace", "dev", intf, *leaf_parent, "handle", "10:", *leaf])
+    return cmds
+
+
+def offload_command(intf: str) -> list[str]:
+    """Turn off segmentation/receive offloads so every packet on the wire is one frame
+    (queues count real packets, spraying sprays real packets, captures see them)."""
+    return ["ethtool", "-K", intf, "tso", "off", "gso", "off", "gro", "off"]
+
+
+def interface_commands(ports: list[tuple[str, LinkParams]]) -> list[list[str]]:
+    """Every interface of one node (name, its link's parameters): up, offloads off,
+    shaped. Grouped by program, so a node script (`pathdiv.experiments.fabric.nodescript`) runs them
+    as one `ip -batch`, one `ethtool` per interface and one `tc -batch`."""
+    cmds = [["ip", "link", "set", "dev", intf, "up"] for intf, _ in ports]
+    cmds += [offload_command(intf) for intf, _ in ports]
+    for intf, params in ports:
+        cmds += tc_commands(intf, params)
+    return cmds
