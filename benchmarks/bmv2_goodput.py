@@ -131,9 +131,9 @@ def one_switch_kernel(rate: float | None, size: int) -> tuple[float, float]:
 def fattree(plane: str, rate: float, size: int, workdir: Path) -> tuple[float, float]:
     from pathdiv.experiments.config.load import load
     from pathdiv.experiments.dataplane.kernel import KernelDataPlane
-    from pathdiv.experiments.fabric.network import Lab, wait_for_line
+    from pathdiv.experiments.fabric.network import Network, wait_for_line
 
-    cfg = load(REPO / "configs/lab-probe.yaml").with_overrides(
+    cfg = load(REPO / "configs/class-probe.yaml").with_overrides(
         [(f"topology.links.{tier}.bw_mbps", rate) for tier in ("host", "edge", "core")]
         + [("switching.mode", "static"), ("hosts.transport", "tcp")]
     )
@@ -141,13 +141,13 @@ def fattree(plane: str, rate: float, size: int, workdir: Path) -> tuple[float, f
         from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane as cls
     else:
         cls = KernelDataPlane
-    with Lab(cfg, cls, workdir / f"fattree-{plane}-{rate:g}") as lab:
-        client, server = lab.topo.hosts[0], lab.topo.hosts[-1]
-        srv = lab.transfer(server, ["serve", "--port", str(PORT)])
+    with Network(cfg, cls, workdir / f"fattree-{plane}-{rate:g}") as net:
+        client, server = net.topo.hosts[0], net.topo.hosts[-1]
+        srv = net.transfer(server, ["serve", "--port", str(PORT)])
         wait_for_line(srv, srv.stdout, "ready", 15, "transfer server")
         idle0, total0 = cpu_times()
-        addr = lab.topo.nodes[server].address
-        proc = lab.transfer(client, ["fetch", f"{addr}:{PORT}:{size}", "--timeout", "300"])
+        addr = net.topo.nodes[server].address
+        proc = net.transfer(client, ["fetch", f"{addr}:{PORT}:{size}", "--timeout", "300"])
         out, _ = proc.communicate(timeout=330)
         idle1, total1 = cpu_times()
     res = json.loads(out.splitlines()[0])

@@ -15,19 +15,19 @@ from pathlib import Path
 
 from pathdiv.experiments.config.load import validate
 from pathdiv.experiments.dataplane.kernel import KernelDataPlane
-from pathdiv.experiments.fabric.network import Lab
+from pathdiv.experiments.fabric.network import Network
 
 
 def measure(k: int) -> tuple[float, float, int, int]:
     cfg = validate({"topology": {"k": k}, "hosts": {"transport": "mptcp", "subflows": 4},
                     "dataplane": "kernel"})
-    lab = Lab(cfg, KernelDataPlane, Path(tempfile.mkdtemp(prefix="pathdiv-bench-")))
+    net = Network(cfg, KernelDataPlane, Path(tempfile.mkdtemp(prefix="pathdiv-bench-")))
     t0 = time.monotonic()
-    lab.start()
+    net.start()
     built = time.monotonic() - t0
     t1 = time.monotonic()
-    lab.stop()
-    return built, time.monotonic() - t1, len(lab.topo.nodes), len(lab.topo.links)
+    net.stop()
+    return built, time.monotonic() - t1, len(net.topo.nodes), len(net.topo.links)
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Process executions and seconds of one k=4 fat-tree build and teardown (kernel plane).
 
-    .venv/bin/python benchmarks/lab_build_execs.py [--config configs/lab-quick.yaml]
+    .venv/bin/python benchmarks/lab_build_execs.py [--config configs/class-quick.yaml]
                                                    [--repeat 3] [--by-program]
 
 Exec counts come from one build+teardown run under `strace -f -e trace=execve`
@@ -31,18 +31,18 @@ def one_run(config: str) -> dict[str, float]:
     """Build and tear down one lab in this process; wall-clock marks for the parent."""
     from pathdiv.experiments.config.load import load
     from pathdiv.experiments.dataplane.kernel import KernelDataPlane
-    from pathdiv.experiments.fabric.network import Lab
+    from pathdiv.experiments.fabric.network import Network
 
-    lab = Lab(load(REPO / config), KernelDataPlane,
+    net = Network(load(REPO / config), KernelDataPlane,
               Path(tempfile.mkdtemp(prefix="pathdiv-bench-")))
     t0 = time.time()
     try:
-        lab.start()
+        net.start()
     except BaseException:
-        lab.stop()
+        net.stop()
         raise
     t1 = time.time()
-    lab.stop()
+    net.stop()
     t2 = time.time()
     return {"t0": t0, "t1": t1, "t2": t2, "build_s": t1 - t0, "teardown_s": t2 - t1}
 
@@ -93,7 +93,7 @@ def split(found: list[tuple[float, str]], marks: dict[str, float]) -> tuple[Coun
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="configs/lab-quick.yaml")
+    ap.add_argument("--config", default="configs/class-quick.yaml")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--by-program", action="store_true", help="also list execs per program")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

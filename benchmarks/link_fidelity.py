@@ -18,7 +18,7 @@ from pathlib import Path
 from pathdiv.experiments.classroom.probe import PORT, ProbePlan, _fetch
 from pathdiv.experiments.config.load import validate
 from pathdiv.experiments.dataplane.kernel import KernelDataPlane
-from pathdiv.experiments.fabric.network import Lab, wait_for_line
+from pathdiv.experiments.fabric.network import Network, wait_for_line
 
 
 def goodput(rate: float, mode: str) -> tuple[float, float]:
@@ -27,11 +27,11 @@ def goodput(rate: float, mode: str) -> tuple[float, float]:
     cfg = validate({"topology": {"k": 4, "links": links}, "dataplane": "kernel",
                     "switching": {"mode": mode}})
     size = max(25_000_000, int(rate * 1e6 / 8 * 5))  # at least ~5 s of traffic
-    with Lab(cfg, KernelDataPlane, Path(tempfile.mkdtemp(prefix="pathdiv-bench-"))) as lab:
-        plan = ProbePlan.for_topology(lab.topo)
-        server = lab.transfer(plan.server, ["serve", "--port", str(PORT)])
+    with Network(cfg, KernelDataPlane, Path(tempfile.mkdtemp(prefix="pathdiv-bench-"))) as net:
+        plan = ProbePlan.for_topology(net.topo)
+        server = net.transfer(plan.server, ["serve", "--port", str(PORT)])
         wait_for_line(server, server.stdout, "ready", 15, "server")
-        r = _fetch(lab, plan, [size], mptcp=False)[0]
+        r = _fetch(net, plan, [size], mptcp=False)[0]
     mbps = r["received"] * 8 / (r["end_s"] - r["start_s"]) / 1e6
     return mbps, mbps / rate
 

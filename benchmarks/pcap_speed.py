@@ -38,10 +38,11 @@ TSHARK_FIELDS = [
 
 def templates() -> list[bytes]:
     """One MPTCP connection of 4 subflows: handshakes, then data and ACKs (2:1)."""
-    from pathdiv.analysis.capture.pcap import mptcp_token
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
+
+    from pathdiv.analysis.capture.pcap import mptcp_token
 
     ts = [("NOP", None), ("NOP", None), ("Timestamp", (1, 2))]
     dss_data = (30, bytes([0x20, 0x05]) + bytes(4) + bytes(4) + bytes(4) + bytes([5, 0xA8]))

@@ -16,7 +16,7 @@ from pathdiv.experiments.config.load import Config, ConfigError, load
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, preflight
-from pathdiv.experiments.fabric.network import LabError
+from pathdiv.experiments.fabric.network import NetworkError
 
 log = logging.getLogger("pathdiv")
 
@@ -46,26 +46,26 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lab(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:
+def _network(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:
     from pathdiv.experiments.dataplane.select import select_dataplane
-    from pathdiv.experiments.fabric.network import Lab
+    from pathdiv.experiments.fabric.network import Network
 
     if cfg.host_kernel == "lab":
-        raise LabError("hosts.kernel: lab runs inside the pathdiv lab VM, which `net` and "
+        raise NetworkError("hosts.kernel: lab runs inside the pathdiv lab VM, which `net` and "
                        "`probe` do not boot yet; use hosts.kernel: host here")
     preflight(cfg)
     cls, reason = select_dataplane(cfg.dataplane)
     workdir = Path(tempfile.mkdtemp(prefix="pathdiv-lab-"))
-    return Lab(cfg, cls, workdir), reason
+    return Network(cfg, cls, workdir), reason
 
 
 def cmd_net(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    lab, reason = _lab(args, cfg)
+    net, reason = _network(args, cfg)
     log.info("%s", reason)
     from pathdiv.experiments.classroom.shell import PathdivCLI
 
-    with lab as running:  # type: ignore[attr-defined]
+    with net as running:  # type: ignore[attr-defined]
         print(f"pathdiv: k={running.topo.k} fat tree up ({reason}); type 'help', 'exit' "
               "ends; lab commands: paths, counters, mode, flow", flush=True)
         PathdivCLI(running)
@@ -78,9 +78,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if cfg.transport != "mptcp":
         cfg = cfg.with_overrides([("hosts.transport", "mptcp")])
-    lab, reason = _lab(args, cfg)
+    net, reason = _network(args, cfg)
     log.info("%s", reason)
-    with lab as running:  # type: ignore[attr-defined]
+    with net as running:  # type: ignore[attr-defined]
         result = run_probe(running)
     print(json.dumps(result) if args.json else format_probe(result))
     return 0
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, EnvironmentProblem) as exc:
         print(f"pathdiv: {exc}", file=sys.stderr)
         return 2
-    except (LabError, DataPlaneError, ValueError) as exc:
+    except (NetworkError, DataPlaneError, ValueError) as exc:
         print(f"pathdiv: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -122,15 +122,15 @@ def tool_versions() -> dict[str, str]:
     return out
 
 
-def namespace_state(lab: Any, host: str) -> dict[str, Any]:
+def namespace_state(net: Any, host: str) -> dict[str, Any]:
     """Sysctls and qdiscs as `host`'s namespace sees them (never raises)."""
     state: dict[str, Any] = {"host": host}
     try:
-        state["sysctls"] = parse_sysctls(lab.cmd(host, ["sysctl", "-a"], check=False))
+        state["sysctls"] = parse_sysctls(net.cmd(host, ["sysctl", "-a"], check=False))
     except Exception as exc:
         state["sysctls"] = {"error": str(exc)}
     try:
-        text = lab.cmd(host, ["tc", "qdisc", "show"], check=False)
+        text = net.cmd(host, ["tc", "qdisc", "show"], check=False)
         state["qdiscs"] = [line.strip() for line in text.splitlines() if line.strip()]
     except Exception as exc:
         state["qdiscs"] = f"error: {exc}"
@@ -150,13 +150,13 @@ def counter_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[
     }
 
 
-def counter_snapshot(lab: Any, ports: list[tuple[str, str]]) -> dict[str, Any]:
+def counter_snapshot(net: Any, ports: list[tuple[str, str]]) -> dict[str, Any]:
     """Counters of the given (switch, interface) ports, asked once per switch (may raise)."""
     switches: dict[str, list[str]] = {}
     for switch, intf in ports:
         switches.setdefault(switch, []).append(intf)
     out: dict[str, Any] = {}
     for switch, names in switches.items():
-        counters = lab.counters(switch)
+        counters = net.counters(switch)
         out.update({n: counters[n] for n in names if n in counters})
     return out

@@ -24,6 +24,7 @@ are kept apart from `execute_run`/`run_plan`, which build networks.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import logging
@@ -33,13 +34,18 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.plan import Run
+from tqdm import tqdm
+
+from pathdiv.experiments.config.load import Config, validate
+from pathdiv.experiments.config.plan import Run, expand
+from pathdiv.experiments.dataplane.select import select_dataplane
+from pathdiv.experiments.fabric.environment import kernel_release, preflight
+from pathdiv.experiments.fabric.network import Network, NetworkError
 from pathdiv.experiments.manifest import (
     counter_deltas,
     counter_snapshot,
@@ -50,12 +56,26 @@ from pathdiv.experiments.manifest import (
     write_json_atomic,
     write_text_atomic,
 )
+from pathdiv.experiments.runstate import (
+    STATUSES,
+    base_manifest,
+    finish_manifest,
+    run_state,
+    write_status,
+)
+from pathdiv.experiments.traffic.rounds import COLUMNS, Traffic, row_dicts, run_workload
+from pathdiv.experiments.traffic.workloads import rounds
+from pathdiv.kernels.runs import (
+    LabSession,
+    LabVMUnavailable,
+    guest_vm_description,
+    lab_kernel_image,
+)
 
 log = logging.getLogger("pathdiv")
 
 QUICK_FLOW_TYPES = ("query", "short")
 QUICK_ITERATIONS = 1
-STATUSES = ("complete", "failed", "skipped")
 
 
 class ResultsError(ValueError):
@@ -90,18 +110,6 @@ def parse_only(items: list[str]) -> dict[str, str]:
 
 def new_folder_name(name: str, now: datetime) -> str:
     return f"{name}-{now:%Y%m%d-%H%M%S}"
-
-
-def run_state(run_dir: Path) -> str:
-    """'absent', 'partial' (anything without a readable final manifest) or its status."""
-    if not run_dir.exists():
-        return "absent"
-    try:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return "partial"
-    status = manifest.get("status") if isinstance(manifest, dict) else None
-    return status if status in STATUSES else "partial"
 
 
 def split_resume(runs: list[Run], folder: Path) -> tuple[list[Run], list[Run]]:
@@ -144,27 +152,6 @@ def check_resumable(folder: Path, cfg: Config) -> None:
         raise ResultsError(f"{folder} holds results of a different config (differs in "
                            f"{shown}); resume it with the same config and --set/--quick "
                            "options, or choose another --out folder")
-
-
-def base_manifest(run: Run) -> dict[str, Any]:
-    """The keys every manifest has, before anything ran."""
-    return {
-        **run.to_dict(),
-        "config": run.config.data,
-        "status": "failed",
-        "error": "",
-        "dataplane": {},
-        "kernel_release": "",
-        "git_revision": "",
-        "sysctls": {},
-        "namespace": {},
-        "tools": {},
-        "timings": {"build_s": None, "traffic_s": None, "teardown_s": None, "total_s": None},
-        "capture": {},
-        "interface_counters": {},
-        "transfers": {},
-        "lab_vm": None,
-    }
 
 
 def lab_skip_reason(problem: str) -> str:
@@ -224,12 +211,6 @@ def execute_run(run: Run, run_dir: Path,
     Failures become status 'failed' with the reason; Ctrl-C writes a failed manifest
     (so nothing is marked complete) and propagates after the network is torn down.
     """
-    from pathdiv.experiments.dataplane.select import select_dataplane
-    from pathdiv.experiments.fabric.environment import kernel_release, preflight
-    from pathdiv.experiments.fabric.network import Lab, LabError
-    from pathdiv.experiments.traffic.rounds import COLUMNS, Traffic, row_dicts, run_workload
-    from pathdiv.experiments.traffic.workloads import rounds
-    from pathdiv.kernels.runs import guest_vm_description
 
     cfg = run.config
     manifest = base_manifest(run)
@@ -244,32 +225,32 @@ def execute_run(run: Run, run_dir: Path,
         manifest["dataplane"] = {"selected": reason}
         traffic = Traffic(run.flow_type, cfg.flow_sizes()[run.flow_type], cfg.transport,
                           int(workload["server_port"]), float(workload["timeout_s"]))
-        with Lab(cfg, cls, run_dir / "lab") as lab:
-            timings["build_s"] = round(lab.build_s, 3)
-            manifest["dataplane"].update(lab.dp.describe())
-            failed = lab.ping_all()
+        with Network(cfg, cls, run_dir / "lab") as net:
+            timings["build_s"] = round(net.build_s, 3)
+            manifest["dataplane"].update(net.dp.describe())
+            failed = net.ping_all()
             if failed:
-                raise LabError(f"{len(failed)} host pair(s) cannot reach each other "
+                raise NetworkError(f"{len(failed)} host pair(s) cannot reach each other "
                                f"(e.g. {failed[:3]}); the network is broken")
-            state = namespace_state(lab, lab.topo.hosts[0])
+            state = namespace_state(net, net.topo.hosts[0])
             manifest["sysctls"] = state.pop("sysctls")
             manifest["namespace"] = state  # which host was asked, its qdiscs
             capture = cfg.data["capture"]
             # where start_capture listens: each link's upper end
-            captured = [(link.b.node, link.b.intf) for link in lab.topo.links]
+            captured = [(link.b.node, link.b.intf) for link in net.topo.links]
             if capture["enabled"]:
-                manifest["capture"]["start"] = lab.start_capture(
+                manifest["capture"]["start"] = net.start_capture(
                     run_dir / "captures", int(capture["snaplen"]), int(capture["budget_mb"]))
-                before = _counters(lab, captured, manifest)
-            plan = rounds(str(workload["pattern"]), lab.topo.hosts, run.seed,
+                before = _counters(net, captured, manifest)
+            plan = rounds(str(workload["pattern"]), net.topo.hosts, run.seed,
                           int(workload["iterations"]), int(workload["requests"]))
             t0 = time.monotonic()
-            rows = run_workload(lab, plan, traffic, run_dir / "lab" / "logs", on_round)
+            rows = run_workload(net, plan, traffic, run_dir / "lab" / "logs", on_round)
             timings["traffic_s"] = round(time.monotonic() - t0, 3)
             if capture["enabled"]:
-                lab.wait_quiet()  # the last FINs and ACKs belong in the captures
-                after = _counters(lab, captured, manifest)
-                manifest["capture"]["stop"] = lab.stop_capture()
+                net.wait_quiet()  # the last FINs and ACKs belong in the captures
+                after = _counters(net, captured, manifest)
+                manifest["capture"]["stop"] = net.stop_capture()
                 if before and after:
                     manifest["interface_counters"] = counter_deltas(before, after)
             t1 = time.monotonic()
@@ -282,54 +263,29 @@ def execute_run(run: Run, run_dir: Path,
     except KeyboardInterrupt:
         manifest["error"] = ("interrupted (SIGINT); the network was torn down. Resume the "
                              "folder with `pathdiv run CONFIG --out DIR` to redo this run")
-        _finish(manifest, run_dir, started)
+        finish_manifest(manifest, run_dir, started)
         raise
     except Exception as exc:
         manifest["error"] = f"{type(exc).__name__}: {exc}"
         log.debug("run %s failed:\n%s", run.run_id, traceback.format_exc())
-    _finish(manifest, run_dir, started)
+    finish_manifest(manifest, run_dir, started)
     return manifest
 
 
-def _counters(lab: Any, ports: list[tuple[str, str]],
+def _counters(net: Any, ports: list[tuple[str, str]],
               manifest: dict[str, Any]) -> dict[str, Any]:
     """A counter snapshot, or {} with the reason in the manifest (never fails the run)."""
     try:
-        return counter_snapshot(lab, ports)
+        return counter_snapshot(net, ports)
     except Exception as exc:
         manifest["interface_counters_error"] = f"{type(exc).__name__}: {exc}"
         return {}
-
-
-def _finish(manifest: dict[str, Any], run_dir: Path, started: float) -> None:
-    manifest["timings"]["total_s"] = round(time.monotonic() - started, 3)
-    manifest["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
-    write_json_atomic(run_dir / "manifest.json", manifest)
-
-
-def write_status(run: Run, run_dir: Path, status: str, reason: str,
-                 **extra: Any) -> dict[str, Any]:
-    """A manifest for a run that did not execute here (skipped) or died with its VM."""
-    from pathdiv.experiments.fabric.environment import kernel_release
-
-    manifest = base_manifest(run)
-    manifest.update(status=status, error=reason, kernel_release=kernel_release(),
-                    git_revision=git_revision())
-    manifest.update(extra)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    _finish(manifest, run_dir, time.monotonic())
-    return manifest
-
-
-def write_failed(run: Run, run_dir: Path, reason: str, **extra: Any) -> dict[str, Any]:
-    return write_status(run, run_dir, "failed", reason, **extra)
 
 
 def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
              options: dict[str, Any] | None = None) -> PlanOutcome:
     """Execute the runs not yet complete in `folder`: host-kernel runs here, in plan order,
     then every lab-kernel run in one lab-VM boot (see pathdiv.kernels.runs)."""
-    from tqdm import tqdm
 
     todo, done = split_resume(runs, folder)
     plan_path = folder / "plan.json"
@@ -370,7 +326,6 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
         say(f"resuming {folder}: {len(done)} run(s) complete, {len(todo)} to do")
     image = None
     if lab_todo:  # before any host run: a kernel build or a missing tool shows up first
-        from pathdiv.kernels.runs import LabVMUnavailable, lab_kernel_image
 
         try:
             image = lab_kernel_image(say)
@@ -396,7 +351,6 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
 
             finished(run, execute_run(run, run_dir, on_round))
         if lab_todo and image is not None:
-            from pathdiv.kernels.runs import LabSession
 
             say(f"booting the lab VM ({image.parent.name}) for {len(lab_todo)} run(s)")
             LabSession(folder, lab_todo, image, bar.set_postfix_str, finished).execute()
@@ -422,8 +376,6 @@ def _run_line(run: Run, manifest: dict[str, Any]) -> str:
 # ---- one run by id (what the lab VM would execute) ------------------------------------
 def find_run(folder: Path, run_id: str) -> tuple[Config, Run]:
     """The run `run_id` of the experiment in `folder` (its config.yaml and plan.json)."""
-    from pathdiv.experiments.config.load import validate
-    from pathdiv.experiments.config.plan import expand
 
     try:
         cfg = validate(yaml.safe_load((folder / "config.yaml").read_text()),
@@ -451,7 +403,6 @@ def main(argv: list[str] | None = None) -> int:
     writes its own manifest.json into the folder. Exit 0 when all are complete, 1 when
     some failed, 2 when the folder or a run id is wrong.
     """
-    import argparse
 
     ap = argparse.ArgumentParser(prog="python -m pathdiv.experiments.runner")
     sub = ap.add_subparsers(dest="cmd", required=True)

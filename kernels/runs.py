@@ -27,6 +27,10 @@ from typing import Any
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.plan import Run
 from pathdiv.experiments.fabric.environment import LAB_VM_ENV
+from pathdiv.experiments.runstate import run_state, write_failed
+from pathdiv.experiments.traffic.workloads import rounds
+from pathdiv.kernels import vm as labvm
+from pathdiv.kernels.vm import LabKernelError
 
 GUEST_ENV = LAB_VM_ENV  # JSON describing the VM, exported to the guest's command
 PROGRESS_FILE = Path(".labvm") / "progress.json"  # inside the results folder
@@ -87,14 +91,13 @@ def format_progress(doc: dict[str, Any]) -> str:
 # ---- side effects ----------------------------------------------------------------------
 def describe_lab_vm() -> str:
     """Whether the lab VM can start here, for `pathdiv check` (never builds anything)."""
-    from pathdiv.kernels import vm as labvm
 
     missing = labvm.missing_vm_tools()
     if missing:
         return f"cannot start here: missing {', '.join(missing)}"
     try:
         image = labvm.find_lab_kernel()
-    except labvm.LabError as exc:
+    except labvm.LabKernelError as exc:
         return f"cannot start here: {exc}"
     accel = labvm.detect_accel()
     kernel = (f"kernel {labvm.kernel_release(image)} cached ({image})" if image else
@@ -104,7 +107,6 @@ def describe_lab_vm() -> str:
 
 def lab_kernel_image(log: Callable[[str], None]) -> Path:
     """The cached lab kernel, built first when it is not (once per patch/config change)."""
-    from pathdiv.kernels import vm as labvm
 
     missing = labvm.missing_vm_tools()
     if missing:
@@ -115,7 +117,7 @@ def lab_kernel_image(log: Callable[[str], None]) -> Path:
             log("pathdiv: building the lab kernel first (about 12 min on an idle 2-core "
                 f"machine, once; log in {labvm.BUILD_DIR / 'build.log'})")
             image = labvm.build_lab_kernel(log=log)
-    except labvm.LabError as exc:
+    except labvm.LabKernelError as exc:
         raise LabVMUnavailable(str(exc)) from exc
     return image
 
@@ -147,8 +149,6 @@ class LabSession:
         Ctrl-C stops the VM; the run it was in gets a failed manifest, runs not started
         stay pending (no folder), as on the host.
         """
-        from pathdiv.experiments.traffic.workloads import rounds
-        from pathdiv.kernels import vm as labvm
 
         accel = labvm.detect_accel()
         cpus = os.cpu_count() or 1
@@ -184,7 +184,7 @@ class LabSession:
                                   "folder with `pathdiv run CONFIG --out DIR` to redo this run",
                                   started_only=True)
             raise
-        except labvm.LabError as exc:
+        except labvm.LabKernelError as exc:
             why = str(exc)
         self.collect()
         self.close_unfinished(f"the lab VM ended before this run finished: {why or 'no reason'}",
@@ -201,13 +201,11 @@ class LabSession:
             return
         bound = self.bounds[current.run_id]
         if time.monotonic() - self.last_finish > bound:
-            from pathdiv.kernels.vm import LabError
 
-            raise LabError(f"no run finished in the lab VM for {bound:.0f} s (the longest "
+            raise LabKernelError(f"no run finished in the lab VM for {bound:.0f} s (the longest "
                            f"run {current.run_id} may take); the VM was stopped")
 
     def collect(self) -> None:
-        from pathdiv.experiments.runner import run_state
 
         for run in self.runs:
             if run.run_id in self.reported:
@@ -219,7 +217,6 @@ class LabSession:
                 self.on_finished(run, manifest or {})
 
     def close_unfinished(self, reason: str, started_only: bool) -> None:
-        from pathdiv.experiments.runner import write_failed
 
         for run in self.runs:
             if run.run_id in self.reported:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pathdiv.experiments.fabric.environment import LAB_ENV
+from pathdiv.experiments.fabric.environment import OWNER_ENV
 
 REPO_DIR = Path(__file__).resolve().parents[1]
 KERNELS_DIR = REPO_DIR / "kernels"
@@ -50,7 +50,7 @@ CONTROL_DIR = ".labvm"
 Log = Callable[[str], None]
 
 
-class LabError(RuntimeError):
+class LabKernelError(RuntimeError):
     """The lab kernel cannot be built, or the VM cannot run the command."""
 
 
@@ -95,7 +95,7 @@ def new_file_from_patch(patch_text: str, path: str) -> str:
                     break
                 body.append(hunk_line[1:])
             return "\n".join(body) + "\n"
-    raise LabError(
+    raise LabKernelError(
         f"the patch does not create {path!r} (no '--- /dev/null' / '+++ b/{path}' pair); "
         "regenerate kernels/patches with git format-patch"
     )
@@ -230,7 +230,7 @@ def _tool(name: str) -> str:
         return str(local)
     found = shutil.which(name)
     if not found:
-        raise LabError(
+        raise LabKernelError(
             f"{name} not found next to {sys.executable} or on PATH; "
             "install it with `make setup` (virtme-ng is in setup.py)"
         )
@@ -242,7 +242,7 @@ def missing_vm_tools() -> list[str]:
     missing = [] if shutil.which("qemu-system-x86_64") else ["qemu-system-x86_64 (make setup)"]
     try:
         _tool("vng")
-    except LabError:
+    except LabKernelError:
         missing.append("vng (virtme-ng, make setup)")
     return missing
 
@@ -254,7 +254,7 @@ def _source_version() -> str:
             capture_output=True, text=True, check=True,
         )
     except (OSError, subprocess.CalledProcessError) as exc:
-        raise LabError(
+        raise LabKernelError(
             f"cannot read the version of {SOURCE_PACKAGE} ({exc}); "
             f"install it with `apt-get install {SOURCE_PACKAGE}` (scripts/install-deps.sh)"
         ) from exc
@@ -267,7 +267,7 @@ def _configurator_version() -> str:
     try:
         return f"virtme-ng {version('virtme-ng')}"
     except PackageNotFoundError as exc:
-        raise LabError("virtme-ng is not installed; run `make setup`") from exc
+        raise LabKernelError("virtme-ng is not installed; run `make setup`") from exc
 
 
 def current_recipe(kernels_dir: Path = KERNELS_DIR) -> KernelRecipe:
@@ -275,7 +275,8 @@ def current_recipe(kernels_dir: Path = KERNELS_DIR) -> KernelRecipe:
         (p.name, p.read_bytes()) for p in sorted((kernels_dir / "patches").glob("*.patch"))
     )
     if not patches:
-        raise LabError(f"no patches in {kernels_dir / 'patches'}; expected 000N-*.patch files")
+        raise LabKernelError(
+            f"no patches in {kernels_dir / 'patches'}; expected 000N-*.patch files")
     return KernelRecipe(
         source_version=_source_version(),
         patches=patches,
@@ -305,7 +306,7 @@ def _run(argv: list[str], log_file: Path, cwd: Path | None = None, env: dict | N
         log.flush()
         rc = subprocess.run(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
     if rc != 0:
-        raise LabError(f"`{shlex.join(argv)}` exited {rc}; read {log_file}")
+        raise LabKernelError(f"`{shlex.join(argv)}` exited {rc}; read {log_file}")
 
 
 def _prepare_source(src: Path, version: str, log_file: Path, log: Log) -> None:
@@ -318,7 +319,7 @@ def _prepare_source(src: Path, version: str, log_file: Path, log: Log) -> None:
     # --touch: newer than any object left in out/ from another tree, so nothing stale survives
     _run(["tar", "--touch", "-xf", str(SOURCE_TARBALL), "-C", str(src.parent)], log_file)
     if not src.is_dir():
-        raise LabError(f"{SOURCE_TARBALL} did not unpack to {src}; check the package layout")
+        raise LabKernelError(f"{SOURCE_TARBALL} did not unpack to {src}; check the package layout")
     stamp.write_text(version)
 
 
@@ -331,7 +332,7 @@ def _apply_patches(src: Path, applied: Path, patches: Sequence[tuple[str, bytes]
     for p in reversed(old):
         try:
             _run(["patch", "-R", "-p1", "-s", "-d", str(src), "-i", str(p)], log_file)
-        except LabError:
+        except LabKernelError:
             log(f"labvm: cannot revert {p.name}; re-extracting the source")
             return False
         p.unlink()
@@ -342,9 +343,9 @@ def _apply_patches(src: Path, applied: Path, patches: Sequence[tuple[str, bytes]
         try:
             _run(["patch", "-p1", "-s", "--forward", "-d", str(src), "-i", str(applied / name)],
                  log_file)
-        except LabError as exc:
+        except LabKernelError as exc:
             (applied / name).unlink()
-            raise LabError(
+            raise LabKernelError(
                 f"kernels/patches/{name} does not apply to {SOURCE_PACKAGE}: {exc}; "
                 "rebase the series on the installed source version"
             ) from exc
@@ -367,7 +368,7 @@ def _configure(src: Path, out: Path, recipe: KernelRecipe, log_file: Path, log: 
     _run(["make", "-C", str(src), f"O={out}", "olddefconfig"], log_file)
     missing = missing_options(recipe.config_fragment.decode(), (out / ".config").read_text())
     if missing:
-        raise LabError(
+        raise LabKernelError(
             f"options of kernels/pathdiv.config not in the final config: {', '.join(missing)}; "
             "add the options they depend on to the fragment"
         )
@@ -383,7 +384,7 @@ def build_lab_kernel(jobs: int | None = None, log: Log = print) -> Path:
         log(f"labvm: cached {image_dir / 'bzImage'}")
         return image_dir / "bzImage"
     if not SOURCE_TARBALL.exists():
-        raise LabError(f"{SOURCE_TARBALL} is missing; run `apt-get install {SOURCE_PACKAGE}`")
+        raise LabKernelError(f"{SOURCE_TARBALL} is missing; run `apt-get install {SOURCE_PACKAGE}`")
     BUILD_DIR.mkdir(parents=True, exist_ok=True)
     src, out, applied = BUILD_DIR / SOURCE_PACKAGE, BUILD_DIR / "out", BUILD_DIR / "applied"
     log_file = BUILD_DIR / "build.log"
@@ -471,7 +472,7 @@ def run_in_lab(
     this call.
     """
     if not kernel.is_file():
-        raise LabError(f"kernel image {kernel} does not exist; build it with `make kernel`")
+        raise LabKernelError(f"kernel image {kernel} does not exist; build it with `make kernel`")
     share = share.resolve()
     control = share / CONTROL_DIR / uuid.uuid4().hex[:12]
     control.mkdir(parents=True)
@@ -480,10 +481,10 @@ def run_in_lab(
     accel = accel or detect_accel()
     console = control / "console.log"
     command = vng_command(_tool("vng"), kernel, script, share, accel, cpus, memory_mb)
-    # vng starts virtme-run and friends by name: they sit next to it (venv bin). The lab
+    # vng starts virtme-run and friends by name: they sit next to it (venv bin). The net
     # marker lets `pathdiv clean` stop a VM whose pathdiv was killed (SIGKILL).
     path_env = dict(os.environ, PATH=f"{Path(command[0]).parent}:{os.environ.get('PATH', '')}")
-    path_env[LAB_ENV] = str(os.getpid())
+    path_env[OWNER_ENV] = str(os.getpid())
     start = time.monotonic()
     with console.open("w") as out:
         # its own session: a Ctrl-C reaches us, and we stop vng and QEMU together
@@ -497,7 +498,7 @@ def run_in_lab(
                 except subprocess.TimeoutExpired:
                     pass
                 if timeout_s is not None and time.monotonic() - start > timeout_s:
-                    raise LabError(
+                    raise LabKernelError(
                         f"the lab VM did not finish {shlex.join(argv)!r} within "
                         f"{timeout_s:.0f} s ({accel.name}); read {console}"
                     )
@@ -510,7 +511,7 @@ def run_in_lab(
     rc_file = control / "rc"
     if not rc_file.exists():
         tail = console.read_text(errors="replace")[-1500:]
-        raise LabError(
+        raise LabKernelError(
             f"the lab VM ({kernel}, {accel.name}) ended without running the command to its "
             f"end; read {console}. Last console output:\n{tail}"
         )
@@ -574,7 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"labvm: {res.kernel_release} ({res.accel}) exit {res.returncode} "
                   f"in {res.seconds:.1f} s", file=sys.stderr)
             return res.returncode
-    except LabError as exc:
+    except LabKernelError as exc:
         print(f"labvm: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -26,7 +26,7 @@ def namespaces_usable() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def root_lab() -> None:
+def root_fabric() -> None:
     reason = namespaces_usable()
     if reason:
         pytest.skip(reason)

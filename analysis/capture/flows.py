@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 from pathdiv.analysis.capture.pcap import (
     TCP_ACK,
     TCP_SYN,

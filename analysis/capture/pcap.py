@@ -17,6 +17,7 @@ naming the byte where the cut is, and the packets before it.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import warnings
 from pathlib import Path
@@ -301,7 +302,6 @@ def mptcp_token(key: int, version: int = 1) -> int:
     """The connection token of an MPTCP key: the most significant 32 bits of the hash
     of the 64-bit key in network byte order; SHA-256 for MPTCP v1 (RFC 8684, section
     3.2, what Linux speaks), SHA-1 for v0 (RFC 6824)."""
-    import hashlib
 
     digest = hashlib.sha256 if version >= 1 else hashlib.sha1
     return int.from_bytes(digest(int(key).to_bytes(8, "big")).digest()[:4], "big")

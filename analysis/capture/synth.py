@@ -16,12 +16,14 @@ Every frame is Ethernet + IPv4 (20) + TCP (20, plus MPTCP options on handshakes)
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pathdiv.analysis.capture.pcap import mptcp_token
 from pathdiv.topologies.fattree import FatTree
 
 ETH_IP_TCP = 14 + 20 + 20  # frame bytes of a TCP segment without options or payload
@@ -173,7 +175,6 @@ def add_transfer(b: CaptureBuilder, spec: TransferSpec) -> dict[str, Any]:
             pkt = pkt / Raw(b"\x00" * payload)
         return pkt
 
-    from pathdiv.analysis.capture.pcap import mptcp_token
 
     L = len(fwd[0]) - 1  # hops of every path (equal-cost paths have one length)
     rtt = 2 * L * h + 2 * h  # a round trip, with one hop_delay of turnaround at each end
@@ -283,7 +284,6 @@ def write_run(
     status: str = "complete",
 ) -> Path:
     """Write manifest.json, transfers.csv and captures/ as the runner does."""
-    import csv
 
     run_dir.mkdir(parents=True, exist_ok=True)
     config = {

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from pathdiv.analysis.capture.flows import (
     group_connections,
     match_transfers,

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from pathdiv.analysis.capture.pcap import TCP_FIN, TCP_RST
 from pathdiv.topologies.fattree import FatTree
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 import yaml
+
 from pathdiv.analysis.report.blocks import render_html, render_markdown
 from pathdiv.analysis.report.content import Provenance, build_report
 from pathdiv.analysis.report.plots import Plot, box_plots, fct_cdfs, path_heatmap

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+
 from pathdiv.analysis.report.blocks import Block, Bullets, Heading, Image, Paragraph, Table
 from pathdiv.analysis.report.plots import Plot
 from pathdiv.analysis.stats.posthoc import CONFIGURATION

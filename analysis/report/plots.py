@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
 from pathdiv.analysis.stats.posthoc import configuration_labels
 from pathdiv.analysis.stats.spec import AnalysisSpec
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
-from pathdiv.analysis.stats.model import model_frame
 from statsmodels.formula.api import ols
 from statsmodels.stats.anova import anova_lm
+
+from pathdiv.analysis.stats.model import model_frame
 
 ANOVA_COLUMNS = ["dv", "effect", "sum_sq", "df", "f", "p", "partial_eta_sq"]
 

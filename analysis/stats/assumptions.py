@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pathdiv.analysis.stats.posthoc import holm
 from scipy import stats
+
+from pathdiv.analysis.stats.posthoc import holm
 
 PASSED = "passed"
 VIOLATED = "violated"

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
-from pathdiv.analysis.stats.model import model_frame
 from statsmodels.multivariate.manova import MANOVA
+
+from pathdiv.analysis.stats.model import model_frame
 
 STATISTICS = {
     "Pillai's trace": "pillai",

@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pathdiv.analysis.stats.posthoc import CONFIGURATION, configuration_labels, groupings
 from scipy import stats
+
+from pathdiv.analysis.stats.posthoc import CONFIGURATION, configuration_labels, groupings
 
 RANKING_COLUMNS = [
     "dv", "grouping", "rank", "level", "n", "mean", "sd", "ci_low", "ci_high",

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from pathdiv.analysis.stats.anova import ANOVA_COLUMNS, type3_anova
 from pathdiv.analysis.stats.assumptions import AssumptionCheck, check_assumptions
 from pathdiv.analysis.stats.manova import MANOVA_COLUMNS, manova_table

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from pathdiv.experiments.fabric.network import Lab, LabError, wait_for_line
+from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
 from pathdiv.topologies.fattree import FatTree
 
 PORT = 5001
@@ -34,7 +34,7 @@ class ProbePlan:
     def for_topology(cls, topo: FatTree) -> ProbePlan:
         """First host of pod 0 fetches from the last host of the last pod."""
         if topo.k < 4:
-            raise LabError("the probe needs hosts in different pods with several core "
+            raise NetworkError("the probe needs hosts in different pods with several core "
                            f"paths: k >= 4, got k={topo.k}")
         return cls(client=topo.hosts[0], server=topo.hosts[-1])
 
@@ -57,53 +57,53 @@ def path_rate_mbps(topo: FatTree, client: str, server: str) -> float | None:
     return None if any(r is None for r in rates) else min(r for r in rates if r is not None)
 
 
-def _core_tx(lab: Lab, ports: dict[str, str]) -> dict[str, int]:
-    return {core: lab.counters(core)[intf].tx_packets for core, intf in ports.items()}
+def _core_tx(net: Network, ports: dict[str, str]) -> dict[str, int]:
+    return {core: net.counters(core)[intf].tx_packets for core, intf in ports.items()}
 
 
-def _settled_core_tx(lab: Lab, ports: dict[str, str]) -> dict[str, int]:
+def _settled_core_tx(net: Network, ports: dict[str, str]) -> dict[str, int]:
     """Core counters once they stop moving: closing handshakes of the previous phase
     must not be counted in the next one."""
-    lab.wait_quiet(list(ports))
-    return _core_tx(lab, ports)
+    net.wait_quiet(list(ports))
+    return _core_tx(net, ports)
 
 
-def _fetch(lab: Lab, plan: ProbePlan, sizes: list[int], mptcp: bool) -> list[dict[str, Any]]:
-    addr = lab.topo.nodes[plan.server].address
+def _fetch(net: Network, plan: ProbePlan, sizes: list[int], mptcp: bool) -> list[dict[str, Any]]:
+    addr = net.topo.nodes[plan.server].address
     args = [f"{addr}:{PORT}:{n}" for n in sizes] + ["--timeout", "300"]
     if mptcp:
         args.append("--mptcp")
-    proc = lab.transfer(plan.client, ["fetch", *args])
+    proc = net.transfer(plan.client, ["fetch", *args])
     out, err = proc.communicate(timeout=330)
     results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     bad = [r for r in results if not r["ok"]]
     if len(results) != len(sizes) or bad:
         detail = bad[0]["error"] if bad else err.strip()[-300:]
-        raise LabError(f"probe transfer {plan.client} <- {plan.server} failed: {detail}")
+        raise NetworkError(f"probe transfer {plan.client} <- {plan.server} failed: {detail}")
     return results
 
 
-def run_probe(lab: Lab) -> dict[str, Any]:
-    topo = lab.topo
+def run_probe(net: Network) -> dict[str, Any]:
+    topo = net.topo
     plan = ProbePlan.for_topology(topo)
-    server = lab.transfer(plan.server, ["serve", "--port", str(PORT), "--mptcp"])
+    server = net.transfer(plan.server, ["serve", "--port", str(PORT), "--mptcp"])
     try:
-        return _measure(lab, plan, server)
+        return _measure(net, plan, server)
     finally:
-        lab.end(server)
+        net.end(server)
 
 
-def _measure(lab: Lab, plan: ProbePlan, server: Any) -> dict[str, Any]:
-    topo = lab.topo
+def _measure(net: Network, plan: ProbePlan, server: Any) -> dict[str, Any]:
+    topo = net.topo
     wait_for_line(server, server.stdout, "ready", 15, f"transfer server on {plan.server}")
     log.info("probe: server on %s ready; measuring %s <- %s", plan.server, plan.client,
              plan.server)
     ports = core_ports_towards(topo, plan.client)
 
     def phase(sizes: list[int], mptcp: bool) -> tuple[dict[str, int], list[dict[str, Any]]]:
-        before = _settled_core_tx(lab, ports)
-        results = _fetch(lab, plan, sizes, mptcp)
-        return per_core_delta(before, _settled_core_tx(lab, ports)), results
+        before = _settled_core_tx(net, ports)
+        results = _fetch(net, plan, sizes, mptcp)
+        return per_core_delta(before, _settled_core_tx(net, ports)), results
 
     flows, _ = phase([TCP_FLOW_BYTES] * TCP_FLOWS, mptcp=False)
     mp, mp_res = phase([MPTCP_BYTES], mptcp=True)
@@ -112,9 +112,9 @@ def _measure(lab: Lab, plan: ProbePlan, server: Any) -> dict[str, Any]:
     rate = path_rate_mbps(topo, plan.client, plan.server)
     goodput_mbps = r["received"] * 8 / (r["end_s"] - r["start_s"]) / 1e6
     return {
-        "dataplane": lab.dp.name,
-        "mode": lab.dp.mode,
-        "spray": lab.dp.spray,
+        "dataplane": net.dp.name,
+        "mode": net.dp.mode,
+        "spray": net.dp.spray,
         "pair": [plan.client, plan.server],
         "direction": "server->client packets forwarded by each core towards the client pod",
         "tcp_flows": {"flows": TCP_FLOWS, "bytes_each": TCP_FLOW_BYTES, "per_core": flows},

@@ -12,6 +12,7 @@ from typing import Any
 
 from mininet.cli import CLI
 from mininet.log import lg, setLogLevel
+
 from pathdiv.experiments.classroom.probe import PORT, ProbePlan, _fetch
 from pathdiv.experiments.classroom.views import (
     LinkTraffic,
@@ -23,7 +24,7 @@ from pathdiv.experiments.classroom.views import (
 )
 from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.dataplane.base import MODES, SPRAYS, PortCounters
-from pathdiv.experiments.fabric.network import Lab, LabError, wait_for_line
+from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
 
 FLOW_PORT = PORT  # the server `pathdiv probe` uses; _fetch targets it
 
@@ -32,22 +33,22 @@ class LabCommandError(ValueError):
     """A lab CLI command was given something it cannot use."""
 
 
-def snapshot(lab: Lab) -> dict[str, PortCounters]:
+def snapshot(net: Network) -> dict[str, PortCounters]:
     """Counters of every switch port, keyed by interface name."""
     out: dict[str, PortCounters] = {}
-    for switch in lab.topo.switches:
-        out.update(lab.counters(switch))
+    for switch in net.topo.switches:
+        out.update(net.counters(switch))
     return out
 
 
-def settled_snapshot(lab: Lab, quiet_s: float = 0.3, timeout_s: float = 10.0
+def settled_snapshot(net: Network, quiet_s: float = 0.3, timeout_s: float = 10.0
                      ) -> dict[str, PortCounters]:
     """A snapshot once the counters stop moving (closing handshakes included)."""
     deadline = time.monotonic() + timeout_s
-    last = snapshot(lab)
+    last = snapshot(net)
     while time.monotonic() < deadline:
         time.sleep(quiet_s)
-        now = snapshot(lab)
+        now = snapshot(net)
         if now == last:
             break
         last = now
@@ -59,13 +60,13 @@ class PathdivCLI(CLI):  # type: ignore[misc]
 
     prompt = "pathdiv> "
 
-    def __init__(self, lab: Lab, **kwargs: Any) -> None:
-        self.lab = lab
-        self.mark = snapshot(lab)
+    def __init__(self, net: Network, **kwargs: Any) -> None:
+        self.lab = net
+        self.mark = snapshot(net)
         self.last_flow: tuple[str, str, list[LinkTraffic]] | None = None
         setLogLevel("output")  # the lab builds quietly; node commands must print here
         lg.propagate = False  # Mininet prints node output itself (stderr); not twice
-        super().__init__(lab.net, **kwargs)
+        super().__init__(net.net, **kwargs)
 
     # ---- helpers -------------------------------------------------------------
     def _host(self, name: str) -> str:
@@ -77,7 +78,7 @@ class PathdivCLI(CLI):  # type: ignore[misc]
     def _guard(self, fn: Any, line: str) -> None:
         try:
             fn(line.split())
-        except (LabCommandError, LabError, ValueError) as exc:
+        except (LabCommandError, NetworkError, ValueError) as exc:
             print(f"error: {exc}")
 
     # ---- commands ------------------------------------------------------------
@@ -147,21 +148,21 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         print(flow_summary(src, dst, size, transport, result, self.lab.topo, traffic))
 
 
-def run_flow(lab: Lab, src: str, dst: str, size: int, mptcp: bool
+def run_flow(net: Network, src: str, dst: str, size: int, mptcp: bool
              ) -> tuple[dict[str, Any], list[LinkTraffic]]:
     """`src` serves `size` bytes, `dst` fetches them; returns the transfer's record
     and the per-link traffic while it ran."""
     serve = ["serve", "--port", str(FLOW_PORT)]
-    if lab.cfg.transport == "mptcp":
+    if net.cfg.transport == "mptcp":
         serve.append("--mptcp")  # an MPTCP listener also accepts plain TCP
-    server = lab.transfer(src, serve)
+    server = net.transfer(src, serve)
     try:
         wait_for_line(server, server.stdout, "ready", 15, f"transfer server on {src}")
-        before = settled_snapshot(lab)
+        before = settled_snapshot(net)
         plan = ProbePlan(client=dst, server=src)
-        results = _fetch(lab, plan, [size], mptcp)
-        after = settled_snapshot(lab)
+        results = _fetch(net, plan, [size], mptcp)
+        after = settled_snapshot(net)
     finally:
-        lab.end(server)
-    return results[0], link_traffic(lab.topo, before, after)
+        net.end(server)
+    return results[0], link_traffic(net.topo, before, after)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from pathdiv.experiments.config.schema import SCHEMA, Leaf, MapOf, Section, parse_size
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import LinkParams, Tier

@@ -159,7 +159,7 @@ SCHEMA = Section(
                 "subflows": Leaf(int, 4, "MPTCP subflows per connection on the single "
                                  "interface (ndiffports)", check=_subflows),
                 "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows)"),
-                "kernel": Leaf(str, "host", "host: this machine's kernel; lab: VM on the "
+                "kernel": Leaf(str, "host", "host: this machine's kernel; net: VM on the "
                                "pathdiv kernel (RB scheduler)", choices=("host", "lab")),
                 "scheduler": Leaf(str, "default", "MPTCP packet scheduler "
                                   "(net.mptcp.scheduler)",

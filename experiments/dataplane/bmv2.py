@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from mininet.node import Node
+
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError, PortCounters, check_mode
 from pathdiv.experiments.dataplane.p4.cli import (
     cli_errors,

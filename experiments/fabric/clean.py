@@ -1,7 +1,7 @@
 """`pathdiv clean`: remove what killed runs left behind, and nothing else.
 
 A run's processes (Mininet node shells, servers, tcpdumps, switches) all carry
-PATHDIV_LAB=<pid of the pathdiv process that owns them>. Processes whose owner is
+PATHDIV_OWNER=<pid of the pathdiv process that owns them>. Processes whose owner is
 gone are killed; once the last process of a namespace exits the kernel removes the
 namespace with its veths and nftables tables. Labs whose owner still runs are left
 alone and reported.
@@ -13,7 +13,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
-from pathdiv.experiments.fabric.network import lab_processes, pid_alive, sweep
+from pathdiv.experiments.fabric.network import owned_processes, pid_alive, sweep
 
 # Named namespaces made outside Mininet by pathdiv's one-switch P4 harness and
 # benchmarks (pd4*, pd6*, pd7*) and the lab kernel's two-namespace tool (pdlab-*).
@@ -43,7 +43,7 @@ class CleanReport:
 
 
 def clean() -> CleanReport:
-    live = sorted({own for _, own in lab_processes() if pid_alive(own)})
+    live = sorted({own for _, own in owned_processes() if pid_alive(own)})
     killed = sweep(None)
     listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     deleted = [ns for ns in leftover_namespaces(listing)

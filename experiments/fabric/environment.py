@@ -15,8 +15,8 @@ from pathlib import Path
 from pathdiv.experiments.config.load import Config
 
 # Every process a lab starts (namespace shells, tools, the lab VM's QEMU) carries
-# PATHDIV_LAB=<pid of its pathdiv>, so `pathdiv clean` finds those whose owner died.
-LAB_ENV = "PATHDIV_LAB"
+# PATHDIV_OWNER=<pid of its pathdiv>, so `pathdiv clean` finds those whose owner died.
+OWNER_ENV = "PATHDIV_OWNER"
 LAB_VM_ENV = "PATHDIV_LAB_VM"  # set by pathdiv.kernels.runs in the lab VM's guest
 TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "sysctl", "ping", "mnexec")
 

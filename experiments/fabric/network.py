@@ -4,7 +4,7 @@
 configures hosts (addresses, routes, TCP/MPTCP) and hands the switches to the data
 plane; `stop()` (always reached, also on Ctrl-C) ends every process the lab started,
 stops Mininet and sweeps anything still carrying this lab's marker. Every process the
-lab starts inherits PATHDIV_LAB=<owner pid>, which is how `pathdiv clean` finds the
+lab starts inherits PATHDIV_OWNER=<owner pid>, which is how `pathdiv clean` finds the
 leftovers of a killed run and nothing else.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
 from pathdiv.experiments.fabric.environment import (
-    LAB_ENV,
+    OWNER_ENV,
     allow_cc,
     restore_allowed_cc,
     start_scale,
@@ -35,6 +35,7 @@ from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
 from pathdiv.experiments.fabric.shaping import interface_commands
+from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
 from pathdiv.topologies.forwarding import forwarding_tables
 
 # Run by path (standard library only), so it needs no installed package in the node.
@@ -43,11 +44,11 @@ TRANSFER_TOOL = Path(__file__).resolve().parents[1] / "traffic" / "transfer.py"
 log = logging.getLogger("pathdiv")
 
 
-class LabError(RuntimeError):
+class NetworkError(RuntimeError):
     """The network could not be built or a node command failed."""
 
 
-class Lab(StartStop):
+class Network(StartStop):
     """One emulated network built from `cfg.topology()` with the given data plane."""
 
     def __init__(self, cfg: Config, dataplane: type[DataPlane], workdir: Path) -> None:
@@ -62,10 +63,10 @@ class Lab(StartStop):
         self.build_s = 0.0
         self._cc_restore: str | None = None
 
-    # ---- lifecycle (StartStop: `with Lab(...)` starts, and stops even on failure) ----
+    # ---- lifecycle (StartStop: `with Network(...)` starts, and stops even on failure) ----
     def start(self) -> None:
         t0 = time.monotonic()
-        os.environ[LAB_ENV] = str(os.getpid())
+        os.environ[OWNER_ENV] = str(os.getpid())
         from mininet.log import setLogLevel
         from mininet.net import Mininet
 
@@ -93,7 +94,6 @@ class Lab(StartStop):
     def _add_links(self) -> None:
         """Create every veth pair with one `ip -batch` (ends straight into the nodes'
         namespaces), then record them as Mininet links (see `pathdiv.experiments.fabric.veths`)."""
-        from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
 
         pids = {name: self.net[name].pid for name in self.topo.nodes}
         path = self.workdir / "nodes" / "links.ip"
@@ -103,7 +103,7 @@ class Lab(StartStop):
         argv = ["ip", "-batch", str(path)]
         done = subprocess.run(argv, capture_output=True, text=True)
         if done.returncode != 0:
-            raise LabError(failure_message("root namespace", done.stderr, str(done.returncode),
+            raise NetworkError(failure_message("root namespace", done.stderr, str(done.returncode),
                                            {str(path): batch}, shlex.join(argv)))
         for link in self.topo.links:
             self.net.addLink(
@@ -129,7 +129,7 @@ class Lab(StartStop):
                 self.net.stop()
             self.net = None
         sweep(os.getpid())
-        os.environ.pop(LAB_ENV, None)
+        os.environ.pop(OWNER_ENV, None)
         with contextlib.suppress(OSError):
             restore_allowed_cc(self._cc_restore)
         self._cc_restore = None
@@ -137,14 +137,14 @@ class Lab(StartStop):
     # ---- running things in nodes -------------------------------------------------
     def node(self, name: str) -> Any:
         if self.net is None:
-            raise LabError("the network is not running")
+            raise NetworkError("the network is not running")
         return self.net[name]
 
     def cmd(self, name: str, argv: list[str], check: bool = True) -> str:
         out = self.node(name).cmd(shlex.join(argv) + " 2>&1; echo __rc=$?")
         body, _, rc = out.rpartition("__rc=")
         if check and rc.strip() != "0":
-            raise LabError(f"{name}: `{shlex.join(argv)}` failed (exit {rc.strip()}): "
+            raise NetworkError(f"{name}: `{shlex.join(argv)}` failed (exit {rc.strip()}): "
                            f"{body.strip()[-800:]}")
         return body
 
@@ -159,7 +159,7 @@ class Lab(StartStop):
         try:
             run_scripts(scripts)
         except ScriptError as exc:
-            raise LabError(str(exc)) from exc
+            raise NetworkError(str(exc)) from exc
 
     def popen(self, name: str, argv: list[str], **kw: Any) -> subprocess.Popen[str]:
         """Start a process in node `name`'s namespace; the lab stops it at teardown."""
@@ -233,7 +233,7 @@ class Lab(StartStop):
         try:
             return self.dp.port_counters(switch)
         except DataPlaneError as exc:
-            raise LabError(str(exc)) from exc
+            raise NetworkError(str(exc)) from exc
 
     def wait_quiet(self, nodes: list[str] | None = None, quiet_s: float = 0.3,
                    timeout_s: float = 10.0) -> bool:
@@ -291,7 +291,7 @@ def wait_for_line(
         if marker in line:
             return line
     rc = proc.poll()
-    raise LabError(f"{what} did not become ready within {timeout_s:g} s"
+    raise NetworkError(f"{what} did not become ready within {timeout_s:g} s"
                    f"{'' if rc is None else f' (exited {rc})'}; it said: "
                    f"{' | '.join(seen[-5:]) or 'nothing'}")
 
@@ -310,8 +310,8 @@ def _terminate(proc: subprocess.Popen[Any]) -> None:
             proc.wait(timeout=3)
 
 
-def lab_processes() -> Iterator[tuple[int, int]]:
-    """(pid, owner pid) of every process carrying a PATHDIV_LAB marker."""
+def owned_processes() -> Iterator[tuple[int, int]]:
+    """(pid, owner pid) of every process carrying a PATHDIV_OWNER marker."""
     me = os.getpid()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
@@ -321,7 +321,7 @@ def lab_processes() -> Iterator[tuple[int, int]]:
         except OSError:
             continue
         for item in env.split(b"\0"):
-            if item.startswith(LAB_ENV.encode() + b"="):
+            if item.startswith(OWNER_ENV.encode() + b"="):
                 with contextlib.suppress(ValueError):
                     yield int(entry.name), int(item.split(b"=", 1)[1])
                 break
@@ -340,7 +340,7 @@ def pid_alive(pid: int) -> bool:
 def sweep(owner: int | None = None) -> list[int]:
     """Kill lab processes of `owner` (None: of every owner no longer alive)."""
     victims = [
-        pid for pid, own in lab_processes()
+        pid for pid, own in owned_processes()
         if (own == owner if owner is not None else not pid_alive(own))
         and pid != os.getpid()
     ]

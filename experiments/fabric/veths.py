@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from mininet.link import Intf, Link
+
 from pathdiv.topologies.fattree import FatTree
 
 

@@ -1,4 +1,4 @@
-"""Execute a workload on a running Lab and return one row per transfer.
+"""Execute a workload on a running Network and return one row per transfer.
 
 One `transfer.py serve` per host (MPTCP listening socket when the transport
 is MPTCP; it accepts plain TCP too) is started before the first round and waited on.
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pathdiv.experiments.fabric.environment import start_scale
-from pathdiv.experiments.fabric.network import Lab, LabError, wait_for_line
+from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
 from pathdiv.experiments.traffic.workloads import Request, Round
 from pathdiv.topologies.fattree import FatTree
 
@@ -124,45 +124,45 @@ def merge_fetch_output(rows: list[TransferRow], stdout: str, failure: str) -> No
                                        or f"received {received} of {row.size_bytes} bytes")
 
 
-def start_servers(lab: Lab, traffic: Traffic, logdir: Path) -> None:
+def start_servers(net: Network, traffic: Traffic, logdir: Path) -> None:
     """One transfer server per host, each waited on until it listens."""
     logdir.mkdir(parents=True, exist_ok=True)
     args = ["serve", "--port", str(traffic.port)]
     if traffic.transport == "mptcp":
         args.append("--mptcp")
     procs = []
-    for host in lab.topo.hosts:
+    for host in net.topo.hosts:
         with (logdir / f"server-{host}.log").open("w") as err:
-            procs.append((host, lab.transfer(host, args, stderr=err)))
+            procs.append((host, net.transfer(host, args, stderr=err)))
     for host, proc in procs:
         wait_for_line(proc, proc.stdout, "ready", SERVER_READY_S * start_scale(),
                       f"transfer server on {host} (log: {logdir / f'server-{host}.log'})")
 
 
 def run_workload(
-    lab: Lab, plan: list[Round], traffic: Traffic, logdir: Path,
+    net: Network, plan: list[Round], traffic: Traffic, logdir: Path,
     on_round: Callable[[int, int], None] | None = None,
 ) -> list[TransferRow]:
     """Start the servers, run every round, return every transfer's row."""
-    start_servers(lab, traffic, logdir)
-    per_request = plan_rows(lab.topo, plan, traffic)
+    start_servers(net, traffic, logdir)
+    per_request = plan_rows(net.topo, plan, traffic)
     index = 0
     for n, rnd in enumerate(plan):
         batch = per_request[index:index + len(rnd)]
         index += len(rnd)
-        _run_round(lab, list(rnd), batch, traffic)
+        _run_round(net, list(rnd), batch, traffic)
         if on_round is not None:
             on_round(n + 1, len(plan))
     return [row for rows in per_request for row in rows]
 
 
-def _run_round(lab: Lab, requests: list[Request], batch: list[list[TransferRow]],
+def _run_round(net: Network, requests: list[Request], batch: list[list[TransferRow]],
                traffic: Traffic) -> None:
     procs = []
     for req, rows in zip(requests, batch, strict=True):
         try:
-            procs.append(lab.transfer(req.client, fetch_argv(rows, traffic)))
-        except (OSError, LabError) as exc:
+            procs.append(net.transfer(req.client, fetch_argv(rows, traffic)))
+        except (OSError, NetworkError) as exc:
             procs.append(None)
             for row in rows:
                 row.error = f"could not start fetch on {req.client}: {exc}"
@@ -175,11 +175,11 @@ def _run_round(lab: Lab, requests: list[Request], batch: list[list[TransferRow]]
             out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
             failure = f"fetch exited {proc.returncode}: {(err or '').strip()[-300:]}"
         except subprocess.TimeoutExpired:
-            lab.end(proc)
+            net.end(proc)
             out, err = "", ""
             failure = (f"fetch on {req.client} did not finish within "
                        f"{traffic.timeout_s + grace:g} s; it was stopped")
-        lab.end(proc)
+        net.end(proc)
         merge_fetch_output(rows, out or "", failure)
         bad = [r for r in rows if not r.ok]
         if bad:

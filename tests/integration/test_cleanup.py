@@ -9,10 +9,10 @@ import sys
 import time
 
 import pytest
+
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.kernel import KernelDataPlane
-from pathdiv.experiments.fabric.network import Lab, lab_processes, wait_for_line
-
+from pathdiv.experiments.fabric.network import Network, owned_processes, wait_for_line
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.root
@@ -20,14 +20,14 @@ PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
 
 
 def start_probe(until: str = "network up") -> subprocess.Popen[str]:
-    proc = subprocess.Popen([*PATHDIV, "-v", "probe", "configs/lab-probe.yaml"], cwd=REPO,
+    proc = subprocess.Popen([*PATHDIV, "-v", "probe", "configs/class-probe.yaml"], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_line(proc, proc.stderr, until, 60, "pathdiv probe")
     return proc
 
 
 def settled_leftovers(pid: int) -> list[int]:
-    """Lab processes of a dead owner once those that exit by themselves are gone
+    """Network processes of a dead owner once those that exit by themselves are gone
     (node shells end when their terminal closes; servers and captures do not)."""
     last = owned_by(pid)
     for _ in range(50):
@@ -40,10 +40,10 @@ def settled_leftovers(pid: int) -> list[int]:
 
 
 def owned_by(pid: int) -> list[int]:
-    return [p for p, owner in lab_processes() if owner == pid]
+    return [p for p, owner in owned_processes() if owner == pid]
 
 
-def test_ctrl_c_tears_everything_down(root_lab):
+def test_ctrl_c_tears_everything_down(root_fabric):
     proc = start_probe()
     assert owned_by(proc.pid), "the lab should be running before Ctrl-C"
     proc.send_signal(signal.SIGINT)
@@ -53,7 +53,7 @@ def test_ctrl_c_tears_everything_down(root_lab):
     assert owned_by(proc.pid) == []
 
 
-def test_clean_after_sigkill_then_a_new_lab_works(root_lab, tmp_path):
+def test_clean_after_sigkill_then_a_new_lab_works(root_fabric, tmp_path):
     proc = start_probe(until="measuring")  # servers run, traffic flows
     proc.kill()
     proc.wait(timeout=10)
@@ -68,6 +68,6 @@ def test_clean_after_sigkill_then_a_new_lab_works(root_lab, tmp_path):
     again = subprocess.run([*PATHDIV, "clean"], cwd=REPO, capture_output=True, text=True,
                            timeout=60)
     assert "killed 0 leftover" in again.stdout  # idempotent
-    cfg = load(REPO / "configs/lab-probe.yaml")
-    with Lab(cfg, KernelDataPlane, tmp_path) as lab:
-        assert lab.ping_all() == []
+    cfg = load(REPO / "configs/class-probe.yaml")
+    with Network(cfg, KernelDataPlane, tmp_path) as net:
+        assert net.ping_all() == []

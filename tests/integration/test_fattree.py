@@ -13,11 +13,11 @@ import subprocess
 import sys
 
 import pytest
+
 from pathdiv.experiments.classroom.probe import run_probe
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.kernel import KernelDataPlane
-from pathdiv.experiments.fabric.network import Lab, lab_processes, wait_for_line
-
+from pathdiv.experiments.fabric.network import Network, owned_processes, wait_for_line
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.root
@@ -37,11 +37,11 @@ def backend(name: str):
 
 
 @pytest.fixture(scope="module", params=["kernel", "bmv2"])
-def lab(request, root_lab, tmp_path_factory):
-    cfg = load(REPO / "configs/lab-probe.yaml")
-    with Lab(cfg, backend(request.param), tmp_path_factory.mktemp("lab")) as running:
+def net(request, root_fabric, tmp_path_factory):
+    cfg = load(REPO / "configs/class-probe.yaml")
+    with Network(cfg, backend(request.param), tmp_path_factory.mktemp("lab")) as running:
         yield running
-    assert not [p for p, owner in lab_processes() if owner == os.getpid()], \
+    assert not [p for p, owner in owned_processes() if owner == os.getpid()], \
         "the lab left processes behind"
 
 
@@ -53,14 +53,14 @@ def cores_used(per_core: dict[str, int], share: float = 0.01) -> list[str]:
 @pytest.mark.parametrize(("mode", "spray"), [
     ("static", "random"), ("ecmp", "random"), ("spray", "random"), ("spray", "roundrobin"),
 ])
-def test_pingall_in_every_mode(lab, mode, spray):
-    lab.dp.set_mode(mode, spray)
-    assert lab.ping_all() == []
+def test_pingall_in_every_mode(net, mode, spray):
+    net.dp.set_mode(mode, spray)
+    assert net.ping_all() == []
 
 
-def test_probe_ecmp_spreads_flows_and_subflows(lab):
-    lab.dp.set_mode("ecmp", "random")
-    r = run_probe(lab)
+def test_probe_ecmp_spreads_flows_and_subflows(net):
+    net.dp.set_mode("ecmp", "random")
+    r = run_probe(net)
     assert len(cores_used(r["tcp_flows"]["per_core"])) >= 3, r["tcp_flows"]
     assert r["mptcp"]["subflows"] == 4
     mp = r["mptcp"]
@@ -68,23 +68,23 @@ def test_probe_ecmp_spreads_flows_and_subflows(lab):
         # ECMP is random per subflow: with 4 subflows over 4 cores, 1 connection in 64
         # lands on one core by chance. A second connection doing so too (1 in 4096)
         # means the hash does not spread subflows.
-        mp = run_probe(lab)["mptcp"]
+        mp = run_probe(net)["mptcp"]
     assert len(cores_used(mp["per_core"])) >= 2, (r["mptcp"], mp)
     assert len(cores_used(r["tcp_single"]["per_core"])) == 1, r["tcp_single"]
     assert 0 < r["goodput_fraction"] <= 1.0, r  # a rate on the wall clock: docs/fidelity.md
 
 
-def test_probe_spray_puts_one_flow_on_all_cores_evenly(lab):
-    lab.dp.set_mode("spray", "random")
-    r = run_probe(lab)
+def test_probe_spray_puts_one_flow_on_all_cores_evenly(net):
+    net.dp.set_mode("spray", "random")
+    r = run_probe(net)
     per_core = r["tcp_single"]["per_core"]
     assert min(per_core.values()) > 0, per_core
     assert max(per_core.values()) / min(per_core.values()) <= 1.5, per_core
 
 
-def test_probe_static_pins_one_flow_to_one_core(lab):
-    lab.dp.set_mode("static", "random")
-    r = run_probe(lab)
+def test_probe_static_pins_one_flow_to_one_core(net):
+    net.dp.set_mode("static", "random")
+    r = run_probe(net)
     per_core = r["tcp_single"]["per_core"]
     assert sum(1 for n in per_core.values() if n > 0) == 1, per_core
     assert 0 < r["goodput_fraction"] <= 1.0, r  # a rate on the wall clock: docs/fidelity.md
@@ -97,26 +97,26 @@ def pcap_packets(path) -> int:
         return sum(1 for _ in dpkt.pcap.Reader(f))
 
 
-def test_port_counters_agree_with_captures(lab, tmp_path):
+def test_port_counters_agree_with_captures(net, tmp_path):
     """Every core port: packets the switch counted in and out = packets captured (1%)."""
-    lab.dp.set_mode("spray", "random")  # so every core carries traffic
-    topo = lab.topo
+    net.dp.set_mode("spray", "random")  # so every core carries traffic
+    topo = net.topo
     client, server = topo.hosts[0], topo.hosts[-1]
-    srv = lab.transfer(server, ["serve", "--port", str(PORT)])
+    srv = net.transfer(server, ["serve", "--port", str(PORT)])
     try:
         wait_for_line(srv, srv.stdout, "ready", 15, "transfer server")
-        lab.wait_quiet(topo.cores)
-        lab.start_capture(tmp_path / "pcap", snaplen=96, budget_mb=200)
-        before = {c: lab.counters(c) for c in topo.cores}
-        fetch = lab.transfer(client, ["fetch", f"{topo.nodes[server].address}:{PORT}:{BYTES}",
+        net.wait_quiet(topo.cores)
+        net.start_capture(tmp_path / "pcap", snaplen=96, budget_mb=200)
+        before = {c: net.counters(c) for c in topo.cores}
+        fetch = net.transfer(client, ["fetch", f"{topo.nodes[server].address}:{PORT}:{BYTES}",
                             "--timeout", "120"])
         out, err = fetch.communicate(timeout=150)
         assert '"ok": true' in out, err
-        lab.wait_quiet(topo.cores)
-        after = {c: lab.counters(c) for c in topo.cores}
-        lab.stop_capture()
+        net.wait_quiet(topo.cores)
+        after = {c: net.counters(c) for c in topo.cores}
+        net.stop_capture()
     finally:
-        lab.end(srv)
+        net.end(srv)
     checked = 0
     for core in topo.cores:
         for intf, now in after[core].items():
@@ -132,10 +132,10 @@ def test_port_counters_agree_with_captures(lab, tmp_path):
     assert checked >= 4
 
 
-def test_probe_cli_json_static_pins_one_flow_to_one_core(root_lab):
+def test_probe_cli_json_static_pins_one_flow_to_one_core(root_fabric):
     """`pathdiv probe --json` as a user runs it: one JSON object with the documented keys."""
     out = subprocess.run(
-        [sys.executable, "-m", "pathdiv.experiments.cli", "probe", "configs/lab-probe.yaml",
+        [sys.executable, "-m", "pathdiv.experiments.cli", "probe", "configs/class-probe.yaml",
          "--json",         "--set", "switching.mode=static"],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )

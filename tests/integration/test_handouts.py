@@ -1,4 +1,4 @@
-"""Every command of the lab handouts (docs/labs/NN-*.md) runs, so the labs never rot.
+"""Every command of the lab handouts (docs/classroom/NN-*.md) runs, so the labs never rot.
 
 A handout's fenced `sh` blocks are run line by line from the repository root
 (`pathdiv ...` through this checkout's CLI, other lines with bash, `results/` moved to
@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import REPO
 
-LABS = REPO / "docs/labs"
+LABS = REPO / "docs/classroom"
 HANDOUTS = sorted(LABS.glob("[0-9][0-9]-*.md"))
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```[ \t]*$", re.M | re.S)
 PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
@@ -109,7 +109,7 @@ def run_step(step: Step, results: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.root
 @pytest.mark.parametrize("page", HANDOUTS, ids=ids(HANDOUTS))
-def test_every_handout_command_runs(page: Path, root_lab: None, tmp_path: Path) -> None:
+def test_every_handout_command_runs(page: Path, root_fabric: None, tmp_path: Path) -> None:
     for step in steps(page.read_text()):
         if step.kind == "skip":
             continue

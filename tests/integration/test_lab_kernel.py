@@ -11,6 +11,7 @@ import json
 import sys
 
 import pytest
+
 from pathdiv.kernels import vm as labvm
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pathdiv.kernels import vm as labvm
 
+from pathdiv.kernels import vm as labvm
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -31,7 +31,7 @@ PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
 
 @pytest.fixture
 def config(tmp_path) -> Path:
-    data = yaml.safe_load((REPO / "configs/lab-rb.yaml").read_text())
+    data = yaml.safe_load((REPO / "configs/class-rb.yaml").read_text())
     data["factors"]["host"] = {
         "hostk": {"hosts.kernel": "host", "hosts.scheduler": "default"},
         "vanilla": {"hosts.kernel": "lab", "hosts.scheduler": "default"},
@@ -56,7 +56,7 @@ def _plan(out: Path) -> dict[str, dict]:
     return {e["run_id"]: e for e in json.loads((out / "plan.json").read_text())["runs"]}
 
 
-def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_lab, lab_kernel,
+def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_fabric, lab_kernel,
                                                                      config, tmp_path):
     out = tmp_path / "results"
     release = labvm.kernel_release(lab_kernel)

@@ -1,6 +1,6 @@
 """`pathdiv net` driven on stdin, as a student types it: paths, counters, mode, flow.
 
-On the k=4 fat tree of configs/lab-probe.yaml (20 Mbit/s), a 2 MB TCP flow h1 -> h16
+On the k=4 fat tree of configs/class-probe.yaml (20 Mbit/s), a 2 MB TCP flow h1 -> h16
 must ride one core under ECMP and static routing and all four under spraying, and the
 counters and paths must say so. Runs on the kernel data plane, and on bmv2 when its
 tools are installed.
@@ -41,7 +41,7 @@ def session(dataplane: str) -> tuple[list[str], str]:
     """The output of SCRIPT, one chunk per command (split at the prompt), and stderr
     (where Mininet prints the output of node commands)."""
     proc = subprocess.run(
-        [*PATHDIV, "net", "configs/lab-probe.yaml", "--set", f"dataplane={dataplane}"],
+        [*PATHDIV, "net", "configs/class-probe.yaml", "--set", f"dataplane={dataplane}"],
         input=SCRIPT, capture_output=True, text=True, timeout=240, cwd=REPO,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -55,7 +55,7 @@ def cores_used(chunk: str) -> list[str]:
 
 
 @pytest.fixture(params=["kernel", "bmv2"])
-def dataplane(request, root_lab) -> str:
+def dataplane(request, root_fabric) -> str:
     if request.param == "bmv2":
         from pathdiv.experiments.dataplane.bmv2 import find_p4_tools
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from pathdiv.analysis.capture.flows import capture_files, read_link_captures
 from pathdiv.analysis.metrics.table import compute_metrics, topology_of
 

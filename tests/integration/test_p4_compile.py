@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from pathdiv.experiments.dataplane.p4 import entries as pe
 from pathdiv.experiments.dataplane.p4.programs import DEFAULT_CACHE, compile_program
 from pathdiv.experiments.dataplane.p4.tools import find_p4_tools

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
 from pathdiv.experiments.dataplane.p4.entries import EntryOptions, switch_entries
 from pathdiv.experiments.dataplane.p4.harness import OneSwitch
 from pathdiv.experiments.dataplane.p4.hashing import ecmp_member

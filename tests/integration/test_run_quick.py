@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.config.plan import expand
-from pathdiv.experiments.fabric.network import lab_processes
+from pathdiv.experiments.fabric.network import owned_processes
 from pathdiv.experiments.runner import quick_config, quick_flow_types
-
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.root
@@ -58,7 +58,7 @@ def statuses(out: Path) -> dict[str, str]:
     return found
 
 
-def test_quick_noisy_run_interrupted_and_resumed(root_lab, config, tmp_path):
+def test_quick_noisy_run_interrupted_and_resumed(root_fabric, config, tmp_path):
     out = tmp_path / "results"
     cfg = quick_config(load(config, ["workload.requests=2"]))
     planned = expand(cfg, repetitions=1, flow_types=quick_flow_types(cfg))
@@ -79,7 +79,7 @@ def test_quick_noisy_run_interrupted_and_resumed(root_lab, config, tmp_path):
     _, err = proc.communicate(timeout=90)
     assert proc.returncode == 130, err
     assert "Resume with: pathdiv run" in err
-    assert [p for p, owner in lab_processes() if owner == proc.pid] == []
+    assert [p for p, owner in owned_processes() if owner == proc.pid] == []
     before = statuses(out)
     complete_before = {r for r, s in before.items() if s == "complete"}
     assert complete_before and complete_before < runnable
@@ -89,7 +89,7 @@ def test_quick_noisy_run_interrupted_and_resumed(root_lab, config, tmp_path):
     resumed = subprocess.Popen(argv(config, out), cwd=REPO, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     stdout, stderr = resumed.communicate(timeout=300)
-    assert [p for p, owner in lab_processes() if owner == resumed.pid] == []
+    assert [p for p, owner in owned_processes() if owner == resumed.pid] == []
     after = statuses(out)
     assert {r for r, s in after.items() if s == "complete"} == runnable, stderr
     assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(runnable)
@@ -128,7 +128,7 @@ def test_quick_noisy_run_interrupted_and_resumed(root_lab, config, tmp_path):
         [(r["run_id"], r["transfer_id"]) for r in measured if r["measured"] != "True"]
 
 
-def test_silent_pairs_take_turns_over_mptcp(root_lab, tmp_path):
+def test_silent_pairs_take_turns_over_mptcp(root_fabric, tmp_path):
     data = yaml.safe_load((REPO / "configs/silent.yaml").read_text())
     data["dataplane"] = "kernel"
     data["factors"]["host"]["vanilla"]["hosts.kernel"] = "host"

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from pathdiv.analysis.stats.synthetic import synthetic_metrics
 from pathdiv.experiments.cli import main
-
 from tests.conftest import REPO
 
 
 def test_check_prints_the_topology_and_plan(capsys):
-    assert main(["check", str(REPO / "configs/lab-probe.yaml")]) == 0
+    assert main(["check", str(REPO / "configs/class-probe.yaml")]) == 0
     out = capsys.readouterr().out
     assert "valid. k=4 fat tree: 20 switches, 16 hosts, 48 links" in out
     assert "plan: 3 run(s)" in out  # no factors: one run per flow type
 
 
 def test_check_with_override_and_bad_value(capsys):
-    cfg = str(REPO / "configs/lab-probe.yaml")
+    cfg = str(REPO / "configs/class-probe.yaml")
     assert main(["check", cfg, "--set", "topology.k=6"]) == 0
     assert "k=6 fat tree: 45 switches, 54 hosts" in capsys.readouterr().out
     assert main(["check", cfg, "--set", "switching.mode=sprya"]) == 2

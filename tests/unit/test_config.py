@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+
 from pathdiv.experiments.config.load import ConfigError, load, parse_override, validate
 from pathdiv.experiments.config.schema import parse_size
 

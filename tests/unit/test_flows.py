@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from pathdiv.analysis.capture.flows import (
     CaptureSetError,
     capture_files,

@@ -1,6 +1,7 @@
 """The kernel data plane's generated routes and nftables rules, per mode."""
 
 import pytest
+
 from pathdiv.experiments.dataplane.base import DataPlaneError, parse_proc_net_dev
 from pathdiv.experiments.dataplane.kernel import nft_ruleset, route_batch
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands

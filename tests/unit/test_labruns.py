@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from pathdiv.experiments import runner
 from pathdiv.experiments.config.load import validate
 from pathdiv.experiments.config.plan import expand
@@ -55,12 +56,13 @@ class FakeVM:
             elif kind in ("complete", "failed"):
                 run_dir.mkdir(parents=True, exist_ok=True)
                 write_json_atomic(run_dir / "manifest.json", {
-                    "status": kind, "error": "" if kind == "complete" else "LabError: x",
+                    "status": kind, "error": "" if kind == "complete" else "NetworkError: x",
                     "kernel_release": IMAGE_RELEASE, "lab_vm": desc,
                     "transfers": {"ok": 1, "total": 1},
                     "timings": {"build_s": 1.0, "traffic_s": 1.0, "teardown_s": 1.0}})
             elif kind == "crash":
-                raise labvm.LabError("the lab VM ended without running the command to its end")
+                raise labvm.LabKernelError(
+                    "the lab VM ended without running the command to its end")
             elif kind == "interrupt":
                 raise KeyboardInterrupt
             kw["poll"]()
@@ -74,7 +76,7 @@ def fake_machine(monkeypatch, tmp_path):
     image.parent.mkdir(parents=True)
     image.write_bytes(b"kernel")
     (image.parent / "kernel.release").write_text(IMAGE_RELEASE + "\n")
-    monkeypatch.setattr(labruns, "lab_kernel_image", lambda log: image)
+    monkeypatch.setattr(runner, "lab_kernel_image", lambda log: image)
     monkeypatch.setattr(labvm, "detect_accel", lambda: labvm.Accel("tcg", "no kvm here"))
 
     def host_run(run, run_dir, on_round=None):
@@ -169,7 +171,6 @@ def test_the_watchdog_spares_the_slowest_run_measured_under_tcg():
     whose rounds all ran into their timeout."""
     from pathdiv.experiments.config.load import load
     from pathdiv.experiments.traffic.workloads import rounds
-
     from tests.conftest import REPO
 
     cfg = load(REPO / "configs/silent.yaml")
@@ -200,9 +201,9 @@ def test_preflight_refuses_a_lab_run_outside_the_vm_and_a_host_run_inside(monkey
     monkeypatch.setattr(environment.os, "geteuid", lambda: 0)
     monkeypatch.setattr(environment.shutil, "which", lambda tool: f"/usr/bin/{tool}")
     monkeypatch.delenv(labruns.GUEST_ENV, raising=False)
-    lab = validate({"hosts": {"kernel": "lab", "transport": "mptcp", "scheduler": "rb"}})
+    net = validate({"hosts": {"kernel": "lab", "transport": "mptcp", "scheduler": "rb"}})
     with pytest.raises(EnvironmentProblem, match=r"hosts\.kernel: lab, but this is kernel"):
-        preflight(lab)
+        preflight(net)
     monkeypatch.setenv(labruns.GUEST_ENV, "{}")
     with pytest.raises(EnvironmentProblem, match=r"hosts\.kernel: host, but this is the pathdiv"):
         preflight(validate({}))

@@ -8,11 +8,12 @@ import subprocess
 
 import dpkt
 import pytest
+
 from pathdiv.kernels import vm as labvm
 from pathdiv.kernels.vm import (
     Accel,
     KernelRecipe,
-    LabError,
+    LabKernelError,
     available_schedulers,
     choose_accel,
     guest_script,
@@ -104,7 +105,7 @@ def test_the_repository_patches_create_the_allocation_files():
 
 
 def test_new_file_from_patch_names_the_missing_file():
-    with pytest.raises(LabError, match=r"does not create 'net/mptcp/nope.c'"):
+    with pytest.raises(LabKernelError, match=r"does not create 'net/mptcp/nope.c'"):
         new_file_from_patch("--- /dev/null\n+++ b/x.c\n@@ -0,0 +1 @@\n+x\n", "net/mptcp/nope.c")
 
 
@@ -140,7 +141,7 @@ def test_guest_script_returns_the_commands_own_status_and_output(tmp_path):
 
 
 def test_run_in_lab_needs_a_kernel_image(tmp_path):
-    with pytest.raises(LabError, match=r"does not exist; build it with `make kernel`"):
+    with pytest.raises(LabKernelError, match=r"does not exist; build it with `make kernel`"):
         run_in_lab(["true"], tmp_path, tmp_path / "bzImage", timeout_s=5)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from pathdiv.analysis.capture.synth import (
     ETH_IP_TCP,
     CaptureBuilder,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from pathdiv.experiments.dataplane.p4.cli import (
     CliOutputError,
     CounterValue,

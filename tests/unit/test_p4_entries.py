@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+
 from pathdiv.experiments.dataplane.p4.entries import (
     A_ARP_REPLY,
     A_DROP,

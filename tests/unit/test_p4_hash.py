@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from pathdiv.experiments.dataplane.p4.hashing import ecmp_member, flow_hash
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.forwarding import forwarding_tables

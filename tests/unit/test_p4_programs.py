@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from pathdiv.experiments.dataplane.p4.entries import PROGRAMS
 from pathdiv.experiments.dataplane.p4.programs import (
     P4SRC,

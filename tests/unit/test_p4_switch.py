@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from pathdiv.experiments.dataplane.p4.switch import (
     SwitchStartError,
     listening_tcp_ports,

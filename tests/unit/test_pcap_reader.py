@@ -8,6 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scapy.layers.inet import IP, TCP, UDP
+from scapy.layers.l2 import ARP, Dot1Q, Ether
+from scapy.packet import Raw
+from scapy.utils import PcapWriter
+
 from pathdiv.analysis.capture.pcap import (
     CaptureFormatError,
     TruncatedCaptureWarning,
@@ -17,10 +22,6 @@ from pathdiv.analysis.capture.pcap import (
     read_pcap,
 )
 from pathdiv.analysis.capture.synth import mp_capable, mp_join_syn
-from scapy.layers.inet import IP, TCP, UDP
-from scapy.layers.l2 import ARP, Dot1Q, Ether
-from scapy.packet import Raw
-from scapy.utils import PcapWriter
 
 KEY_A, KEY_B = 0x0102030405060708, 0xA1A2A3A4A5A6A7A8
 

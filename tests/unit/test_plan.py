@@ -1,6 +1,7 @@
 """The run plan: crossed factors, blocks in seeded order, ids stable under reordering."""
 
 import pytest
+
 from pathdiv.experiments.config.load import validate
 from pathdiv.experiments.config.plan import expand
 

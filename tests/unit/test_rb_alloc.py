@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from pathdiv.kernels.vm import KERNELS_DIR, new_file_from_patch
 
 ALLOC_PATCH = "0002-mptcp-add-the-packet-allocation-of-the-rb-scheduler.patch"

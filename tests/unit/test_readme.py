@@ -3,7 +3,6 @@
 import re
 
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
-
 from tests.conftest import REPO
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+
 from pathdiv.analysis.report.analyze import write_report
 from pathdiv.analysis.report.content import ranking_sentence
 from pathdiv.analysis.stats.synthetic import synthetic_metrics
@@ -153,6 +154,7 @@ def test_report_from_measured_runs(tmp_path):
     """The whole chain after emulation: crafted captures -> metrics.csv -> report, with
     run manifests, as `pathdiv analyze DIR` does it on a real results folder."""
     import numpy as np
+
     from pathdiv.analysis.capture.synth import CaptureBuilder, add_transfer, spec_between, write_run
     from pathdiv.analysis.metrics.table import compute_metrics
     from pathdiv.topologies.fattree import FatTree

@@ -5,6 +5,7 @@ import json
 import os
 
 import pytest
+
 from pathdiv.experiments import runner
 from pathdiv.experiments.config.load import load, validate
 from pathdiv.experiments.config.plan import expand
@@ -20,7 +21,6 @@ from pathdiv.experiments.runner import (
     split_resume,
 )
 from pathdiv.experiments.traffic.rounds import COLUMNS
-
 from tests.conftest import REPO
 
 SWITCHING = {"static-tcp", "ecmp-tcp", "ps-tcp", "ecmp-mptcp", "ps-mptcp"}
@@ -188,30 +188,26 @@ def test_a_planned_run_is_found_again_by_id_from_the_folder(tmp_path):
 
 def test_a_network_that_cannot_be_built_fails_its_run_and_the_plan_goes_on(
         tmp_path, monkeypatch):
-    import pathdiv.experiments.dataplane.select as select
-    import pathdiv.experiments.fabric.environment as environment
-    import pathdiv.experiments.fabric.network as network
-
-    class BrokenLab:
+    class BrokenNetwork:
         def __init__(self, cfg, dp, workdir):
             pass
 
         def __enter__(self):
-            raise network.LabError("e1: `tc qdisc add` failed (exit 2): no such device")
+            raise runner.NetworkError("e1: `tc qdisc add` failed (exit 2): no such device")
 
         def __exit__(self, *exc):
             return None
 
-    monkeypatch.setattr(environment, "preflight", lambda cfg: None)
-    monkeypatch.setattr(select, "select_dataplane", lambda wanted: (object, "kernel (test)"))
-    monkeypatch.setattr(network, "Lab", BrokenLab)
+    monkeypatch.setattr(runner, "preflight", lambda cfg: None)
+    monkeypatch.setattr(runner, "select_dataplane", lambda wanted: (object, "kernel (test)"))
+    monkeypatch.setattr(runner, "Network", BrokenNetwork)
     cfg, runs = _runs()
     folder = runner.prepare_folder(cfg, tmp_path / "out")
     outcome = runner.run_plan(cfg, runs, folder, quiet=True)
     assert outcome.count("failed") == len(runs)  # every run tried, none aborted the plan
     manifest = json.loads((folder / "runs" / runs[0].run_id / "manifest.json").read_text())
     assert manifest["status"] == "failed"
-    assert manifest["error"] == "LabError: e1: `tc qdisc add` failed (exit 2): no such device"
+    assert manifest["error"] == "NetworkError: e1: `tc qdisc add` failed (exit 2): no such device"
     assert manifest["dataplane"] == {"selected": "kernel (test)"}
     assert not (folder / "runs" / runs[0].run_id / "transfers.csv").exists()
 
@@ -230,9 +226,9 @@ def test_interface_counters_are_differences_over_the_capture_window():
                                                      3000 * self.n) for i in range(2)}
 
     ports = [("e1", "e1-eth0"), ("e1", "e1-eth1"), ("c1", "c1-eth0")]
-    lab = FakeLab(1)
-    before = counter_snapshot(lab, ports)
-    assert lab.asked == ["e1", "c1"] and sorted(before) == ["c1-eth0", "e1-eth0", "e1-eth1"]
+    net = FakeLab(1)
+    before = counter_snapshot(net, ports)
+    assert net.asked == ["e1", "c1"] and sorted(before) == ["c1-eth0", "e1-eth0", "e1-eth1"]
     after = counter_snapshot(FakeLab(5), ports)
     assert counter_deltas(before, after)["e1-eth1"] == {
         "rx_packets": 4, "rx_bytes": 6000, "tx_packets": 8, "tx_bytes": 12000}

@@ -3,10 +3,10 @@
 import json
 
 import pytest
+
 from pathdiv.experiments import runner
 from pathdiv.experiments.cli import main
 from pathdiv.kernels import runs as labruns
-
 from tests.conftest import REPO
 
 
@@ -15,7 +15,7 @@ def no_lab_vm(monkeypatch):
     def unavailable(log):
         raise labruns.LabVMUnavailable("missing qemu-system-x86_64")
 
-    monkeypatch.setattr(labruns, "lab_kernel_image", unavailable)
+    monkeypatch.setattr(runner, "lab_kernel_image", unavailable)
 
 
 def test_lab_kernel_runs_are_skipped_with_the_reason_and_nothing_is_analysed(

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+
 from pathdiv.analysis.stats.posthoc import holm
 from pathdiv.analysis.stats.rankings import percent_difference
 from pathdiv.analysis.stats.spec import AnalysisSpec

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
 from pathdiv.analysis.stats.anova import type3_anova
 from pathdiv.analysis.stats.assumptions import box_m
 from pathdiv.analysis.stats.manova import manova_table

@@ -4,6 +4,7 @@ import itertools
 from collections import deque
 
 import pytest
+
 from pathdiv.topologies.fattree import FatTree, TopologyError
 from pathdiv.topologies.model import Role, Tier
 

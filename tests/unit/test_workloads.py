@@ -3,6 +3,7 @@
 from collections import Counter
 
 import pytest
+
 from pathdiv.experiments.traffic.rounds import (
     Traffic,
     TransferRow,
