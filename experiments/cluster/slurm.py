@@ -12,9 +12,9 @@
 and submits both with `sbatch --parsable` (not with --dry-run).
 
 What a task needs (written into array.sbatch too): 2 cores, the memory of one
-emulation, a whole node (`--exclusive`: two emulations on one node disturb each other's
-timing) and root, or CAP_NET_ADMIN + CAP_SYS_ADMIN, for the network namespaces. DIR must
-be on a file system every node mounts at the same path.
+emulation (6G covers the 4 GiB lab VM), a whole node (`--exclusive`: two emulations on
+one node disturb each other's timing) and root, or CAP_NET_ADMIN + CAP_SYS_ADMIN, for the
+network namespaces. DIR must be on a file system every node mounts at the same path.
 
 Script text is pure (`array_script`, `analysis_script`); `submit` runs sbatch.
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 
 SCRIPT_DIR = "slurm"
 TASK_CPUS = 2
-TASK_MEM = "4G"
+TASK_MEM = "6G"  # the lab VM takes 4 GiB (labruns.VM_MEMORY_MB); host runs ~1 GiB
 
 
 class SlurmError(RuntimeError):
@@ -71,15 +71,17 @@ def array_script(job: SlurmJob) -> str:
     lines.insert(2, f"#SBATCH --array=0-{job.shards - 1}")
     lines.append("#SBATCH --nodes=1")
     if job.exclusive:
-        lines.append("#SBATCH --exclusive  # one emulation per node: two disturb each "
-                     "other's timing")
+        lines.append("#SBATCH --exclusive")
     run = shlex.join([*job.command, "run", str(job.config), "--out", str(job.out),
                       *job.plan_args, "--quiet"])
     lines += [
         "#",
         f"# pathdiv: shard $SLURM_ARRAY_TASK_ID of {job.shards} of the plan of {job.config}.",
-        f"# A task needs {job.cpus} cores, {job.mem} of memory, a node of its own, and root",
-        "# (or CAP_NET_ADMIN + CAP_SYS_ADMIN) for the network namespaces of the emulation.",
+        f"# A task needs {job.cpus} cores, {job.mem} of memory, a node of its own (two",
+        "# emulations on one node disturb each other's timing), and root (or CAP_NET_ADMIN",
+        "# + CAP_SYS_ADMIN) for the network namespaces of the emulation. Runs with",
+        "# hosts.kernel: lab boot the lab VM (qemu, 4 GiB): build its kernel once into a",
+        "# PATHDIV_CACHE every node shares (`make kernel`) before submitting.",
         f"# {job.out} must be on a file system every node mounts at the same path.",
         "# Resubmitting resumes: complete runs are skipped.",
         "set -euo pipefail",
