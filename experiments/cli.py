@@ -147,11 +147,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from experiments.cluster.planfile import options_conflict, read_plan
+    from experiments.cluster.planfile import register_plan
     from experiments.cluster.shards import parse_shard, shard_runs
     from experiments.plan import expand
     from experiments.runner import (
-        ResultsError,
         parse_only,
         prepare_folder,
         quick_config,
@@ -178,9 +177,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     planned = runs
     if shard:
         options["shards"] = shard.count
-        conflict = options_conflict(read_plan(args.out), options)
-        if conflict:
-            raise ResultsError(f"{args.out}: {conflict}")
         runs = shard_runs(planned, shard)
         if not runs:
             print(f"pathdiv: shard {shard} has no runs (the plan has {len(planned)}); "
@@ -190,6 +186,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if host_runs:
         preflight(host_runs[0].config)
     folder = prepare_folder(cfg, args.out)
+    if shard:  # refused here, before any run, if the folder's shards expand another plan
+        register_plan(folder, cfg, planned, options)
     if not args.quiet:
         part = f"shard {shard}: {len(runs)} of {len(planned)}" if shard else f"{len(runs)}"
         print(f"pathdiv: {part} run(s) into {folder}", file=sys.stderr)
@@ -247,20 +245,13 @@ def _launcher() -> list[str]:
 
 
 def cmd_slurm(args: argparse.Namespace) -> int:
-    from experiments.cluster.planfile import (
-        annotate_shards,
-        merged_statuses,
-        options_conflict,
-        read_plan,
-        update_plan,
-    )
-    from experiments.cluster.shards import describe_shards, shard_of
+    from experiments.cluster.planfile import options_conflict, read_plan, register_plan
+    from experiments.cluster.shards import describe_shards
     from experiments.cluster.slurm import SlurmJob, submit, write_scripts
     from experiments.plan import expand
     from experiments.runner import (
         ResultsError,
         parse_only,
-        plan_document,
         prepare_folder,
         quick_config,
         quick_flow_types,
@@ -286,9 +277,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     if conflict:
         raise ResultsError(f"{out}: {conflict}")
     folder = prepare_folder(cfg, out)
-    index = shard_of(runs, args.shards)
-    update_plan(folder, lambda previous: annotate_shards(plan_document(
-        cfg, runs, merged_statuses(previous, set(), {}), previous, options), index))
+    register_plan(folder, cfg, runs, options)
     plan_args = [a for item in args.set or [] for a in ("--set", item)]
     plan_args += [a for item in args.only or [] for a in ("--only", item)]
     plan_args += ["--reps", str(args.reps)] if args.reps is not None else []

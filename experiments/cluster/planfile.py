@@ -19,7 +19,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from experiments.config import Config
 from experiments.manifest import write_json_atomic
+from experiments.plan import Run
 
 PLAN_FILE = "plan.json"
 PLAN_OPTIONS = ("reps", "only", "quick", "set", "shards")
@@ -90,3 +92,24 @@ def update_plan(folder: Path,
     """plan.json := build(plan.json as it is now), under the lock, atomically."""
     with plan_lock(folder):
         write_json_atomic(folder / PLAN_FILE, build(read_plan(folder)))
+
+
+def register_plan(folder: Path, cfg: Config, runs: list[Run], options: dict[str, Any]) -> None:
+    """Write the whole sharded plan into plan.json, keeping every status already there.
+
+    Under the lock, so of two shards of different plans starting at once, the second is
+    refused (ValueError naming the difference) before it runs anything.
+    """
+    from experiments.cluster.shards import shard_of
+    from experiments.runner import plan_document
+
+    index = shard_of(runs, int(options["shards"]))
+
+    def build(previous: dict[str, Any] | None) -> dict[str, Any]:
+        conflict = options_conflict(previous, options)
+        if conflict:
+            raise ValueError(f"{folder}: {conflict}")
+        return annotate_shards(plan_document(cfg, runs, merged_statuses(previous, set(), {}),
+                                             previous, options), index)
+
+    update_plan(folder, build)

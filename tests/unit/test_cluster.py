@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,8 +66,8 @@ def test_partition_covers_every_run_exactly_once(count):
 def test_partition_balances_expected_duration_within_one_long_run(count):
     cfg, runs = _plan()  # query/short/long: durations differ by two orders of magnitude
     runs += expand(cfg.with_overrides([("hosts.kernel", "host")]), repetitions=3)
-    runs = [r for i, r in enumerate(runs) for r in [r.__class__(**{**r.__dict__,
-            "run_id": f"{r.run_id}-{i}", "order": i})]]
+    runs = [dataclasses.replace(r, run_id=f"{r.run_id}-{i}", order=i)
+            for i, r in enumerate(runs)]
     loads = [sum(expected_run_s(r) for r in shard) for shard in partition(runs, count)]
     longest = max(expected_run_s(r) for r in runs)
     assert max(loads) - min(loads) <= longest
@@ -239,7 +241,7 @@ def test_concurrent_writers_lose_no_update(tmp_path):
         "    return {'runs': runs}\n"
         "for i in range(40):\n"
         "    update_plan(folder, lambda prev: add(prev, i))\n")
-    procs = [subprocess.Popen([os.sys.executable, "-c", script, str(tmp_path), who], cwd=REPO)
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), who], cwd=REPO)
              for who in "ab"]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
     ids = {e["run_id"] for e in json.loads((tmp_path / "plan.json").read_text())["runs"]}
