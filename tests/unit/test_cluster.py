@@ -412,3 +412,14 @@ def test_shipped_example_scripts_are_what_pathdiv_slurm_writes():
                          shards=3, plan_args=[])
     assert (example / "array.sbatch").read_text() == array_script(job)
     assert (example / "analyze.sbatch").read_text() == analysis_script(job)
+
+
+def test_shards_booting_lab_vms_into_one_folder_use_their_own_progress_files():
+    from experiments.labruns import PROGRESS_FILE, guest_argv, progress_file
+
+    assert progress_file(None) == PROGRESS_FILE
+    mine = progress_file(Shard(1, 3).name)
+    assert mine == Path(".labvm/progress-shard-1-of-3.json")
+    assert progress_file(Shard(2, 3).name) != mine
+    argv = guest_argv("python3", Path("/r"), ["a", "b"], mine)
+    assert argv[argv.index("--progress") + 1] == "/r/.labvm/progress-shard-1-of-3.json"
