@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from pathdiv.experiments.cluster.slurm import SlurmError
 from pathdiv.experiments.config.load import Config, ConfigError, load
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
@@ -31,11 +32,22 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     runs = expand(cfg)
+    if args.shard:
+        from pathdiv.experiments.cluster.shards import parse_shard
+
+        parse_shard(args.shard)  # a bad --shard is refused before anything is printed
     topo = cfg.topology()
     _, reason = select_dataplane(cfg.dataplane)
     print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
           f"{len(topo.hosts)} hosts, {len(topo.links)} links; {reason}")
     print(f"plan: {len(runs)} run(s)")
+    if args.shard:
+        from pathdiv.experiments.cluster.shards import describe_shards, parse_shard, shard_runs
+
+        shard = parse_shard(args.shard)
+        print(describe_shards(runs, shard.count))
+        runs = shard_runs(runs, shard)
+        print(f"shard {shard} runs {len(runs)} of them:")
     print(describe(runs))
     lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
     if lab_runs:
@@ -135,6 +147,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from pathdiv.experiments.cluster.planfile import register_plan
+    from pathdiv.experiments.cluster.shards import parse_shard, shard_runs
     from pathdiv.experiments.config.plan import expand
     from pathdiv.experiments.runner import (
         parse_only,
@@ -144,6 +158,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_plan,
     )
 
+    shard = parse_shard(args.shard) if args.shard else None
+    if shard and args.out is None:
+        raise ValueError(f"--shard {shard} needs --out DIR: every shard of a plan writes into "
+                         "the same results folder")
     cfg = _config(args)
     if args.quick:
         cfg = quick_config(cfg)
@@ -154,25 +172,42 @@ def cmd_run(args: argparse.Namespace) -> int:
                   else None, only=parse_only(args.only or []))
     if not runs:
         raise ValueError("the plan is empty; check --only against `pathdiv check CONFIG`")
+    options = {"reps": reps, "only": args.only or [], "quick": args.quick,
+               "set": args.set or []}
+    planned = runs
+    if shard:
+        options["shards"] = shard.count
+        runs = shard_runs(planned, shard)
+        if not runs:
+            print(f"pathdiv: shard {shard} has no runs (the plan has {len(planned)}); "
+                  "nothing to do")
+            return 0
     host_runs = [r for r in runs if r.config.host_kernel == "host"]
     if host_runs:
         preflight(host_runs[0].config)
     folder = prepare_folder(cfg, args.out)
-    options = {"reps": reps, "only": args.only or [], "quick": args.quick,
-               "set": args.set or []}
+    if shard:  # refused here, before any run, if the folder's shards expand another plan
+        register_plan(folder, cfg, planned, options)
     if not args.quiet:
-        print(f"pathdiv: {len(runs)} run(s) into {folder}", file=sys.stderr)
+        part = f"shard {shard}: {len(runs)} of {len(planned)}" if shard else f"{len(runs)}"
+        print(f"pathdiv: {part} run(s) into {folder}", file=sys.stderr)
     previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill`, `timeout`: as Ctrl-C
     try:
-        outcome = run_plan(cfg, runs, folder, quiet=args.quiet, options=options)
+        outcome = run_plan(cfg, runs, folder, quiet=args.quiet, options=options,
+                           plan_runs=planned, shard=shard)
     except KeyboardInterrupt:
+        again = f" --shard {shard}" if shard else ""
         print(f"pathdiv: interrupted; the network was torn down and no partial run is "
-              f"marked complete. Resume with: pathdiv run {args.config} --out {folder} "
-              "(with the same options)", file=sys.stderr)
+              f"marked complete. Resume with: pathdiv run {args.config}{again} --out "
+              f"{folder} (with the same options)", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(f"{folder}: {outcome.summary()}")
+    if shard:
+        print(f"pathdiv: shard {shard} finished; a shard does not analyse. Once every shard "
+              f"is done (`pathdiv status {folder}`), run `pathdiv analyze {folder}`")
+        return 1 if outcome.count("failed") else 0
     if args.no_analyze:
         return 1 if outcome.count("failed") else 0
     if not outcome.count("complete"):
@@ -192,6 +227,76 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{folder}/plan.json); resume with --out {folder} to retry them",
               file=sys.stderr)
         return 1
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from pathdiv.experiments.cluster.status import folder_status
+
+    status = folder_status(args.folder)
+    print(json.dumps(status.to_dict(), indent=2) if args.json else status.summary())
+    return 0
+
+
+def _launcher() -> list[str]:
+    """How a cluster node starts this pathdiv: its console script, else the module."""
+    script = Path(sys.executable).parent / "pathdiv"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "pathdiv.experiments.cli"]
+
+
+def cmd_slurm(args: argparse.Namespace) -> int:
+    from pathdiv.experiments.cluster.planfile import options_conflict, read_plan, register_plan
+    from pathdiv.experiments.cluster.shards import describe_shards
+    from pathdiv.experiments.cluster.slurm import SlurmJob, submit, write_scripts
+    from pathdiv.experiments.config.plan import expand
+    from pathdiv.experiments.runner import (
+        ResultsError,
+        parse_only,
+        prepare_folder,
+        quick_config,
+        quick_flow_types,
+    )
+
+    cfg = _config(args)
+    if args.quick:
+        cfg = quick_config(cfg)
+    if args.reps is not None and args.reps < 1:
+        raise ValueError(f"--reps {args.reps}: expected an integer >= 1")
+    reps = args.reps if args.reps is not None else (1 if args.quick else None)
+    runs = expand(cfg, repetitions=reps, flow_types=quick_flow_types(cfg) if args.quick
+                  else None, only=parse_only(args.only or []))
+    if not runs:
+        raise ValueError("the plan is empty; check --only against `pathdiv check CONFIG`")
+    if not 1 <= args.shards <= len(runs):
+        raise ValueError(f"--shards {args.shards}: expected 1 to {len(runs)} (the plan has "
+                         f"{len(runs)} run(s); an empty shard would only hold a node)")
+    out = args.out.resolve()
+    options = {"reps": reps, "only": args.only or [], "quick": args.quick,
+               "set": args.set or [], "shards": args.shards}
+    conflict = options_conflict(read_plan(out), options)
+    if conflict:
+        raise ResultsError(f"{out}: {conflict}")
+    folder = prepare_folder(cfg, out)
+    register_plan(folder, cfg, runs, options)
+    plan_args = [a for item in args.set or [] for a in ("--set", item)]
+    plan_args += [a for item in args.only or [] for a in ("--only", item)]
+    plan_args += ["--reps", str(args.reps)] if args.reps is not None else []
+    plan_args += ["--quick"] if args.quick else []
+    job = SlurmJob(name=cfg.name, command=_launcher(), config=Path(args.config).resolve(),
+                   out=folder, shards=args.shards, plan_args=plan_args,
+                   partition=args.partition, time_limit=args.time, mem=args.mem,
+                   cpus=args.cpus, exclusive=not args.shared_nodes, workdir=Path.cwd())
+    array, analysis = write_scripts(job)
+    print(f"plan: {len(runs)} run(s) in {args.shards} shard(s) into {folder}")
+    print(describe_shards(runs, args.shards))
+    if args.dry_run:
+        print(f"wrote {array} and {analysis}; submit them with:\n"
+              f"  ARRAY=$(sbatch --parsable {array})\n"
+              f"  sbatch --dependency=afterok:$ARRAY {analysis}")
+        return 0
+    array_id, analysis_id = submit(array, analysis)
+    print(f"submitted job array {array_id} ({args.shards} task(s)) and analysis job "
+          f"{analysis_id} (after every task exits 0); follow with `pathdiv status {folder}`")
     return 0
 
 
@@ -223,8 +328,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "(repeatable; validated like the file)")
         return p
 
-    with_config("check", "validate a config and print its run plan; starts nothing") \
-        .set_defaults(func=cmd_check)
+    p = with_config("check", "validate a config and print its run plan; starts nothing")
+    p.add_argument("--shard", metavar="I/N", help="also print how the plan splits into N "
+                   "shards and the runs of shard I (counted from 0)")
+    p.set_defaults(func=cmd_check)
     with_config("net", "build the network and open the Mininet CLI").set_defaults(func=cmd_net)
     p = with_config("probe", "build the network, measure path spreading and link fidelity")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -241,7 +348,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-run lines")
     p.add_argument("--no-analyze", action="store_true", help="stop after the runs; "
                    "`pathdiv analyze DIR` does the analysis later")
+    p.add_argument("--shard", metavar="I/N", help="run only shard I of N (I counts from 0) "
+                   "of the plan, balanced by expected run time, into the shared --out "
+                   "folder; no analysis (run `pathdiv analyze DIR` after the last shard)")
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("status", help="which runs of a results folder are complete, failed, "
+                       "running or pending, per shard")
+    p.add_argument("folder", type=Path, help="a results folder of `pathdiv run`")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_status)
+    p = with_config("slurm", "run the plan as a Slurm job array of shards plus an analysis "
+                    "job that waits for it")
+    p.add_argument("--out", type=Path, required=True, help="results folder on a file "
+                   "system every node mounts at the same path")
+    p.add_argument("--shards", type=int, required=True, help="number of array tasks "
+                   "(shards of the plan); one emulation per node at a time")
+    p.add_argument("--partition", help="Slurm partition of the jobs (default: the cluster's)")
+    p.add_argument("--time", help="time limit of one task, e.g. 2:00:00 (default: the "
+                   "partition's)")
+    p.add_argument("--mem", default="6G", help="memory of one task (default: 6G, room for "
+                   "the 4 GiB lab VM; host-kernel runs need about 1G)")
+    p.add_argument("--cpus", type=int, default=2, help="cores of one task (default: 2)")
+    p.add_argument("--shared-nodes", action="store_true", help="do not ask for whole nodes "
+                   "(--exclusive); only where nothing else runs on them")
+    p.add_argument("--reps", type=int, help="repetitions (as for `pathdiv run`)")
+    p.add_argument("--only", action="append", metavar="KEY=VALUE",
+                   help="restrict the plan (as for `pathdiv run`; repeatable)")
+    p.add_argument("--quick", action="store_true", help="the --quick plan of `pathdiv run`")
+    p.add_argument("--dry-run", action="store_true", help="write the batch scripts into "
+                   "DIR/slurm/ and print the sbatch commands; submit nothing")
+    p.set_defaults(func=cmd_slurm)
     p = sub.add_parser("analyze", help="recompute metrics, statistics and report of a folder")
     p.add_argument("folder", type=Path, help="a results folder written by `pathdiv run`")
     p.add_argument("--stats-only", action="store_true",
@@ -270,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, EnvironmentProblem) as exc:
         print(f"pathdiv: {exc}", file=sys.stderr)
         return 2
-    except (NetworkError, DataPlaneError, ValueError) as exc:
+    except (NetworkError, DataPlaneError, SlurmError, ValueError) as exc:
         print(f"pathdiv: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -41,6 +41,14 @@ from typing import Any
 import yaml
 from tqdm import tqdm
 
+from pathdiv.experiments.cluster.planfile import (
+    annotate_shards,
+    merged_statuses,
+    plan_document,
+    update_plan,
+)
+from pathdiv.experiments.cluster.shards import Shard, shard_of
+from pathdiv.experiments.cluster.tracking import RunTracker
 from pathdiv.experiments.config.load import Config, validate
 from pathdiv.experiments.config.plan import Run, expand
 from pathdiv.experiments.dataplane.select import select_dataplane
@@ -70,6 +78,7 @@ from pathdiv.kernels.runs import (
     LabVMUnavailable,
     guest_vm_description,
     lab_kernel_image,
+    progress_file,
 )
 
 log = logging.getLogger("pathdiv")
@@ -176,21 +185,6 @@ class PlanOutcome:
 
 
 # ---- plan.json ------------------------------------------------------------------------
-def plan_document(cfg: Config, runs: list[Run], statuses: dict[str, dict[str, str]],
-                  previous: dict[str, Any] | None, options: dict[str, Any]) -> dict[str, Any]:
-    """plan.json: every run of this and earlier invocations, with status and reason."""
-    entries: dict[str, dict[str, Any]] = {}
-    for entry in (previous or {}).get("runs", []):
-        entries[entry["run_id"]] = entry
-    for run in runs:
-        entry = {**run.to_dict(), "host_kernel": run.config.host_kernel,
-                 "status": "pending", "reason": ""}
-        entry.update(statuses.get(run.run_id, {}))
-        entries[run.run_id] = entry
-    return {"name": cfg.name, "source": cfg.source, "options": options,
-            "runs": sorted(entries.values(), key=lambda e: (e["repetition"], e["order"]))}
-
-
 # ---- side effects ----------------------------------------------------------------------
 def prepare_folder(cfg: Config, out: Path | None, root: Path = Path("results")) -> Path:
     """The results folder: `out` (new or resumed) or a new timestamped one under `root`."""
@@ -283,18 +277,20 @@ def _counters(net: Any, ports: list[tuple[str, str]],
 
 
 def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
-             options: dict[str, Any] | None = None) -> PlanOutcome:
+             options: dict[str, Any] | None = None, plan_runs: list[Run] | None = None,
+             shard: Shard | None = None) -> PlanOutcome:
     """Execute the runs not yet complete in `folder`: host-kernel runs here, in plan order,
-    then every lab-kernel run in one lab-VM boot (see pathdiv.kernels.runs)."""
+    then every lab-kernel run in one lab-VM boot (see pathdiv.kernels.runs).
+
+    With `shard`, `runs` is that shard's part of `plan_runs` (the whole plan): plan.json
+    lists the whole plan and this process sets only its runs' statuses, under a lock, so
+    shards can share the folder (experiments.cluster.planfile)."""
+
 
     todo, done = split_resume(runs, folder)
-    plan_path = folder / "plan.json"
-    previous = None
-    if plan_path.exists():
-        try:
-            previous = json.loads(plan_path.read_text())
-        except (OSError, ValueError):
-            previous = None
+    planned = plan_runs if plan_runs is not None else runs
+    mine = {r.run_id for r in runs}
+    shard_index = shard_of(planned, shard.count) if shard else {}
     statuses: dict[str, dict[str, str]] = {
         r.run_id: {"status": "complete", "reason": ""} for r in done
     }
@@ -303,10 +299,12 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
     lab_todo = [r for r in todo if r.config.host_kernel == "lab"]
 
     def save_plan() -> None:
-        write_json_atomic(plan_path, plan_document(cfg, runs, statuses, previous,
-                                                   options or {}))
+        update_plan(folder, lambda previous: annotate_shards(plan_document(
+            cfg, planned, merged_statuses(previous, mine, statuses), previous, options or {}),
+            shard_index))
 
     save_plan()
+    tracker = RunTracker(folder, runs, shard, complete_before=len(done))
     bar = tqdm(total=len(runs), initial=len(done), unit="run", file=sys.stderr,
                disable=quiet, dynamic_ncols=True, desc=cfg.name)
 
@@ -319,12 +317,19 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
         statuses[run.run_id] = {"status": status, "reason": manifest.get("error", "")}
         outcome.statuses[run.run_id] = status
         save_plan()
+        tracker.finished(run, status)
+        lab_ids = [r.run_id for r in lab_todo]
+        if run.run_id in lab_ids and image is not None:  # the guest runs them in order
+            following = lab_todo[lab_ids.index(run.run_id) + 1:]
+            if following:
+                tracker.started(following[0])
         say(_run_line(run, manifest))
         bar.update(1)
 
     if done:
         say(f"resuming {folder}: {len(done)} run(s) complete, {len(todo)} to do")
     image = None
+    state = "stopped"  # what the shard's progress file says if an error ends the plan
     if lab_todo:  # before any host run: a kernel build or a missing tool shows up first
 
         try:
@@ -343,6 +348,7 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
             if run_dir.exists():
                 shutil.rmtree(run_dir)  # partial, failed or skipped: redo from scratch
             run_dir.mkdir(parents=True)
+            tracker.started(run)
             label = " ".join([run.flow_type, *run.factors.values(), f"rep{run.repetition}"])
             bar.set_postfix_str(label)
 
@@ -353,12 +359,19 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
         if lab_todo and image is not None:
 
             say(f"booting the lab VM ({image.parent.name}) for {len(lab_todo)} run(s)")
-            LabSession(folder, lab_todo, image, bar.set_postfix_str, finished).execute()
+            for run in lab_todo:  # no earlier manifest beside the running marker
+                shutil.rmtree(folder / "runs" / run.run_id, ignore_errors=True)
+            tracker.started(lab_todo[0])
+            LabSession(folder, lab_todo, image, bar.set_postfix_str, finished,
+                       progress=progress_file(shard.name if shard else None)).execute()
+        state = "done"
     except KeyboardInterrupt:
+        state = "interrupted"
         save_plan()  # the interrupted run stays pending; its manifest says failed
         raise
     finally:
         bar.close()
+        tracker.close(state)
     return outcome
 
 

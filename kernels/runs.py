@@ -1,4 +1,4 @@
-"""Runs with hosts.kernel: lab, executed in one lab-VM boot per plan.
+"""Runs with hosts.kernel: net, executed in one lab-VM boot per plan.
 
 The host boots the pathdiv kernel once (pathdiv.kernels.vm.run_in_lab) with the results
 folder shared read-write, and the guest runs `python -m pathdiv.experiments.runner execute
@@ -43,10 +43,18 @@ class LabVMUnavailable(RuntimeError):
 
 
 # ---- pure ------------------------------------------------------------------------------
-def guest_argv(python: str, folder: Path, run_ids: list[str]) -> list[str]:
+def guest_argv(python: str, folder: Path, run_ids: list[str],
+               progress: Path = PROGRESS_FILE) -> list[str]:
     """The command the guest runs: every lab run of the plan, in order, in one boot."""
     return [python, "-m", "pathdiv.experiments.runner", "execute",
-            "--progress", str(folder / PROGRESS_FILE), str(folder), *run_ids]
+            "--progress", str(folder / progress), str(folder), *run_ids]
+
+
+def progress_file(shard_name: str | None) -> Path:
+    """The guest's progress file in the results folder: one per shard sharing it."""
+    if shard_name is None:
+        return PROGRESS_FILE
+    return PROGRESS_FILE.with_name(f"progress-{shard_name}.json")
 
 
 def run_bound_s(cfg: Config, rounds: int) -> float:
@@ -124,7 +132,7 @@ def lab_kernel_image(log: Callable[[str], None]) -> Path:
 
 @dataclass
 class LabSession:
-    """One VM boot executing `runs` (all hosts.kernel: lab) into `folder`.
+    """One VM boot executing `runs` (all hosts.kernel: net) into `folder`.
 
     `on_progress(text)` gets the guest's progress; `on_finished(run, manifest)` is called
     once per run as soon as its manifest is final (complete or failed), in the host.
@@ -135,6 +143,7 @@ class LabSession:
     image: Path
     on_progress: Callable[[str], None]
     on_finished: Callable[[Run, dict[str, Any]], None]
+    progress: Path = PROGRESS_FILE  # relative to folder
 
     def __post_init__(self) -> None:
         self.reported: set[str] = set()
@@ -165,9 +174,9 @@ class LabSession:
             run_dir = self.folder / "runs" / run.run_id
             if run_dir.exists():
                 shutil.rmtree(run_dir)
-        progress = self.folder / PROGRESS_FILE
-        progress.unlink(missing_ok=True)
-        argv = guest_argv(sys.executable, self.folder.resolve(), [r.run_id for r in self.runs])
+        (self.folder / self.progress).unlink(missing_ok=True)
+        argv = guest_argv(sys.executable, self.folder.resolve(), [r.run_id for r in self.runs],
+                          self.progress)
         self.last_finish = time.monotonic()
         why = ""
         try:
@@ -193,7 +202,7 @@ class LabSession:
     def poll(self) -> None:
         """Called by run_in_lab every few seconds: report runs, watch for a stall."""
         self.collect()
-        doc = read_json(self.folder / PROGRESS_FILE)
+        doc = read_json(self.folder / self.progress)
         if doc:
             self.on_progress(format_progress(doc))
         current = next((r for r in self.runs if r.run_id not in self.reported), None)

@@ -13,8 +13,9 @@ REQUIRED=(
 )
 # Installed where the distribution has them; what needs them says so when they are
 # missing: linux-source-6.12 for `make kernel` (Debian 12; Ubuntu 24.04 ships 6.8),
-# chromium for the headless check of report.html.
-OPTIONAL=(linux-source-6.12 chromium)
+# chromium for the headless check of report.html, slurm-wlm (slurmctld, slurmd, munge)
+# for the test that submits a plan to a one-node Slurm started on this machine.
+OPTIONAL=(linux-source-6.12 chromium slurm-wlm)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from pathdiv.experiments import runner
+from pathdiv.experiments.cluster.planfile import plan_document
 from pathdiv.experiments.config.load import load, validate
 from pathdiv.experiments.config.plan import expand
 from pathdiv.experiments.manifest import parse_sysctls, write_csv_atomic, write_json_atomic
@@ -177,7 +178,7 @@ def test_interrupted_plan_resumes_without_duplicates(tmp_path, monkeypatch):
 def test_a_planned_run_is_found_again_by_id_from_the_folder(tmp_path):
     cfg, runs = _runs()
     folder = runner.prepare_folder(cfg, tmp_path / "out")
-    write_json_atomic(folder / "plan.json", runner.plan_document(cfg, runs, {}, None, {}))
+    write_json_atomic(folder / "plan.json", plan_document(cfg, runs, {}, None, {}))
     _, run = runner.find_run(folder, runs[3].run_id)
     assert run.to_dict() == runs[3].to_dict()
     assert run.config.data == runs[3].config.data

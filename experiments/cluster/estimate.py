@@ -1,0 +1,67 @@
+"""Expected duration of a run, from its configuration alone (pure).
+
+A run is a network build, a sequence of rounds and a teardown. Within a round the
+requests start together, and a client's host link carries every byte its servers send
+it, so a round lasts about (payload x servers of its busiest client) / link rate; the
+link rate is the slowest configured tier (unshaped links count as UNSHAPED_MBPS) times
+the fraction of it a transfer reaches. A round never lasts longer than
+workload.timeout_s (its transfers time out). Every round adds a fixed cost (starting
+the transfer processes) and every run one more (build, reachability check, capture
+drain, teardown).
+
+The constants are the figures of docs/benchmarks.md on a 2-core machine, per
+hosts.kernel (the lab VM under TCG is an order of magnitude slower per process). They
+balance shards against each other; they are not a promise of wall-clock time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.config.plan import Run
+from pathdiv.experiments.traffic.workloads import rounds
+
+UNSHAPED_MBPS = 1000.0
+
+
+@dataclass(frozen=True)
+class Costs:
+    run_overhead_s: float    # build + ping + capture drain + teardown, once per run
+    round_overhead_s: float  # starting a round's transfer processes
+    rate_fraction: float     # goodput / configured link rate of one transfer
+
+
+COSTS = {
+    "host": Costs(run_overhead_s=15.0, round_overhead_s=1.0, rate_fraction=0.95),
+    "lab": Costs(run_overhead_s=90.0, round_overhead_s=5.0, rate_fraction=0.56),
+}
+
+
+def bottleneck_mbps(cfg: Config) -> float:
+    """The slowest configured link tier in Mbit/s (unshaped tiers count as UNSHAPED_MBPS)."""
+    rates = [p.bw_mbps if p.bw_mbps is not None else UNSHAPED_MBPS
+             for p in cfg.link_params().values()]
+    return min(rates) if rates else UNSHAPED_MBPS
+
+
+def expected_traffic_s(cfg: Config, flow_type: str, seed: int) -> float:
+    """Seconds of traffic of one run: its rounds' busiest-client bytes over the link rate."""
+    w = cfg.data["workload"]
+    size = cfg.flow_sizes()[flow_type]
+    costs = COSTS.get(cfg.host_kernel, COSTS["host"])
+    bps = bottleneck_mbps(cfg) * 1e6 * costs.rate_fraction
+    timeout = float(w["timeout_s"])
+    total = 0.0
+    for rnd in rounds(str(w["pattern"]), cfg.topology().hosts, seed, int(w["iterations"]),
+                      int(w["requests"])):
+        busiest = max((len(r.servers) for r in rnd), default=0)
+        total += min(busiest * size * 8 / bps, timeout) + costs.round_overhead_s
+    return total
+
+
+def expected_run_s(run: Run) -> float:
+    """Expected seconds of `run` from build to teardown (rounded to milliseconds)."""
+    cfg = run.config
+    costs = COSTS.get(cfg.host_kernel, COSTS["host"])
+    return round(costs.run_overhead_s + expected_traffic_s(cfg, run.flow_type, run.seed), 3)

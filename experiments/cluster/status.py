@@ -1,0 +1,162 @@
+"""What `pathdiv status DIR` reports: every planned run's state, per shard and overall.
+
+A run is
+  complete / failed / skipped  its manifest says so (final; written last by the run),
+  running                      a live process marked it (experiments.cluster.tracking),
+                               or a process on another host did (not checkable here),
+  pending                      anything else: not started, or started by a process that
+                               is gone (its partial folder is redone on resume).
+
+`classify` and the formatting are pure; `folder_status` reads the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pathdiv.experiments.cluster.planfile import read_plan
+from pathdiv.experiments.cluster.tracking import (
+    PROGRESS_DIR,
+    RUNNING_DIR,
+    process_alive,
+)
+from pathdiv.experiments.runstate import run_state
+
+STATES = ("complete", "failed", "skipped", "running", "pending")
+FINAL = ("complete", "failed", "skipped")
+
+
+@dataclass
+class RunStatus:
+    run_id: str
+    shard: int | None
+    state: str
+    note: str = ""
+
+
+@dataclass
+class FolderStatus:
+    folder: str
+    shards: int | None
+    runs: list[RunStatus] = field(default_factory=list)
+    progress: dict[str, dict[str, Any]] = field(default_factory=dict)  # "I/N" -> file
+
+    def counts(self, shard: int | None = None, all_shards: bool = True) -> dict[str, int]:
+        out = dict.fromkeys(STATES, 0)
+        for r in self.runs:
+            if all_shards or r.shard == shard:
+                out[r.state] += 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        by_shard = {}
+        if self.shards:
+            by_shard = {f"{i}/{self.shards}": self.counts(i, all_shards=False)
+                        for i in range(self.shards)}
+        return {"folder": self.folder, "shards": self.shards, "counts": self.counts(),
+                "by_shard": by_shard, "progress": self.progress,
+                "runs": [asdict(r) for r in self.runs]}
+
+    def summary(self) -> str:
+        """A few lines for people."""
+        counts = self.counts()
+        said = ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s]) or "nothing"
+        spread = f" in {self.shards} shards" if self.shards else ""
+        lines = [f"{self.folder}: {len(self.runs)} run(s){spread}: {said}"]
+        if self.shards:
+            head = ["shard", "runs", *STATES, "last seen"]
+            rows = []
+            for i in range(self.shards):
+                name = f"{i}/{self.shards}"
+                c = self.counts(i, all_shards=False)
+                rows.append([name, str(sum(c.values())), *(str(c[s]) for s in STATES),
+                             _seen(self.progress.get(name))])
+            widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+            fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+            lines += [fmt.format(*head).rstrip(), *(fmt.format(*r).rstrip() for r in rows)]
+        for state in ("running", "failed", "pending"):
+            shown = [r for r in self.runs if r.state == state and (r.note or state != "pending")]
+            if shown:
+                lines.append(f"{state}:")
+                lines += [f"  {r.run_id}{_where(r, self.shards)}"
+                          + (f": {r.note}" if r.note else "") for r in shown]
+        if counts["complete"] == len(self.runs) and self.runs:
+            lines.append(f"every run is complete: `pathdiv analyze {self.folder}` makes the "
+                         "report")
+        return "\n".join(lines)
+
+
+def _where(r: RunStatus, shards: int | None) -> str:
+    return f" (shard {r.shard}/{shards})" if shards and r.shard is not None else ""
+
+
+def _seen(doc: dict[str, Any] | None) -> str:
+    if not doc:
+        return "not started"
+    return f"{doc.get('state', '?')} on {doc.get('host', '?')} (pid {doc.get('pid', '?')}) " \
+           f"at {doc.get('updated', '?')}"
+
+
+# ---- pure ------------------------------------------------------------------------------
+def classify(run_state: str, marker: dict[str, Any] | None,
+             alive: Callable[[dict[str, Any]], bool | None]) -> tuple[str, str]:
+    """(state, note) of one run from its folder's state (pathdiv.experiments.runner.run_state)
+    and its running marker, if any; `alive(marker)` is True, False or None (unknown)."""
+    if run_state in FINAL:
+        return run_state, ""
+    if marker is not None:
+        where = f"{marker.get('host', '?')}, pid {marker.get('pid', '?')}"
+        since = f" since {marker['run_started']}" if marker.get("run_started") else ""
+        live = alive(marker)
+        if live:
+            return "running", f"on {where}{since}"
+        if live is None:
+            return "running", f"on {where}{since} (another host: not checked from here)"
+        return "pending", f"interrupted: {where} is gone; resuming the shard redoes it"
+    if run_state == "partial":
+        return "pending", "partial folder of an interrupted run; resuming redoes it"
+    return "pending", ""
+
+
+# ---- side effects ----------------------------------------------------------------------
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def folder_status(folder: Path, host: str | None = None) -> FolderStatus:
+    """The status of every run planned in `folder` (raises ValueError when it has no plan)."""
+
+    plan = read_plan(folder)
+    if plan is None or not isinstance(plan.get("runs"), list):
+        raise ValueError(f"{folder} has no readable plan.json; is it a results folder "
+                         "written by `pathdiv run` (or `pathdiv slurm`)?")
+    here = host or socket.gethostname()
+    shards = (plan.get("options") or {}).get("shards")
+    status = FolderStatus(str(folder), int(shards) if shards else None)
+    for entry in plan["runs"]:
+        run_id = str(entry.get("run_id"))
+        marker = _read(folder / RUNNING_DIR / f"{run_id}.json")
+        state, note = classify(run_state(folder / "runs" / run_id), marker,
+                               lambda m: process_alive(m, here))
+        if state == "failed":
+            manifest = _read(folder / "runs" / run_id / "manifest.json") or {}
+            note = str(manifest.get("error", ""))[:300]
+        shard = entry.get("shard")
+        status.runs.append(RunStatus(run_id, int(shard) if shard is not None else None,
+                                     state, note))
+    for path in sorted((folder / PROGRESS_DIR).glob("shard-*.json")):
+        doc = _read(path)
+        if doc and "shard" in doc:
+            if doc.get("state") == "running" and process_alive(doc, here) is False:
+                doc["state"] = "killed"  # its process is gone without saying so
+            status.progress[str(doc["shard"])] = doc
+    return status

@@ -1,0 +1,124 @@
+"""Who is executing what in a results folder: running markers and shard progress files.
+
+    running/<run_id>.json          while a process executes the run: pid, host, start
+    progress/shard-I-of-N.json     one per shard: host, pid, counts, current run, state
+
+A marker is written before a run starts and removed once its manifest is final. A
+marker left behind by a killed process is stale: on the host that wrote it, its pid is
+gone (or is another process, told apart by the process start time); on any other host
+it cannot be checked from here (`process_alive` says None).
+
+Each file belongs to one shard and is written atomically, so shards on different
+machines never write the same file.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pathdiv.experiments.cluster.shards import Shard
+from pathdiv.experiments.config.plan import Run
+from pathdiv.experiments.manifest import write_json_atomic
+
+RUNNING_DIR = "running"
+PROGRESS_DIR = "progress"
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def process_start(pid: int) -> int | None:
+    """The start time of process `pid` in clock ticks since boot (None when it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+    return int(fields[19]) if len(fields) > 19 else None
+
+
+def this_process() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"pid": pid, "host": socket.gethostname(), "proc_start": process_start(pid),
+            "started": now_iso()}
+
+
+def process_alive(owner: dict[str, Any], host: str | None = None) -> bool | None:
+    """Whether the process in `owner` still runs: None when it ran on another host."""
+    if owner.get("host") != (host or socket.gethostname()):
+        return None
+    try:
+        pid = int(owner["pid"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    start = process_start(pid)
+    if start is None:
+        return False
+    return owner.get("proc_start") in (None, start)
+
+
+def marker_path(folder: Path, run_id: str) -> Path:
+    return folder / RUNNING_DIR / f"{run_id}.json"
+
+
+def progress_path(folder: Path, shard: Shard) -> Path:
+    return folder / PROGRESS_DIR / f"{shard.name}.json"
+
+
+@dataclass
+class RunTracker:
+    """Markers for the runs this process executes, and its shard's progress file."""
+
+    folder: Path
+    runs: list[Run]
+    shard: Shard | None = None
+    complete_before: int = 0
+    owner: dict[str, Any] = field(default_factory=this_process)
+
+    def __post_init__(self) -> None:
+        self.marked: set[str] = set()
+        self.counts = {"complete": self.complete_before, "failed": 0, "skipped": 0}
+        self.current = ""
+        self.state = "running"
+        self.save()
+
+    def started(self, run: Run) -> None:
+        write_json_atomic(marker_path(self.folder, run.run_id),
+                          {**self.owner, "run_id": run.run_id, "run_started": now_iso(),
+                           "shard": str(self.shard) if self.shard else None})
+        self.marked.add(run.run_id)
+        self.current = run.run_id
+        self.save()
+
+    def finished(self, run: Run, status: str) -> None:
+        self.counts[status] = self.counts.get(status, 0) + 1
+        self._unmark(run.run_id)
+        if self.current == run.run_id:
+            self.current = ""
+        self.save()
+
+    def close(self, state: str) -> None:
+        """'done' or 'interrupted'; markers of runs this process did not finish go too."""
+        for run_id in sorted(self.marked):
+            self._unmark(run_id)
+        self.current = ""
+        self.state = state
+        self.save()
+
+    def _unmark(self, run_id: str) -> None:
+        marker_path(self.folder, run_id).unlink(missing_ok=True)
+        self.marked.discard(run_id)
+
+    def save(self) -> None:
+        if self.shard is None:
+            return
+        write_json_atomic(progress_path(self.folder, self.shard), {
+            "shard": str(self.shard), **self.owner, "updated": now_iso(),
+            "state": self.state, "runs": len(self.runs), **self.counts,
+            "current": self.current})
