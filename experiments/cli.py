@@ -14,16 +14,25 @@ from pathlib import Path
 
 from pathdiv.experiments.cluster.slurm import SlurmError
 from pathdiv.experiments.config.load import Config, ConfigError, load
+from pathdiv.experiments.config.names import resolve_config
+from pathdiv.experiments.config.plan import Run
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
-from pathdiv.experiments.fabric.environment import EnvironmentProblem, preflight
+from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
 from pathdiv.experiments.fabric.network import NetworkError
 
 log = logging.getLogger("pathdiv")
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return load(args.config, args.set or [])
+    return load(resolve_config(args.config), args.set or [])
+
+
+def _refuse_plan_problems(runs: list[Run]) -> None:
+    """Every run held against the kernel it will run on, before anything starts."""
+    problems = plan_problems(runs)
+    if problems:
+        raise EnvironmentProblem(problems)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -32,6 +41,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     runs = expand(cfg)
+    _refuse_plan_problems(runs)
     if args.shard:
         from pathdiv.experiments.cluster.shards import parse_shard
 
@@ -182,6 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"pathdiv: shard {shard} has no runs (the plan has {len(planned)}); "
                   "nothing to do")
             return 0
+    _refuse_plan_problems(runs)
     host_runs = [r for r in runs if r.config.host_kernel == "host"]
     if host_runs:
         preflight(host_runs[0].config)

@@ -481,7 +481,7 @@ def run_in_lab(
     accel = accel or detect_accel()
     console = control / "console.log"
     command = vng_command(_tool("vng"), kernel, script, share, accel, cpus, memory_mb)
-    # vng starts virtme-run and friends by name: they sit next to it (venv bin). The net
+    # vng starts virtme-run and friends by name: they sit next to it (venv bin). The lab
     # marker lets `pathdiv clean` stop a VM whose pathdiv was killed (SIGKILL).
     path_env = dict(os.environ, PATH=f"{Path(command[0]).parent}:{os.environ.get('PATH', '')}")
     path_env[OWNER_ENV] = str(os.getpid())

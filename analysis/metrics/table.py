@@ -30,9 +30,9 @@ from pathdiv.analysis.capture.flows import (
     split_subflows,
 )
 from pathdiv.analysis.capture.pcap import ip_to_int
+from pathdiv.analysis.metrics.columns import METRIC_COLUMNS
 from pathdiv.analysis.metrics.transfer import (
     MEASURES,
-    METRIC_COLUMNS,
     PairGeometry,
     measure_transfer,
 )

@@ -43,19 +43,9 @@ import numpy as np
 import pandas as pd
 
 from pathdiv.analysis.capture.pcap import TCP_FIN, TCP_RST
+from pathdiv.analysis.metrics.columns import METRIC_COLUMNS
 from pathdiv.topologies.fattree import FatTree
 
-# The study's metrics, one column each in metrics.csv (names kept from the issue).
-METRIC_COLUMNS = [
-    "fct_s",
-    "throughput_mbps",
-    "goodput_mbps",
-    "utilization",
-    "excess_pct",
-    "retrans_pct",
-    "reorder_pct",
-    "subflows",
-]
 MEASURES = [
     *METRIC_COLUMNS,
     "subflows_opened",

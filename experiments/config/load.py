@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from pathdiv.analysis.metrics.columns import DEPENDENT_VARIABLES
 from pathdiv.experiments.config.schema import SCHEMA, Leaf, MapOf, Section, parse_size
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import LinkParams, Tier
@@ -249,18 +250,81 @@ def validate(raw: Any, source: str = "config") -> Config:
                 sub: list[str] = []
                 _validate(node, value, dotted, sub)
                 problems += [f"factors.{factor}.{level}: {p}" for p in sub]
+    if not problems:
+        problems += _cross_problems(data)
     if problems:
         raise ConfigError(problems, source)
     return Config(data, source)
+
+
+def _cross_problems(data: Mapping[str, Any]) -> list[str]:
+    """Problems between keys: what analysis names must exist, a key one factor owns."""
+    problems = []
+    factors: dict[str, dict[str, dict[str, Any]]] = data["factors"]
+    owner: dict[str, str] = {}
+    for factor, levels in factors.items():
+        for level, overrides in levels.items():
+            for dotted in overrides:
+                other = owner.setdefault(dotted, factor)
+                if other != factor:
+                    problems.append(
+                        f"factors.{factor}.{level}.{dotted}: factor {other!r} sets {dotted} "
+                        "too; a key belongs to one factor, or the levels of one would "
+                        "silently undo the other's (merge the two factors into one)")
+    analysis = data["analysis"]
+    if analysis["ivs"] is None:  # resolved here, so every later stage reads a list
+        analysis["ivs"] = list(factors)
+    for name in analysis["dvs"]:
+        if name not in DEPENDENT_VARIABLES:
+            problems.append(f"analysis.dvs: {name!r} is not a metrics.csv column; choose "
+                            f"from {', '.join(DEPENDENT_VARIABLES)}")
+    # without factors there is nothing to compare (the report then only describes)
+    for name in analysis["ivs"] if factors else []:
+        if name not in factors:
+            problems.append(f"analysis.ivs: {name!r} is not a factor of this config; "
+                            f"factors: {', '.join(factors)}")
+    if factors and not 1 <= len(analysis["ivs"]) <= 2:
+        problems.append(f"analysis.ivs: {analysis['ivs']!r} names {len(analysis['ivs'])} "
+                        "factors; the MANOVA takes one or two")
+    columns = ["condition", "flow_type", *factors]
+    for name in analysis["clusters"]:
+        if name not in columns:
+            problems.append(f"analysis.clusters: {name!r} is not a column that splits the "
+                            f"data; choose from {', '.join(columns)}")
+        elif name in analysis["ivs"]:
+            problems.append(f"analysis.clusters: {name!r} is also in analysis.ivs; a "
+                            "factor is compared within clusters or splits them, not both")
+    return problems
+
+
+def shadowed_overrides(data: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
+    """`--set` keys that factor levels set again, so the override would not reach them."""
+    problems = []
+    for key in keys:
+        levels = [f"{factor}={level}"
+                  for factor, lvls in data.get("factors", {}).items()
+                  for level, overrides in lvls.items()
+                  if any(k == key or k.startswith(key + ".") or key.startswith(k + ".")
+                         for k in overrides)]
+        if levels:
+            problems.append(
+                f"--set {key}: the factor level(s) {', '.join(levels)} set {key} "
+                "themselves, so this override would change no run of theirs; edit those "
+                "levels in the config, or pick levels with --only")
+    return problems
 
 
 def load(path: str | Path, overrides: Iterable[str] = ()) -> Config:
     """Read a YAML file, apply `--set` overrides, validate."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_bytes().decode("utf-8")
     except OSError as exc:
         raise ConfigError([f"cannot read {p}: {exc.strerror}"], str(p)) from None
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start]
+        raise ConfigError([f"{p} is not UTF-8 text (byte {exc.start} is {bad:#04x}); save it "
+                           "as UTF-8"], str(p)) from None
     try:
         raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
@@ -268,4 +332,8 @@ def load(path: str | Path, overrides: Iterable[str] = ()) -> Config:
     if isinstance(raw, Mapping) and "name" not in raw:
         raw = {"name": p.stem, **raw}
     parsed = [parse_override(o) for o in overrides]
-    return validate(apply_overrides(raw, parsed) if isinstance(raw, Mapping) else raw, str(p))
+    cfg = validate(apply_overrides(raw, parsed) if isinstance(raw, Mapping) else raw, str(p))
+    shadowed = shadowed_overrides(cfg.data, [key for key, _ in parsed])
+    if shadowed:
+        raise ConfigError(shadowed, str(p))
+    return cfg

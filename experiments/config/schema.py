@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pathdiv.kernels.abilities import KNOWN_CCS
+
 Check = Callable[[Any], str | None]  # returns "what is allowed" when the value is bad
 
 
@@ -158,9 +160,10 @@ SCHEMA = Section(
                                   choices=("tcp", "mptcp")),
                 "subflows": Leaf(int, 4, "MPTCP subflows per connection on the single "
                                  "interface (ndiffports)", check=_subflows),
-                "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows)"),
-                "kernel": Leaf(str, "host", "host: this machine's kernel; net: VM on the "
-                               "pathdiv kernel (RB scheduler)", choices=("host", "lab")),
+                "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows)",
+                           choices=KNOWN_CCS),
+                "kernel": Leaf(str, "host", "host: this machine's kernel; lab: the pathdiv lab "
+                               "kernel (RB scheduler)", choices=("host", "lab")),
                 "scheduler": Leaf(str, "default", "MPTCP packet scheduler "
                                   "(net.mptcp.scheduler)",
                                   choices=("default", "rb", "roundrobin")),
@@ -210,7 +213,8 @@ SCHEMA = Section(
             {
                 "clusters": Leaf(list, ["condition", "flow_type"], "columns that split the "
                                  "data into test clusters"),
-                "ivs": Leaf(list, ["switching", "host"], "independent variables (factors)"),
+                "ivs": Leaf(list, None, "independent variables: one or two factor names; null: "
+                            "the config's factors", nullable=True),
                 "dvs": Leaf(list, list(DVS), "dependent variables (metrics.csv columns)"),
                 "alpha": Leaf(float, 0.05, "significance level", check=_probability),
             }

@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 
 from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.config.plan import Run
+from pathdiv.kernels.abilities import KernelAbilities, lab_kernel_abilities
 
 # Every process a lab starts (namespace shells, tools, the lab VM's QEMU) carries
 # PATHDIV_OWNER=<pid of its pathdiv>, so `pathdiv clean` finds those whose owner died.
@@ -91,29 +93,62 @@ def preflight(cfg: Config) -> None:
         problems.append("hosts.kernel: host, but this is the pathdiv lab VM; run it with "
                         "`pathdiv run` on the machine itself")
     if not wrong_kernel:  # the kernel the config asks for: does it have what the config needs?
-        if cfg.cc not in available_cc():
-            problems.append(
-                f"hosts.cc: {cfg.cc!r} is not available in this kernel; available: "
-                f"{', '.join(available_cc()) or 'none'}"
-            )
-        if cfg.transport == "mptcp" and not Path("/proc/sys/net/mptcp").exists():
-            problems.append("hosts.transport: mptcp, but this kernel has no MPTCP "
-                            "(/proc/sys/net/mptcp missing)")
-        if cfg.scheduler != "default" and cfg.scheduler not in available_schedulers():
-            problems.append(
-                f"hosts.scheduler: {cfg.scheduler!r} is not in this kernel (available: "
-                f"{', '.join(available_schedulers()) or 'none'}); it ships in the pathdiv lab "
-                "kernel: set hosts.kernel: lab" + (" (and rebuild it: `make kernel`)"
-                                                   if in_lab_vm else "")
-            )
-        delays = {t: p.delay_ms for t, p in cfg.link_params().items() if p.delay_ms > 0}
-        if delays and not qdisc_available("netem"):
-            keys = ", ".join(f"topology.links.{t}.delay_ms={d:g}" for t, d in delays.items())
-            problems.append(f"{keys}: a delay needs netem, which this kernel ({kernel_release()})"
-                            " lacks; set delay_ms: 0 or run on the lab kernel "
-                            "(hosts.kernel: lab)")
+        problems += config_problems(cfg, this_kernel())
     if problems:
         raise EnvironmentProblem(problems)
+
+
+def this_kernel() -> KernelAbilities:
+    """What this machine's running kernel offers (read from /proc; netem tried)."""
+    return KernelAbilities(
+        name=f"this machine's kernel {kernel_release()}",
+        ccs=frozenset(available_cc()),
+        schedulers=frozenset(available_schedulers()),
+        mptcp=Path("/proc/sys/net/mptcp").exists(),
+        netem=qdisc_available("netem"),
+    )
+
+
+def config_problems(cfg: Config, kernel: KernelAbilities) -> list[str]:
+    """What `cfg` needs that `kernel` lacks, each naming the key and the fix (pure)."""
+    problems = []
+    lab = "; the pathdiv lab kernel has it: set hosts.kernel: lab"
+    if cfg.cc not in kernel.ccs:
+        problems.append(f"hosts.cc: {cfg.cc!r} is not in {kernel.name} (available: "
+                        f"{', '.join(sorted(kernel.ccs)) or 'none'})")
+    if cfg.transport == "mptcp" and not kernel.mptcp:
+        problems.append(f"hosts.transport: mptcp, but {kernel.name} has no MPTCP")
+    if cfg.scheduler not in kernel.schedulers | {"default"}:
+        problems.append(
+            f"hosts.scheduler: {cfg.scheduler!r} is not in {kernel.name} (available: "
+            f"{', '.join(sorted(kernel.schedulers | {'default'}))})"
+            + (lab if cfg.host_kernel == "host" else "; rebuild it with `make kernel`"))
+    delays = {t: p.delay_ms for t, p in cfg.link_params().items() if p.delay_ms > 0}
+    if delays and not kernel.netem:
+        keys = ", ".join(f"topology.links.{t}.delay_ms={d:g}" for t, d in delays.items())
+        problems.append(f"{keys}: a delay needs netem, which {kernel.name} lacks; set "
+                        "delay_ms: 0" + (" or run on the lab kernel (hosts.kernel: lab)"
+                                         if cfg.host_kernel == "host" else ""))
+    return problems
+
+
+def plan_problems(runs: list[Run], host: KernelAbilities | None = None,
+                  lab: KernelAbilities | None = None) -> list[str]:
+    """Every run held against the kernel it will run on; one line per distinct problem,
+    naming the factor levels of the runs it concerns. Nothing is started."""
+    kernels: dict[str, KernelAbilities] = {}
+    found: dict[str, list[str]] = {}
+    for run in runs:
+        kind = run.config.host_kernel
+        if kind not in kernels:
+            kernels[kind] = (lab or lab_kernel_abilities()) if kind == "lab" else (
+                host or this_kernel())
+        for problem in config_problems(run.config, kernels[kind]):
+            levels = ", ".join(f"{k}={v}" for k, v in run.factors.items()) or "every run"
+            where = found.setdefault(problem, [])
+            if levels not in where:
+                where.append(levels)
+    return [f"{problem} [runs of {'; '.join(sorted(where))}]" for problem, where in found.items()]
 
 
 ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"

@@ -129,7 +129,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for ns, intf in ((nc, vc), (nsv, vs)):
             _ns(ns, "ip", "link", "set", intf, "up")
             _ns(ns, "ip", "mptcp", "limits", "set", "subflows", "8", "add_addr_accepted", "8")
-            if shutil.which("ethtool"):  # wire-sized segments, as in the net
+            if shutil.which("ethtool"):  # wire-sized segments, as in the fabric
                 _ns(ns, "ethtool", "-K", intf, "tso", "off", "gso", "off", "gro", "off")
         for addr in ALIASES:
             _ns(nc, "ip", "mptcp", "endpoint", "add", addr, "dev", vc, "subflow")

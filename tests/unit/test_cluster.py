@@ -45,8 +45,9 @@ def test_expected_duration_grows_with_payload_and_falls_with_link_rate():
 
 def test_lab_vm_runs_are_expected_to_take_longer_than_host_runs():
     cfg, runs = _plan("class-quick.yaml")
-    net = expand(cfg.with_overrides([("hosts.kernel", "lab")]))
-    assert all(expected_run_s(a) > expected_run_s(b) for a, b in zip(net, runs, strict=True))
+    lab_runs = expand(cfg.with_overrides([("hosts.kernel", "lab")]))
+    assert all(expected_run_s(a) > expected_run_s(b)
+               for a, b in zip(lab_runs, runs, strict=True))
 
 
 # ---- partition -------------------------------------------------------------------------

@@ -201,9 +201,9 @@ def test_preflight_refuses_a_lab_run_outside_the_vm_and_a_host_run_inside(monkey
     monkeypatch.setattr(environment.os, "geteuid", lambda: 0)
     monkeypatch.setattr(environment.shutil, "which", lambda tool: f"/usr/bin/{tool}")
     monkeypatch.delenv(labruns.GUEST_ENV, raising=False)
-    net = validate({"hosts": {"kernel": "lab", "transport": "mptcp", "scheduler": "rb"}})
+    lab_cfg = validate({"hosts": {"kernel": "lab", "transport": "mptcp", "scheduler": "rb"}})
     with pytest.raises(EnvironmentProblem, match=r"hosts\.kernel: lab, but this is kernel"):
-        preflight(net)
+        preflight(lab_cfg)
     monkeypatch.setenv(labruns.GUEST_ENV, "{}")
     with pytest.raises(EnvironmentProblem, match=r"hosts\.kernel: host, but this is the pathdiv"):
         preflight(validate({}))

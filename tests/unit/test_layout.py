@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -90,10 +91,13 @@ def test_every_module_imports_in_a_fresh_interpreter():
 
 @pytest.mark.slow
 def test_pip_install_puts_one_pathdiv_package_into_site_packages(tmp_path):
-    target = tmp_path / "site"
+    source, target = tmp_path / "source", tmp_path / "site"
+    # a copy, so the build's own build/ folder does not land in the checkout
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "results", "build", "*.egg-info", "__pycache__", ".*_cache"))
     res = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         "--no-deps", "--use-pep517", "--target", str(target), str(REPO)],
+         "--no-deps", "--use-pep517", "--target", str(target), str(source)],
         capture_output=True, text=True, timeout=600,
         env=dict(os.environ, PIP_NO_INPUT="1"),
     )

@@ -18,8 +18,8 @@ from pathdiv.analysis.capture.synth import (
     spec_between,
     write_run,
 )
+from pathdiv.analysis.metrics.columns import METRIC_COLUMNS
 from pathdiv.analysis.metrics.table import (
-    METRIC_COLUMNS,
     RunLayoutError,
     compute_metrics,
     compute_run_metrics,

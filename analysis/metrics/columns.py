@@ -1,0 +1,19 @@
+"""The names of metrics.csv's measures: the vocabulary the config's `analysis.dvs` is
+checked against at `pathdiv check`, kept apart from the arithmetic (no numpy here)."""
+
+from __future__ import annotations
+
+# The study's metrics, one column each in metrics.csv (names kept from the issue).
+METRIC_COLUMNS = [
+    "fct_s",
+    "throughput_mbps",
+    "goodput_mbps",
+    "utilization",
+    "excess_pct",
+    "retrans_pct",
+    "reorder_pct",
+    "subflows",
+]
+
+# Numeric columns of metrics.csv a MANOVA can take as dependent variables.
+DEPENDENT_VARIABLES = (*METRIC_COLUMNS, "subflows_opened", "paths_used", "wire_bytes")

@@ -1,0 +1,125 @@
+"""Every config mistake is reported at `pathdiv check`, naming the key, the value and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from pathdiv.experiments.cli import main
+from pathdiv.experiments.config.load import ConfigError, load, validate
+from pathdiv.experiments.config.names import resolve_config
+from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.fabric.environment import plan_problems
+from pathdiv.kernels.abilities import (
+    KernelAbilities,
+    fragment_ccs,
+    lab_kernel_abilities,
+    patch_schedulers,
+)
+from tests.conftest import REPO
+
+FACTORS = {"switching": {"ecmp": {"switching.mode": "ecmp"}, "spray": {"switching.mode": "spray"}}}
+STOCK = KernelAbilities("this machine's kernel 6.18", frozenset({"reno", "cubic"}),
+                        frozenset({"default"}), mptcp=True, netem=False)
+
+
+def write(tmp_path, text: str | bytes, name: str = "c.yaml"):
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+def test_an_unknown_dependent_variable_lists_the_metrics_csv_columns():
+    with pytest.raises(ConfigError, match=r"analysis\.dvs: 'nonexistent_metric' is not a "
+                       r"metrics\.csv column; choose from fct_s, throughput_mbps, "):
+        validate({"factors": FACTORS, "analysis": {"dvs": ["nonexistent_metric"]}})
+
+
+def test_an_independent_variable_that_is_no_factor_lists_the_factors():
+    with pytest.raises(ConfigError, match=r"analysis\.ivs: 'nofactor' is not a factor of "
+                       r"this config; factors: switching$"):
+        validate({"factors": FACTORS, "analysis": {"ivs": ["nofactor"]}})
+
+
+def test_ivs_default_to_the_configs_factors():
+    cfg = validate({"factors": FACTORS})
+    assert cfg.data["analysis"]["ivs"] == ["switching"]
+
+
+def test_an_unknown_congestion_control_is_refused_with_the_choices():
+    with pytest.raises(ConfigError, match=r"hosts\.cc: 'notacc' is not allowed; choose one "
+                       r"of reno, cubic, bbr, dctcp"):
+        validate({"hosts": {"cc": "notacc"}})
+
+
+def test_a_cc_the_runs_kernel_lacks_is_a_plan_problem():
+    runs = expand(validate({"hosts": {"cc": "bbr"}}), flow_types=["query"])
+    assert plan_problems(runs, host=STOCK) == [
+        "hosts.cc: 'bbr' is not in this machine's kernel 6.18 (available: cubic, reno) "
+        "[runs of every run]"]
+
+
+def test_the_rb_scheduler_on_the_host_kernel_names_the_levels_and_the_fix():
+    cfg = validate({"hosts": {"transport": "mptcp", "scheduler": "rb"}, "factors": FACTORS})
+    problems = plan_problems(expand(cfg, flow_types=["query"]), host=STOCK)
+    assert problems == [
+        "hosts.scheduler: 'rb' is not in this machine's kernel 6.18 (available: default); "
+        "the pathdiv lab kernel has it: set hosts.kernel: lab "
+        "[runs of switching=ecmp; switching=spray]"]
+    lab = validate({"hosts": {"transport": "mptcp", "scheduler": "rb", "kernel": "lab"}})
+    assert plan_problems(expand(lab, flow_types=["query"])) == []
+
+
+def test_the_lab_kernels_abilities_come_from_its_recipe():
+    assert fragment_ccs("CONFIG_TCP_CONG_ADVANCED=y\nCONFIG_TCP_CONG_BBR=y\n"
+                        "# CONFIG_TCP_CONG_VEGAS is not set\n") == {"reno", "bbr"}
+    assert patch_schedulers(['+\t.name\t\t= "rb",\n', " .name = \"old\",\n"]) == {"default",
+                                                                                    "rb"}
+    lab = lab_kernel_abilities()
+    assert {"default", "rb", "roundrobin"} <= lab.schedulers
+    assert {"cubic", "bbr", "dctcp"} <= lab.ccs and lab.netem and lab.mptcp
+
+
+def test_a_file_that_is_not_utf8_is_named_with_the_bad_byte(tmp_path):
+    path = write(tmp_path, b"name: caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml is not UTF-8 text \(byte 9 is 0xe9\); "
+                       r"save it as UTF-8"):
+        load(path)
+
+
+def test_two_factors_setting_one_key_are_refused():
+    factors = {**FACTORS, "transport": {"tcp": {"switching.mode": "static",
+                                                "hosts.transport": "tcp"}}}
+    with pytest.raises(ConfigError, match=r"factors\.transport\.tcp\.switching\.mode: factor "
+                       r"'switching' sets switching\.mode too; a key belongs to one factor"):
+        validate({"factors": factors})
+
+
+def test_a_set_that_factor_levels_override_is_refused():
+    with pytest.raises(ConfigError, match=r"--set hosts\.kernel: the factor level\(s\) "
+                       r"host=vanilla, host=rb set hosts\.kernel themselves, so this override "
+                       r"would change no run of theirs"):
+        load(REPO / "configs/noisy.yaml", ["hosts.kernel=host"])
+    assert load(REPO / "configs/noisy.yaml", ["repetitions=1"]).data["repetitions"] == 1
+
+
+def test_a_config_name_resolves_against_configs(tmp_path):
+    assert resolve_config("noisy.yaml", cwd=tmp_path) == REPO / "configs/noisy.yaml"
+    assert resolve_config("noisy", cwd=tmp_path) == REPO / "configs/noisy.yaml"
+    own = write(tmp_path / "configs", "name: mine\n", "noisy.yaml") if (
+        (tmp_path / "configs").mkdir() or True) else None
+    assert resolve_config("noisy", cwd=tmp_path) == own  # the user's folder first
+    with pytest.raises(ConfigError, match=r"no config 'nosuch': it is not a file, nor a "
+                       r"config in .*; configs there: .*class-quick, .*noisy, silent"):
+        resolve_config("nosuch", cwd=tmp_path)
+
+
+def test_pathdiv_check_finds_configs_noisy_yaml_from_anywhere(tmp_path, monkeypatch, capsys):
+    """What `make experiment CONFIG=noisy.yaml` hands to `pathdiv run` resolves the same."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "noisy.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{REPO / 'configs/noisy.yaml'}: valid.")
+    assert "plan: 60 run(s)" in out
