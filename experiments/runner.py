@@ -49,6 +49,7 @@ from pathdiv.experiments.cluster.planfile import (
 )
 from pathdiv.experiments.cluster.shards import Shard, shard_of
 from pathdiv.experiments.cluster.tracking import RunTracker
+from pathdiv.experiments.config.estimate import PlanClock
 from pathdiv.experiments.config.load import Config, validate
 from pathdiv.experiments.config.plan import Run, expand
 from pathdiv.experiments.dataplane.select import select_dataplane
@@ -305,8 +306,20 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
 
     save_plan()
     tracker = RunTracker(folder, runs, shard, complete_before=len(done))
+    # tqdm's own remaining time counts runs; the clock weighs them by expected traffic
     bar = tqdm(total=len(runs), initial=len(done), unit="run", file=sys.stderr,
-               disable=quiet, dynamic_ncols=True, desc=cfg.name)
+               disable=quiet, dynamic_ncols=True, desc=cfg.name,
+               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+                          "[{elapsed}{postfix}]")
+    clock = PlanClock(todo)
+    mark = [time.monotonic()]  # when the run now in progress started
+    shown = [""]
+
+    def show(label: str) -> None:
+        shown[0] = label
+        bar.set_postfix_str(f"{label} | {clock.text()}" if label else clock.text())
+
+    show("")
 
     def say(text: str) -> None:
         if not quiet:
@@ -314,6 +327,9 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
 
     def finished(run: Run, manifest: dict[str, Any]) -> None:
         status = manifest.get("status", "failed")
+        now = time.monotonic()
+        clock.finished(run.run_id, now - mark[0] if status == "complete" else None)
+        mark[0] = now
         statuses[run.run_id] = {"status": status, "reason": manifest.get("error", "")}
         outcome.statuses[run.run_id] = status
         save_plan()
@@ -325,6 +341,7 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
                 tracker.started(following[0])
         say(_run_line(run, manifest))
         bar.update(1)
+        show(shown[0])
 
     if done:
         say(f"resuming {folder}: {len(done)} run(s) complete, {len(todo)} to do")
@@ -350,10 +367,11 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
             run_dir.mkdir(parents=True)
             tracker.started(run)
             label = " ".join([run.flow_type, *run.factors.values(), f"rep{run.repetition}"])
-            bar.set_postfix_str(label)
+            mark[0] = time.monotonic()
+            show(label)
 
             def on_round(n: int, total: int, label: str = label) -> None:
-                bar.set_postfix_str(f"{label} round {n}/{total}")
+                show(f"{label} round {n}/{total}")
 
             finished(run, execute_run(run, run_dir, on_round))
         if lab_todo and image is not None:
@@ -362,7 +380,8 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
             for run in lab_todo:  # no earlier manifest beside the running marker
                 shutil.rmtree(folder / "runs" / run.run_id, ignore_errors=True)
             tracker.started(lab_todo[0])
-            LabSession(folder, lab_todo, image, bar.set_postfix_str, finished,
+            mark[0] = time.monotonic()  # the boot counts towards the first lab run
+            LabSession(folder, lab_todo, image, show, finished,
                        progress=progress_file(shard.name if shard else None)).execute()
         state = "done"
     except KeyboardInterrupt:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pathdiv.experiments.cluster.estimate import expected_run_s
+from pathdiv.experiments.config.estimate import expected_run_s
 from pathdiv.experiments.config.plan import Run
 
 SHARD_SYNTAX = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")

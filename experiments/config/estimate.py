@@ -65,3 +65,45 @@ def expected_run_s(run: Run) -> float:
     cfg = run.config
     costs = COSTS.get(cfg.host_kernel, COSTS["host"])
     return round(costs.run_overhead_s + expected_traffic_s(cfg, run.flow_type, run.seed), 3)
+
+
+def format_duration(seconds: float) -> str:
+    """'45 s', '12 min', '2 h 05 min'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+class PlanClock:
+    """An honest ETA for a plan: the expected time of the runs left (payloads over link
+    rates plus the per-run and per-round costs, `expected_run_s`), scaled by how long the
+    runs finished so far really took against their own expectation. Counting runs would
+    say "2 minutes" for ten long runs behind twenty short ones."""
+
+    def __init__(self, runs: list[Run]) -> None:
+        self.expected = {run.run_id: expected_run_s(run) for run in runs}
+        self.left = set(self.expected)
+        self.spent_s = 0.0     # wall time of the complete runs measured so far
+        self.planned_s = 0.0   # what they were expected to take
+
+    def finished(self, run_id: str, wall_s: float | None) -> None:
+        """`run_id` ended; `wall_s` is its measured time (None: not a complete run)."""
+        if run_id not in self.left:
+            return
+        self.left.discard(run_id)
+        if wall_s is not None and wall_s > 0:
+            self.spent_s += wall_s
+            self.planned_s += self.expected[run_id]
+
+    def scale(self) -> float:
+        return self.spent_s / self.planned_s if self.planned_s else 1.0
+
+    def remaining_s(self) -> float:
+        return sum(self.expected[r] for r in self.left) * self.scale()
+
+    def text(self) -> str:
+        if not self.left:
+            return "done"
+        basis = "" if self.planned_s else " (estimated)"
+        return f"~{format_duration(self.remaining_s())} left{basis}"
