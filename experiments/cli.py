@@ -11,11 +11,12 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pathdiv.experiments.cluster.slurm import SlurmError
 from pathdiv.experiments.config.load import Config, ConfigError, load
 from pathdiv.experiments.config.names import resolve_config
-from pathdiv.experiments.config.plan import Run
+from pathdiv.experiments.config.plan import Run, expand, parse_only, quick_config, quick_flow_types
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
@@ -152,26 +153,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from pathdiv.experiments.cluster.planfile import register_plan
-    from pathdiv.experiments.cluster.shards import parse_shard, shard_runs
-    from pathdiv.experiments.config.plan import expand
-    from pathdiv.experiments.runner import (
-        parse_only,
-        prepare_folder,
-        quick_config,
-        quick_flow_types,
-        run_plan,
-    )
-
-    shard = parse_shard(args.shard) if args.shard else None
-    if shard and args.out is None:
-        raise ValueError(f"--shard {shard} needs --out DIR: every shard of a plan writes into "
-                         "the same results folder")
+def _plan(args: argparse.Namespace) -> tuple[Config, list[Run], dict[str, Any]]:
+    """The config, the runs and the plan options `run` and `slurm` take from the command."""
     cfg = _config(args)
     if args.quick:
         cfg = quick_config(cfg)
@@ -184,6 +167,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ValueError("the plan is empty; check --only against `pathdiv check CONFIG`")
     options = {"reps": reps, "only": args.only or [], "quick": args.quick,
                "set": args.set or []}
+    return cfg, runs, options
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from pathdiv.experiments.cluster.planfile import register_plan
+    from pathdiv.experiments.cluster.shards import parse_shard, shard_runs
+    from pathdiv.experiments.runner import (
+        prepare_folder,
+        run_plan,
+    )
+
+    shard = parse_shard(args.shard) if args.shard else None
+    if shard and args.out is None:
+        raise ValueError(f"--shard {shard} needs --out DIR: every shard of a plan writes into "
+                         "the same results folder")
+    cfg, runs, options = _plan(args)
     planned = runs
     if shard:
         options["shards"] = shard.count
@@ -259,31 +262,17 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     from pathdiv.experiments.cluster.planfile import options_conflict, read_plan, register_plan
     from pathdiv.experiments.cluster.shards import describe_shards
     from pathdiv.experiments.cluster.slurm import SlurmJob, submit, write_scripts
-    from pathdiv.experiments.config.plan import expand
     from pathdiv.experiments.runner import (
         ResultsError,
-        parse_only,
         prepare_folder,
-        quick_config,
-        quick_flow_types,
     )
 
-    cfg = _config(args)
-    if args.quick:
-        cfg = quick_config(cfg)
-    if args.reps is not None and args.reps < 1:
-        raise ValueError(f"--reps {args.reps}: expected an integer >= 1")
-    reps = args.reps if args.reps is not None else (1 if args.quick else None)
-    runs = expand(cfg, repetitions=reps, flow_types=quick_flow_types(cfg) if args.quick
-                  else None, only=parse_only(args.only or []))
-    if not runs:
-        raise ValueError("the plan is empty; check --only against `pathdiv check CONFIG`")
+    cfg, runs, options = _plan(args)
     if not 1 <= args.shards <= len(runs):
         raise ValueError(f"--shards {args.shards}: expected 1 to {len(runs)} (the plan has "
                          f"{len(runs)} run(s); an empty shard would only hold a node)")
     out = args.out.resolve()
-    options = {"reps": reps, "only": args.only or [], "quick": args.quick,
-               "set": args.set or [], "shards": args.shards}
+    options["shards"] = args.shards
     conflict = options_conflict(read_plan(out), options)
     if conflict:
         raise ResultsError(f"{out}: {conflict}")
@@ -293,7 +282,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     plan_args += [a for item in args.only or [] for a in ("--only", item)]
     plan_args += ["--reps", str(args.reps)] if args.reps is not None else []
     plan_args += ["--quick"] if args.quick else []
-    job = SlurmJob(name=cfg.name, command=_launcher(), config=Path(args.config).resolve(),
+    job = SlurmJob(name=cfg.name, command=_launcher(), config=Path(cfg.source).resolve(),
                    out=folder, shards=args.shards, plan_args=plan_args,
                    partition=args.partition, time_limit=args.time, mem=args.mem,
                    cpus=args.cpus, exclusive=not args.shared_nodes, workdir=Path.cwd())
@@ -303,7 +292,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(f"wrote {array} and {analysis}; submit them with:\n"
               f"  ARRAY=$(sbatch --parsable {array})\n"
-              f"  sbatch --dependency=afterok:$ARRAY {analysis}")
+              f"  sbatch --dependency=afterok:$ARRAY --kill-on-invalid-dep=yes {analysis}")
         return 0
     array_id, analysis_id = submit(array, analysis)
     print(f"submitted job array {array_id} ({args.shards} task(s)) and analysis job "

@@ -55,6 +55,16 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
+def read_json_dict(path: Path) -> dict[str, Any] | None:
+    """A JSON object from `path`, or None if it is missing, unreadable or not an object
+    (a file another process is still writing reads as None, not as an error)."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def csv_text(columns: list[str], rows: Iterable[Mapping[str, Any]]) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="raise", lineterminator="\n")

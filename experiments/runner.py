@@ -84,8 +84,6 @@ from pathdiv.kernels.runs import (
 
 log = logging.getLogger("pathdiv")
 
-QUICK_FLOW_TYPES = ("query", "short")
-QUICK_ITERATIONS = 1
 
 
 class ResultsError(ValueError):
@@ -93,31 +91,6 @@ class ResultsError(ValueError):
 
 
 # ---- pure: options, folders, states ----------------------------------------------------
-def quick_config(cfg: Config) -> Config:
-    """--quick: fewer iterations (the repetition and flow types are the plan's job)."""
-    iterations = min(int(cfg.data["workload"]["iterations"]), QUICK_ITERATIONS)
-    return cfg.with_overrides([("workload.iterations", iterations)])
-
-
-def quick_flow_types(cfg: Config) -> list[str]:
-    """query+short when the config has them, else its first two flow types."""
-    names = list(cfg.flow_sizes())
-    chosen = [f for f in QUICK_FLOW_TYPES if f in names]
-    return chosen or names[:2]
-
-
-def parse_only(items: list[str]) -> dict[str, str]:
-    """['switching=ecmp-tcp', 'flow_type=query'] -> dict; bad items name the fix."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise ValueError(f"--only {item!r}: expected FACTOR=LEVEL, e.g. --only "
-                             "switching=ecmp-mptcp or --only flow_type=query")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def new_folder_name(name: str, now: datetime) -> str:
     return f"{name}-{now:%Y%m%d-%H%M%S}"
 

@@ -27,6 +27,7 @@ from typing import Any
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.plan import Run
 from pathdiv.experiments.fabric.environment import LAB_VM_ENV
+from pathdiv.experiments.manifest import read_json_dict
 from pathdiv.experiments.runstate import run_state, write_failed
 from pathdiv.experiments.traffic.workloads import rounds
 from pathdiv.kernels import vm as labvm
@@ -202,7 +203,7 @@ class LabSession:
     def poll(self) -> None:
         """Called by run_in_lab every few seconds: report runs, watch for a stall."""
         self.collect()
-        doc = read_json(self.folder / self.progress)
+        doc = read_json_dict(self.folder / self.progress)
         if doc:
             self.on_progress(format_progress(doc))
         current = next((r for r in self.runs if r.run_id not in self.reported), None)
@@ -222,7 +223,7 @@ class LabSession:
             if run_state(self.folder / "runs" / run.run_id) in ("complete", "failed"):
                 self.reported.add(run.run_id)
                 self.last_finish = time.monotonic()
-                manifest = read_json(self.folder / "runs" / run.run_id / "manifest.json")
+                manifest = read_json_dict(self.folder / "runs" / run.run_id / "manifest.json")
                 self.on_finished(run, manifest or {})
 
     def close_unfinished(self, reason: str, started_only: bool) -> None:
@@ -239,9 +240,3 @@ class LabSession:
             self.on_finished(run, manifest)
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None

@@ -101,7 +101,8 @@ def analysis_script(job: SlurmJob) -> str:
     lines += [
         "#",
         "# pathdiv: submitted with --dependency=afterok:<array job>, so it starts once",
-        "# every shard exited 0. Needs no root.",
+        "# every shard exited 0 (and with --kill-on-invalid-dep=yes, so a failed shard ends it",
+        "# instead of leaving it pending). Needs no root.",
         "set -euo pipefail",
         f"{shlex.join([*job.command, 'status', str(job.out)])}",
         f"exec {analyze}",
@@ -132,7 +133,9 @@ def parse_job_id(stdout: str) -> str:
 def sbatch_argv(script: Path, after: str | None = None) -> list[str]:
     argv = ["sbatch", "--parsable"]
     if after:
-        argv.append(f"--dependency=afterok:{after}")
+        # a failed shard makes afterok unsatisfiable: end the analysis job instead of
+        # leaving it pending for ever (resubmit once the shard is fixed)
+        argv += [f"--dependency=afterok:{after}", "--kill-on-invalid-dep=yes"]
     return [*argv, str(script)]
 
 

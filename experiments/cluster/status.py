@@ -12,7 +12,6 @@ A run is
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -25,6 +24,7 @@ from pathdiv.experiments.cluster.tracking import (
     RUNNING_DIR,
     process_alive,
 )
+from pathdiv.experiments.manifest import read_json_dict
 from pathdiv.experiments.runstate import run_state
 
 STATES = ("complete", "failed", "skipped", "running", "pending")
@@ -124,12 +124,6 @@ def classify(run_state: str, marker: dict[str, Any] | None,
 
 
 # ---- side effects ----------------------------------------------------------------------
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def folder_status(folder: Path, host: str | None = None) -> FolderStatus:
@@ -144,17 +138,17 @@ def folder_status(folder: Path, host: str | None = None) -> FolderStatus:
     status = FolderStatus(str(folder), int(shards) if shards else None)
     for entry in plan["runs"]:
         run_id = str(entry.get("run_id"))
-        marker = _read(folder / RUNNING_DIR / f"{run_id}.json")
+        marker = read_json_dict(folder / RUNNING_DIR / f"{run_id}.json")
         state, note = classify(run_state(folder / "runs" / run_id), marker,
                                lambda m: process_alive(m, here))
         if state == "failed":
-            manifest = _read(folder / "runs" / run_id / "manifest.json") or {}
+            manifest = read_json_dict(folder / "runs" / run_id / "manifest.json") or {}
             note = str(manifest.get("error", ""))[:300]
         shard = entry.get("shard")
         status.runs.append(RunStatus(run_id, int(shard) if shard is not None else None,
                                      state, note))
     for path in sorted((folder / PROGRESS_DIR).glob("shard-*.json")):
-        doc = _read(path)
+        doc = read_json_dict(path)
         if doc and "shard" in doc:
             if doc.get("state") == "running" and process_alive(doc, here) is False:
                 doc["state"] = "killed"  # its process is gone without saying so

@@ -1,7 +1,7 @@
 """Three shards of configs/class-quick.yaml, one after another into one folder, against one
 unsharded run of the same plan: the same complete runs, the same metrics.csv rows.
 
-The plan is lab-quick's --quick plan (3 switching levels x query/short, one iteration)
+The plan is class-quick's --quick plan (3 switching levels x query/short, one iteration)
 with one request per iteration, so the two executions take a few minutes together.
 Timing metrics differ between any two executions; the rows' keys (run, factors, flow
 type, transfer group, transfers, payload) do not.

@@ -164,7 +164,7 @@ def local_slurm(tmp_path_factory) -> Iterator[LocalSlurm]:
 
 
 def test_job_array_of_a_small_plan_and_the_analysis_after_it(local_slurm, tmp_path):
-    out = tmp_path / "lab-quick"
+    out = tmp_path / "class-quick"
     submitted = subprocess.run(
         [sys.executable, "-m", "pathdiv.experiments.cli", "slurm",
          str(REPO / "configs/class-quick.yaml"),

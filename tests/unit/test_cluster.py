@@ -328,7 +328,7 @@ def test_status_of_a_planted_folder(tmp_path, capsys):
 
 # ---- Slurm scripts ---------------------------------------------------------------------
 def _job(**kw):
-    base = dict(name="lab-quick", command=["/opt/pd/.venv/bin/pathdiv"],
+    base = dict(name="class-quick", command=["/opt/pd/.venv/bin/pathdiv"],
                 config=Path("/shared/class-quick.yaml"), out=Path("/shared/results/lq"),
                 shards=3, plan_args=["--set", "workload.requests=1", "--quick"])
     return slurm.SlurmJob(**{**base, **kw})
@@ -371,7 +371,8 @@ def test_submit_chains_the_analysis_after_the_array():
 
     assert slurm.submit(Path("a.sbatch"), Path("b.sbatch"), run=fake_run) == ("41", "42")
     assert calls == [["sbatch", "--parsable", "a.sbatch"],
-                     ["sbatch", "--parsable", "--dependency=afterok:41", "b.sbatch"]]
+                     ["sbatch", "--parsable", "--dependency=afterok:41",
+                      "--kill-on-invalid-dep=yes", "b.sbatch"]]
 
     def refused(argv, **kw):
         return subprocess.CompletedProcess(argv, 1, "", "sbatch: error: invalid partition\n")
@@ -391,7 +392,8 @@ def test_slurm_dry_run_writes_scripts_and_the_plan(tmp_path, capsys):
                  "--shards", "3", "--quick", "--mem", "1G", "--dry-run"]) == 0
     printed = capsys.readouterr().out
     assert "plan: 6 run(s) in 3 shard(s)" in printed
-    assert f"sbatch --dependency=afterok:$ARRAY {out / 'slurm/analyze.sbatch'}" in printed
+    assert (f"sbatch --dependency=afterok:$ARRAY --kill-on-invalid-dep=yes "
+            f"{out / 'slurm/analyze.sbatch'}") in printed
     array = (out / "slurm" / "array.sbatch").read_text()
     assert "#SBATCH --mem=1G" in array and "--quick" in array
     assert f"run {REPO / 'configs/class-quick.yaml'} --out {out} --quick --quiet" in array
@@ -408,8 +410,8 @@ def test_shipped_example_scripts_are_what_pathdiv_slurm_writes():
     from pathdiv.experiments.cluster.slurm import analysis_script, array_script
 
     example = REPO / "scripts" / "slurm"
-    job = slurm.SlurmJob(name="lab-quick", command=["pathdiv"],
-                         config=Path("configs/class-quick.yaml"), out=Path("/shared/lab-quick"),
+    job = slurm.SlurmJob(name="class-quick", command=["pathdiv"],
+                         config=Path("configs/class-quick.yaml"), out=Path("/shared/class-quick"),
                          shards=3, plan_args=[])
     assert (example / "array.sbatch").read_text() == array_script(job)
     assert (example / "analyze.sbatch").read_text() == analysis_script(job)
