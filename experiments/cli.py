@@ -25,6 +25,18 @@ from pathdiv.experiments.fabric.network import NetworkError
 log = logging.getLogger("pathdiv")
 
 
+def _setup_logging(level: int) -> None:
+    """One line per phase on stderr. The "pathdiv" logger is set up by hand: once Mininet
+    is imported, every logger created after it is Mininet's, with its own handler and
+    level, which `logging.basicConfig` would not touch."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("pathdiv: %(message)s"))
+    log.handlers[:] = [handler]
+    log.setLevel(level)
+    log.propagate = False
+    logging.basicConfig(level=level, format="pathdiv: %(message)s")
+
+
 def _config(args: argparse.Namespace) -> Config:
     return load(resolve_config(args.config), args.set or [])
 
@@ -397,10 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
 
         os.environ[DEBUG_ENV] = "1"  # read by every bmv2 switch the lab starts
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="pathdiv: %(message)s",
-    )
+    _setup_logging(logging.INFO if args.verbose else logging.WARNING)
     try:
         return int(args.func(args))
     except (ConfigError, EnvironmentProblem) as exc:

@@ -52,3 +52,19 @@ def test_clean_recognises_only_pathdiv_named_namespaces():
 
     listing = "pdlab-s (id: 3)\npd4h0\nblue (id: 1)\npdx\npd7sw (id: 2)\n"
     assert leftover_namespaces(listing) == ["pdlab-s", "pd4h0", "pd7sw"]
+
+
+def test_verbose_logs_each_phase_even_after_mininet_took_over_loggers(capsys):
+    """Importing Mininet makes later loggers Mininet's; -v must still print phases."""
+    import logging
+
+    import mininet.log  # noqa: F401  (sets Mininet's logger class, as the network does)
+
+    from pathdiv.experiments import cli
+
+    cli._setup_logging(logging.INFO)
+    logging.getLogger("pathdiv").info("network up: test")
+    assert "pathdiv: network up: test" in capsys.readouterr().err
+    cli._setup_logging(logging.WARNING)
+    logging.getLogger("pathdiv").info("quiet")
+    assert "quiet" not in capsys.readouterr().err
