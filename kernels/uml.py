@@ -1,0 +1,431 @@
+"""The lab kernel as User-Mode Linux: build the ``linux`` binary, run commands in it.
+
+The same Debian linux-source-6.12 and patch series as the QEMU image
+(experiments/labvm.py), configured with ``make ARCH=um defconfig`` plus
+kernels/uml.config, cached by a content hash under /var/cache/pathdiv/kernels/<digest>/.
+
+A run boots UML on the host's root file system through hostfs. The clock is
+``virtual`` (``time-travel=inf-cpu``: CPU work takes no guest time and idle time is
+skipped, so links are the only bottleneck and a run may finish faster than real time)
+or ``real`` (the wall clock). UML runs in a private host mount namespace in which every
+mount is read-only except the share folder and a private tmpfs for UML's own memory
+file: the guest is root and may remount its hostfs, but the host refuses the writes.
+
+Pure parts (recipe, command lines, guest init script) come first; the functions that
+run processes (:func:`build_uml_kernel`, :func:`run_in_uml`) after them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments import labvm
+from experiments.environment import LAB_ENV
+from experiments.labvm import LabError
+
+KERNELS_DIR = Path(__file__).resolve().parent
+REPO_DIR = KERNELS_DIR.parent
+FRAGMENT = "uml.config"
+# Part of the recipe: a change to how the binary is configured or built gives a new digest.
+BUILDER = "pathdiv-uml-1 make ARCH=um defconfig + kernels/uml.config"
+OUT_DIR = labvm.BUILD_DIR / "out-um"
+IMAGE_NAME = "linux"
+CONTROL_DIR = ".labvm"
+CLOCKS = ("virtual", "real")
+# Guest memory: a k=4 fat tree (36 namespaces, Mininet, 48 tcpdumps, python transfers)
+# peaks near 700 MB in the guest (kernels/README.md); 1.5 GiB leaves room for socket buffers.
+MEMORY_MB = 1536
+JAIL = KERNELS_DIR / "uml_jail.py"
+
+Log = Callable[[str], None]
+
+
+# --------------------------------------------------------------------------- pure parts
+
+
+def recipe(source_version: str, patches: tuple[tuple[str, bytes], ...],
+           fragment: bytes) -> labvm.KernelRecipe:
+    """The UML image's recipe: labvm's, with the UML builder as its configurator."""
+    return labvm.KernelRecipe(source_version=source_version, patches=patches,
+                              config_fragment=fragment, configurator=BUILDER)
+
+
+def boot_args(init: Path, clock: str, memory_mb: int, uml_dir: Path) -> list[str]:
+    """UML command-line arguments: host root via hostfs, ``init`` as PID 1, the clock.
+
+    The console goes to UML's stdout (the console log); no input is read from the host.
+    """
+    if clock not in CLOCKS:
+        raise LabError(f"clock {clock!r} is not one of {', '.join(CLOCKS)}")
+    args = [f"mem={memory_mb}M", "rootfstype=hostfs", "rootflags=/", "rw",
+            f"init={init}", f"uml_dir={uml_dir}", "umid=pathdiv",
+            "con=null", "con0=null,fd:1", "ssl=null", "quiet"]
+    if clock == "virtual":
+        args.append("time-travel=inf-cpu")
+    return args
+
+
+def jail_argv(python: str, share: Path, private: Path, private_mb: int,
+              command: Sequence[str]) -> list[str]:
+    """Run ``command`` where the host's files are read-only except ``share``.
+
+    uml_jail.py (standard library only, run with ``-S``) unshares a mount namespace,
+    makes every mount read-only recursively, mounts a tmpfs of ``private_mb`` MB on
+    ``private`` (UML's memory file and uml_dir) and a writable bind of ``share``.
+    """
+    return [python, "-S", str(JAIL), "--share", str(share), "--private", str(private),
+            "--private-mb", str(private_mb), "--", *command]
+
+
+# Mounted in the guest over the host's directories (hostfs root): the guest's own,
+# empty, and lost when it stops.
+GUEST_TMPFS = ("/tmp", "/run", "/var/tmp", "/dev/shm")
+
+
+def guest_init(argv: Sequence[str], cwd: Path, control: Path,
+               env: dict[str, str] | None = None) -> str:
+    """PID 1 of the guest: mount what a Linux system needs, run ``argv``, power off.
+
+    The command's status and output go to ``control`` (in the share). ``env`` is
+    exported to the command. The guest powers off with sysrq ``o`` whatever happens.
+    """
+    c = shlex.quote(str(control))
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
+    tmpfs = "".join(
+        f"mount -t tmpfs -o mode=1777 tmpfs {d} 2>/dev/null || true\n" for d in GUEST_TMPFS
+    )
+    return (
+        "#!/bin/sh\n"
+        "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+        "export HOME=/root LANG=C.UTF-8\n"
+        "mount -t proc proc /proc\n"
+        "mount -t sysfs sysfs /sys\n"
+        "mount -t devtmpfs devtmpfs /dev 2>/dev/null || true\n"
+        "mkdir -p /dev/pts /dev/shm 2>/dev/null\n"
+        "mount -t devpts devpts /dev/pts 2>/dev/null || true\n"
+        f"{tmpfs}"
+        "mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null || true\n"
+        "mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true\n"
+        "ip link set lo up\n"
+        "hostname pathdiv-lab\n"
+        f"{exports}"
+        f"uname -r > {c}/release\n"
+        f"(cd {shlex.quote(str(cwd))} && exec {shlex.join(argv)}) "
+        f"< /dev/null > {c}/stdout 2> {c}/stderr\n"
+        f"echo $? > {c}/rc.tmp && mv {c}/rc.tmp {c}/rc\n"
+        "sync\n"
+        "echo o > /proc/sysrq-trigger\n"
+        "sleep 60\n"
+    )
+
+
+def config_key(rec: labvm.KernelRecipe) -> str:
+    return hashlib.sha256(rec.configurator.encode() + rec.config_fragment).hexdigest()
+
+
+# ------------------------------------------------------------------- reading the machine
+
+
+def current_recipe(kernels_dir: Path = KERNELS_DIR) -> labvm.KernelRecipe:
+    patches = tuple(
+        (p.name, p.read_bytes()) for p in sorted((kernels_dir / "patches").glob("*.patch"))
+    )
+    if not patches:
+        raise LabError(f"no patches in {kernels_dir / 'patches'}; expected 000N-*.patch files")
+    return recipe(labvm._source_version(), patches, (kernels_dir / FRAGMENT).read_bytes())
+
+
+def find_uml_kernel(rec: labvm.KernelRecipe | None = None) -> Path | None:
+    """The cached UML ``linux`` for the current patches and fragment, or None."""
+    image = labvm.IMAGES_DIR / (rec or current_recipe()).digest() / IMAGE_NAME
+    return image if image.is_file() else None
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _configure(src: Path, out: Path, rec: labvm.KernelRecipe, log_file: Path, log: Log) -> None:
+    stamp = out / ".pathdiv-config"
+    key = config_key(rec)
+    if stamp.exists() and stamp.read_text() == key and (out / ".config").exists():
+        return
+    log("uml: configuring (make ARCH=um defconfig + kernels/uml.config)")
+    labvm._run(["make", "-C", str(src), f"O={out}", "ARCH=um", "defconfig"], log_file)
+    with (out / ".config").open("ab") as config:
+        config.write(b"\n" + rec.config_fragment)
+    labvm._run(["make", "-C", str(src), f"O={out}", "ARCH=um", "olddefconfig"], log_file)
+    missing = labvm.missing_options(rec.config_fragment.decode(), (out / ".config").read_text())
+    if missing:
+        raise LabError(
+            f"options of kernels/{FRAGMENT} not in the final config: {', '.join(missing)}; "
+            "add the options they depend on to the fragment"
+        )
+    stamp.write_text(key)
+
+
+def build_uml_kernel(jobs: int | None = None, log: Log = print) -> Path:
+    """Build (or find) the UML lab kernel for the current recipe and return its path."""
+    rec = current_recipe()
+    digest = rec.digest()
+    image_dir = labvm.IMAGES_DIR / digest
+    if (image_dir / IMAGE_NAME).is_file():
+        log(f"uml: cached {image_dir / IMAGE_NAME}")
+        return image_dir / IMAGE_NAME
+    if not labvm.SOURCE_TARBALL.exists():
+        raise LabError(f"{labvm.SOURCE_TARBALL} is missing; run "
+                       f"`apt-get install {labvm.SOURCE_PACKAGE}`")
+    build = labvm.BUILD_DIR
+    build.mkdir(parents=True, exist_ok=True)
+    src, applied = build / labvm.SOURCE_PACKAGE, build / "applied"
+    log_file = build / "build-um.log"
+    # one lock with labvm: the extracted, patched source tree is shared
+    with (build / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (image_dir / IMAGE_NAME).is_file():  # built by another process meanwhile
+            return image_dir / IMAGE_NAME
+        log_file.write_text("")
+        start = time.monotonic()
+        labvm._prepare_source(src, rec.source_version, log_file, log)
+        if not labvm._apply_patches(src, applied, rec.patches, log_file, log):
+            shutil.rmtree(src)
+            shutil.rmtree(applied, ignore_errors=True)
+            labvm._prepare_source(src, rec.source_version, log_file, log)
+            labvm._apply_patches(src, applied, rec.patches, log_file, log)
+        OUT_DIR.mkdir(exist_ok=True)
+        _configure(src, OUT_DIR, rec, log_file, log)
+        jobs = jobs or os.cpu_count() or 1
+        log(f"uml: building linux (ARCH=um) with -j{jobs}; log in {log_file}")
+        env = dict(os.environ, **labvm.BUILD_ENV)
+        incremental = (OUT_DIR / IMAGE_NAME).exists()
+        labvm._run(["nice", "-n", "19", "make", "-C", str(src), f"O={OUT_DIR}", "ARCH=um",
+                    f"-j{jobs}", IMAGE_NAME], log_file, env=env)
+        release = subprocess.run(
+            ["make", "-s", "-C", str(src), f"O={OUT_DIR}", "ARCH=um", "kernelrelease"],
+            capture_output=True, text=True, env=env,
+        ).stdout.strip()
+        tmp = labvm.IMAGES_DIR / f".{digest}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        shutil.copy2(OUT_DIR / IMAGE_NAME, tmp / IMAGE_NAME)
+        shutil.copy2(OUT_DIR / ".config", tmp / "config")
+        shutil.copy2(log_file, tmp / "build.log")
+        (tmp / "kernel.release").write_text(release + "\n")
+        (tmp / "recipe.json").write_text(json.dumps({
+            "digest": digest,
+            "arch": "um",
+            "source_package": labvm.SOURCE_PACKAGE,
+            "source_version": rec.source_version,
+            "patches": [name for name, _ in rec.patches],
+            "configurator": rec.configurator,
+            "build_seconds": round(time.monotonic() - start, 1),
+            "jobs": jobs,
+            "incremental": incremental,
+        }, indent=2) + "\n")
+        tmp.rename(image_dir)
+    log(f"uml: built {image_dir / IMAGE_NAME} ({release})")
+    return image_dir / IMAGE_NAME
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class UMLResult:
+    """Outcome of one command run in the UML lab kernel."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    clock: str
+    kernel_release: str
+    seconds: float
+
+
+def run_in_uml(
+    argv: Sequence[str],
+    share: Path,
+    kernel: Path,
+    timeout_s: float | None,
+    clock: str = "virtual",
+    memory_mb: int = MEMORY_MB,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    poll: Callable[[], None] | None = None,
+    poll_s: float = 2.0,
+) -> UMLResult:
+    """Boot UML ``kernel`` on this machine's root file system, run ``argv``, return its result.
+
+    ``share`` is writable in the guest at the same path; every other host file is
+    read-only (enforced by the host). The exit status and output are the command's own,
+    read back from ``share/.labvm/<id>/``, next to the console log. ``poll`` is called
+    every ``poll_s`` seconds of wall time (progress, watchdogs); whatever it raises stops
+    UML and propagates, as do Ctrl-C, SIGTERM turned into an exception, and ``timeout_s``
+    (wall seconds): UML never outlives this call.
+    """
+    if not kernel.is_file():
+        raise LabError(f"UML kernel {kernel} does not exist; build it with "
+                       "`python -m kernels.uml build`")
+    if clock not in CLOCKS:
+        raise LabError(f"clock {clock!r} is not one of {', '.join(CLOCKS)}")
+    share = share.resolve()
+    control = share / CONTROL_DIR / uuid.uuid4().hex[:12]
+    control.mkdir(parents=True)
+    init = control / "init.sh"
+    init.write_text(guest_init(argv, (cwd or Path.cwd()).resolve(), control, env))
+    init.chmod(0o755)
+    console = control / "console.log"
+    private = Path(tempfile.mkdtemp(prefix="pathdiv-uml-"))
+    command = jail_argv(sys.executable, share, private, memory_mb + 64,
+                        [str(kernel), *boot_args(init, clock, memory_mb, private)])
+    (control / "command").write_text(shlex.join(command) + "\n")
+    # the marker lets `pathdiv clean` stop a UML whose pathdiv was killed (SIGKILL)
+    proc_env = dict(os.environ, TMPDIR=str(private))
+    proc_env[LAB_ENV] = str(os.getpid())
+    start = time.monotonic()
+    try:
+        with console.open("w") as out:
+            # its own session: Ctrl-C reaches us only, and we stop every UML process together
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, env=proc_env,
+                                    start_new_session=True)
+            try:
+                while True:
+                    try:
+                        proc.wait(timeout=poll_s)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    if timeout_s is not None and time.monotonic() - start > timeout_s:
+                        raise LabError(
+                            f"UML did not finish {shlex.join(argv)!r} within {timeout_s:.0f} s "
+                            f"of wall time ({clock} clock); read {console}"
+                        )
+                    if poll is not None:
+                        poll()
+            finally:
+                stop_uml(proc)
+    finally:
+        with contextlib.suppress(OSError):
+            private.rmdir()
+    seconds = time.monotonic() - start
+    rc_file = control / "rc"
+    if not rc_file.exists():
+        tail = console.read_text(errors="replace")[-1500:]
+        raise LabError(
+            f"UML ({kernel}, {clock} clock) ended without running the command to its end "
+            f"(exit {proc.returncode}); read {console}. Last console output:\n{tail}"
+        )
+    return UMLResult(
+        returncode=int(rc_file.read_text().strip()),
+        stdout=(control / "stdout").read_text(errors="replace"),
+        stderr=(control / "stderr").read_text(errors="replace"),
+        clock=clock,
+        kernel_release=(control / "release").read_text().strip(),
+        seconds=seconds,
+    )
+
+
+def session_members(sid: int) -> list[int]:
+    """Host processes of session ``sid`` (UML and every process it forked)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if len(fields) > 3 and int(fields[3]) == sid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def stop_uml(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """Stop UML: SIGTERM to its session, then SIGKILL to what is left; reap the leader.
+
+    UML runs as several host processes (the kernel, its helpers, one per guest address
+    space); they all share the session started for it.
+    """
+    sid = proc.pid
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        members = session_members(sid)
+        if proc.poll() is not None and not members:
+            return
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.2)
+            if proc.poll() is not None and not session_members(sid):
+                return
+    proc.wait()
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kernels.uml", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build the UML lab kernel (no-op when cached), print it")
+    b.add_argument("-j", "--jobs", type=int, default=None)
+    sub.add_parser("find", help="print the cached UML kernel's path; exit 1 if not built")
+    r = sub.add_parser("run", help="run a command in the UML lab kernel")
+    r.add_argument("--share", type=Path, default=Path("results"))
+    r.add_argument("--timeout", type=float, default=600, help="wall seconds")
+    r.add_argument("--clock", choices=CLOCKS, default="virtual")
+    r.add_argument("--memory-mb", type=int, default=MEMORY_MB)
+    r.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "build":
+            print(build_uml_kernel(args.jobs, log=lambda m: print(m, file=sys.stderr)))
+        elif args.cmd == "find":
+            image = find_uml_kernel()
+            if image is None:
+                print("UML lab kernel not built; run `python -m kernels.uml build`",
+                      file=sys.stderr)
+                return 1
+            print(image)
+        elif args.cmd == "run":
+            command = args.command[1:] if args.command[:1] == ["--"] else args.command
+            if not command:
+                parser.error("run needs a command")
+            image = find_uml_kernel() or build_uml_kernel(
+                log=lambda m: print(m, file=sys.stderr))
+            args.share.mkdir(parents=True, exist_ok=True)
+            res = run_in_uml(command, args.share, image, args.timeout, clock=args.clock,
+                             memory_mb=args.memory_mb)
+            sys.stdout.write(res.stdout)
+            sys.stderr.write(res.stderr)
+            print(f"uml: {res.kernel_release} ({res.clock} clock) exit {res.returncode} "
+                  f"in {res.seconds:.1f} s", file=sys.stderr)
+            return res.returncode
+    except LabError as exc:
+        print(f"uml: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

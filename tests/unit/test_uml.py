@@ -1,0 +1,115 @@
+"""The UML lab kernel's pure parts: recipe, boot command line, guest init, the jail's argv."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from experiments import labvm
+from experiments.labvm import LabError
+from kernels import uml
+
+PATCHES = (("0001-a.patch", b"A"), ("0002-b.patch", b"B"))
+
+
+def test_recipe_digest_changes_with_fragment_patches_and_source():
+    base = uml.recipe("6.12.117-1~deb12u1", PATCHES, b"CONFIG_HOSTFS=y\n")
+    assert base.digest() == uml.recipe("6.12.117-1~deb12u1", PATCHES,
+                                       b"CONFIG_HOSTFS=y\n").digest()
+    others = [
+        uml.recipe("6.12.117-1~deb12u1", PATCHES, b"CONFIG_HOSTFS=y\nCONFIG_VETH=y\n"),
+        uml.recipe("6.12.117-1~deb12u1", (("0001-a.patch", b"A2"), PATCHES[1]),
+                   b"CONFIG_HOSTFS=y\n"),
+        uml.recipe("6.12.117-1~deb12u1", PATCHES[:1], b"CONFIG_HOSTFS=y\n"),
+        uml.recipe("6.12.118-1", PATCHES, b"CONFIG_HOSTFS=y\n"),
+    ]
+    assert len({base.digest(), *(r.digest() for r in others)}) == 1 + len(others)
+
+
+def test_uml_and_qemu_images_of_one_source_have_different_digests():
+    fragment = b"CONFIG_MPTCP=y\n"
+    qemu = labvm.KernelRecipe("6.12.117-1~deb12u1", PATCHES, fragment, "virtme-ng 1.42")
+    assert uml.recipe("6.12.117-1~deb12u1", PATCHES, fragment).digest() != qemu.digest()
+
+
+def test_the_repository_fragment_has_what_the_lab_needs():
+    options = labvm.fragment_options((uml.KERNELS_DIR / uml.FRAGMENT).read_text())
+    for name in ("UML_TIME_TRAVEL_SUPPORT", "HOSTFS", "MPTCP", "NET_NS", "VETH", "BRIDGE",
+                 "NET_SCH_HTB", "NET_SCH_NETEM", "NFT_NUMGEN", "NFT_HASH", "NFT_CT",
+                 "IP_ROUTE_MULTIPATH", "PACKET", "INET_MPTCP_DIAG", "TCP_CONG_BBR"):
+        assert options.get(f"CONFIG_{name}") == "y", name
+    assert options["CONFIG_LOCALVERSION"] == '"-pathdiv"'
+
+
+def test_boot_line_for_the_virtual_clock(tmp_path):
+    args = uml.boot_args(tmp_path / "init.sh", "virtual", 1536, tmp_path / "priv")
+    assert args[:4] == ["mem=1536M", "rootfstype=hostfs", "rootflags=/", "rw"]
+    assert f"init={tmp_path / 'init.sh'}" in args
+    assert f"uml_dir={tmp_path / 'priv'}" in args
+    assert args[-1] == "time-travel=inf-cpu"
+
+
+def test_boot_line_for_the_real_clock_has_no_time_travel(tmp_path):
+    args = uml.boot_args(tmp_path / "init.sh", "real", 1024, tmp_path)
+    assert "mem=1024M" in args
+    assert not any(a.startswith("time-travel") for a in args)
+
+
+def test_an_unknown_clock_is_refused_with_the_choices(tmp_path):
+    with pytest.raises(LabError, match=r"clock 'wall' is not one of virtual, real"):
+        uml.boot_args(tmp_path / "init.sh", "wall", 1024, tmp_path)
+
+
+def test_jail_argv_wraps_the_uml_command(tmp_path):
+    share, private = tmp_path / "share", tmp_path / "priv"
+    argv = uml.jail_argv("/usr/bin/python3", share, private, 1600, ["/k/linux", "mem=1G"])
+    assert argv[:3] == ["/usr/bin/python3", "-S", str(uml.JAIL)]
+    assert argv[argv.index("--share") + 1] == str(share)
+    assert argv[argv.index("--private") + 1] == str(private)
+    assert argv[argv.index("--private-mb") + 1] == "1600"
+    assert argv[argv.index("--") + 1 :] == ["/k/linux", "mem=1G"]
+
+
+def test_the_jail_refuses_a_call_without_a_command():
+    res = subprocess.run(["python3", "-S", str(uml.JAIL), "--share", "/x", "--private", "/y",
+                          "--private-mb", "1", "--"], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert "no command after --" in res.stderr
+
+
+def _run_init_body(script: str, tmp_path: Path) -> None:
+    """Run the part of the guest init that runs the command (no mounts, no power-off)."""
+    start = script.index("hostname pathdiv-lab\n") + len("hostname pathdiv-lab\n")
+    body = tmp_path / "body.sh"
+    body.write_text("#!/bin/sh\n" + script[start : script.index("sync\n")])
+    subprocess.run(["sh", str(body)], check=True)
+
+
+def test_guest_init_returns_the_commands_own_status_and_output(tmp_path):
+    control = tmp_path / "ctl"
+    control.mkdir()
+    argv = ["sh", "-c", "echo out; echo err >&2; echo $PATHDIV_X; pwd; exit 3"]
+    script = uml.guest_init(argv, tmp_path, control, {"PATHDIV_X": "a b"})
+    assert script.startswith("#!/bin/sh\n")
+    assert "export PATHDIV_X='a b'\n" in script
+    _run_init_body(script, tmp_path)
+    assert (control / "rc").read_text().strip() == "3"
+    assert (control / "stdout").read_text() == f"out\na b\n{tmp_path}\n"
+    assert (control / "stderr").read_text() == "err\n"
+    assert (control / "release").read_text().strip()
+
+
+def test_guest_init_mounts_its_own_tmpfs_and_powers_off():
+    script = uml.guest_init(["true"], Path("/"), Path("/r/.labvm/x"))
+    for d in ("/tmp", "/run", "/var/tmp", "/dev/shm"):
+        assert f"mount -t tmpfs -o mode=1777 tmpfs {d}" in script
+    assert "mount -t proc proc /proc\n" in script
+    assert script.index("echo $? > /r/.labvm/x/rc.tmp") < script.index(
+        "echo o > /proc/sysrq-trigger")
+
+
+def test_run_in_uml_needs_a_kernel(tmp_path):
+    with pytest.raises(LabError, match=r"does not exist; build it with `python -m kernels.uml"):
+        uml.run_in_uml(["true"], tmp_path, tmp_path / "linux", timeout_s=5)
