@@ -28,7 +28,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -48,8 +47,9 @@ OUT_DIR = labvm.BUILD_DIR / "out-um"
 IMAGE_NAME = "linux"
 CONTROL_DIR = ".labvm"
 CLOCKS = ("virtual", "real")
-# Guest memory: a k=4 fat tree (36 namespaces, Mininet, 48 tcpdumps, python transfers)
-# peaks near 700 MB in the guest (kernels/README.md); 1.5 GiB leaves room for socket buffers.
+# Guest memory: a k=4 fat-tree run (36 namespaces, Mininet, captures, python transfers;
+# ~150 guest processes) peaked at 480 MB used (configs/lab-quick.yaml --quick); 1.5 GiB
+# leaves room for socket buffers and page cache. The host pays only for pages touched.
 MEMORY_MB = 1536
 JAIL = KERNELS_DIR / "uml_jail.py"
 
@@ -98,18 +98,33 @@ def jail_argv(python: str, share: Path, private: Path, private_mb: int,
 GUEST_TMPFS = ("/tmp", "/run", "/var/tmp", "/dev/shm")
 
 
+def hidden_by_tmpfs(paths: Sequence[Path]) -> list[Path]:
+    """Host paths that the guest's own tmpfs mounts would hide (e.g. a share under /tmp)."""
+    hidden = []
+    for path in paths:
+        if any(path == Path(d) or Path(d) in path.parents for d in GUEST_TMPFS):
+            if not any(p == path or p in path.parents for p in hidden):
+                hidden.append(path)
+    return hidden
+
+
 def guest_init(argv: Sequence[str], cwd: Path, control: Path,
-               env: dict[str, str] | None = None) -> str:
+               env: dict[str, str] | None = None, share: Path | None = None) -> str:
     """PID 1 of the guest: mount what a Linux system needs, run ``argv``, power off.
 
     The command's status and output go to ``control`` (in the share). ``env`` is
-    exported to the command. The guest powers off with sysrq ``o`` whatever happens.
+    exported to the command. The share and ``cwd`` stay visible when they lie under a
+    directory that gets the guest's own tmpfs (mounted again from the host through
+    hostfs). The guest powers off with sysrq ``o`` whatever happens.
     """
     c = shlex.quote(str(control))
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
     tmpfs = "".join(
         f"mount -t tmpfs -o mode=1777 tmpfs {d} 2>/dev/null || true\n" for d in GUEST_TMPFS
     )
+    for path in hidden_by_tmpfs([share or control.parent.parent, cwd]):
+        q = shlex.quote(str(path))
+        tmpfs += f"mkdir -p {q} && mount -t hostfs -o {q} hostfs {q}\n"
     return (
         "#!/bin/sh\n"
         "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
@@ -287,10 +302,11 @@ def run_in_uml(
     control = share / CONTROL_DIR / uuid.uuid4().hex[:12]
     control.mkdir(parents=True)
     init = control / "init.sh"
-    init.write_text(guest_init(argv, (cwd or Path.cwd()).resolve(), control, env))
+    init.write_text(guest_init(argv, (cwd or Path.cwd()).resolve(), control, env, share))
     init.chmod(0o755)
     console = control / "console.log"
-    private = Path(tempfile.mkdtemp(prefix="pathdiv-uml-"))
+    private = control / "uml"  # UML's own tmpfs is mounted here, in its mount namespace
+    private.mkdir()
     command = jail_argv(sys.executable, share, private, memory_mb + 64,
                         [str(kernel), *boot_args(init, clock, memory_mb, private)])
     (control / "command").write_text(shlex.join(command) + "\n")
@@ -397,6 +413,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--memory-mb", type=int, default=MEMORY_MB)
     r.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # `kill`, `timeout`: stop UML as on Ctrl-C
+
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         if args.cmd == "build":
             print(build_uml_kernel(args.jobs, log=lambda m: print(m, file=sys.stderr)))

@@ -3,12 +3,12 @@
     python3 -S kernels/uml_jail.py --share DIR --private DIR --private-mb N -- COMMAND...
 
 In a new mount namespace (private propagation, so nothing leaks to the host's mounts):
-every mount is made read-only recursively (``mount_setattr`` with ``AT_RECURSIVE``), a
-tmpfs of N MB is mounted on ``--private`` (UML's memory file and uml_dir: the only other
-writable place, invisible to the host and gone with the namespace), and ``--share`` is
-bound onto itself read-write. Then COMMAND is exec'd without the capabilities to
-undo that (CAP_SYS_ADMIN and a few more leave the bounding set). A guest that remounts its hostfs
-read-write still cannot write elsewhere: the host's mounts refuse it.
+every mount is made read-only recursively (``mount_setattr`` with ``AT_RECURSIVE``),
+``--share`` is bound onto itself read-write, and a tmpfs of N MB is mounted on
+``--private`` (UML's memory file and uml_dir: the only other writable place, invisible
+to the host and gone with the namespace). Then COMMAND is exec'd without the
+capabilities to undo that (CAP_SYS_ADMIN and a few more leave the bounding set). A guest
+that remounts its hostfs read-write still cannot write elsewhere: the host refuses it.
 
 Standard library only (it runs before anything else, with ``python3 -S``); Linux >= 5.12.
 """
@@ -65,9 +65,10 @@ def jail(share: str, private: str, private_mb: int) -> None:
     _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     mount("none", "/", "", MS_REC | MS_PRIVATE)
     set_readonly("/", True, recursive=True)
-    mount("pathdiv-uml", private, "tmpfs", MS_NOSUID | MS_NODEV, f"size={private_mb}m,mode=700")
     mount(share, share, "", MS_BIND)
     set_readonly(share, False, recursive=False)
+    # after the share's bind: the private folder may lie inside the share
+    mount("pathdiv-uml", private, "tmpfs", MS_NOSUID | MS_NODEV, f"size={private_mb}m,mode=700")
     for name, cap in DROP_CAPS.items():
         _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop cap_{name}")
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from experiments import labvm
+from experiments.labvm import LabError
 from kernels import uml
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -40,13 +41,14 @@ def uml_kernel() -> Path:
     return uml.find_uml_kernel() or uml.build_uml_kernel()
 
 
-def _uml_processes(kernel: Path) -> list[int]:
-    """Host processes running the UML binary (the kernel and every guest address space)."""
+def _uml_processes(kernel: Path, share: Path) -> list[int]:
+    """Host processes running the UML binary for ``share`` (kernel and guest address spaces)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if os.readlink(entry / "exe").startswith(str(kernel)):
+                if (os.readlink(entry / "exe").startswith(str(kernel))
+                        and str(share) in (entry / "cmdline").read_text()):
                     pids.append(int(entry.name))
             except OSError:
                 continue
@@ -82,21 +84,35 @@ def test_release_schedulers_and_rb_interleaving(uml_kernel, tmp_path):
 def test_the_guest_writes_only_into_the_share(uml_kernel, tmp_path):
     share = tmp_path / "share"
     share.mkdir()
-    outside = tmp_path / "outside"
+    # a host folder outside the share, and not under /tmp (the guest has its own /tmp)
+    host_dir = uml.REPO_DIR / f".uml-write-test-{os.getpid()}"
+    host_dir.mkdir()
+    existing = host_dir / "existing"
+    existing.write_text("host\n")
     script = (
         f"touch {share}/inside && echo inside-ok; "
-        f"touch {outside} 2>/dev/null && echo outside-written; "
+        f"touch {host_dir}/new 2>/dev/null && echo outside-created; "
+        f"echo guest >> {existing} 2>/dev/null && echo outside-appended; "
         # guest root remounts its hostfs root read-write: the host still refuses
-        f"mount -o remount,rw / ; touch {outside} 2>/dev/null && echo outside-written-rw; "
-        f"mkdir -p /tmp/x && touch /tmp/x/y && echo guest-tmp-ok; "
-        f"echo 1 > /proc/sys/net/ipv4/ip_forward && echo guest-proc-ok"
+        f"mount -o remount,rw / ; touch {host_dir}/new 2>/dev/null && echo outside-created-rw; "
+        f"mount -t hostfs -o {host_dir} hostfs /mnt && touch /mnt/new2 2>/dev/null "
+        "&& echo outside-created-hostfs; "
+        "mkdir -p /tmp/x && touch /tmp/x/y && echo guest-tmp-ok; "
+        "echo 1 > /proc/sys/net/ipv4/ip_forward && echo guest-proc-ok"
     )
-    res = uml.run_in_uml(["sh", "-c", script], share=share, kernel=uml_kernel, timeout_s=300)
+    try:
+        res = uml.run_in_uml(["sh", "-c", script], share=share, kernel=uml_kernel,
+                             timeout_s=300)
+        left = sorted(p.name for p in host_dir.iterdir())
+        content = existing.read_text()
+    finally:
+        shutil.rmtree(host_dir)
     lines = res.stdout.split()
     assert "inside-ok" in lines
     assert (share / "inside").exists()
-    assert "outside-written" not in lines and "outside-written-rw" not in lines
-    assert not outside.exists()
+    assert [w for w in lines if w.startswith("outside")] == []
+    assert left == ["existing"]
+    assert content == "host\n"
     assert "guest-tmp-ok" in lines  # the guest's own /tmp (tmpfs), not the host's
     assert not Path("/tmp/x/y").exists()
     assert "guest-proc-ok" in lines  # the guest's own /proc
@@ -116,14 +132,14 @@ def test_sigint_mid_run_leaves_no_uml_process(uml_kernel, tmp_path):
         while time.monotonic() < deadline and not list(share.glob(".labvm/*/release")):
             time.sleep(0.5)  # the guest wrote its release: it booted and runs `sleep`
         assert list(share.glob(".labvm/*/release")), "the guest did not boot within 120 s"
-        assert _uml_processes(uml_kernel)
+        assert _uml_processes(uml_kernel, share)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode != 0
-    assert _uml_processes(uml_kernel) == []
+    assert _uml_processes(uml_kernel, share) == []
 
 
 def test_pathdiv_clean_ends_the_uml_of_a_killed_owner(uml_kernel, tmp_path):
@@ -144,10 +160,22 @@ def test_pathdiv_clean_ends_the_uml_of_a_killed_owner(uml_kernel, tmp_path):
         assert list(share.glob(".labvm/*/release")), "the guest did not boot within 120 s"
         proc.kill()  # SIGKILL: no finally runs in the owner
         proc.wait()
-        assert _uml_processes(uml_kernel)
+        assert _uml_processes(uml_kernel, share)
         report = clean()
     finally:
         if proc.poll() is None:
             proc.kill()
     assert report.killed
-    assert _uml_processes(uml_kernel) == []
+    assert _uml_processes(uml_kernel, share) == []
+
+
+def test_a_guest_that_dies_is_reported_with_its_console_log(uml_kernel, tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    with pytest.raises(LabError, match=r"ended without running the command to its end.*"
+                                       r"read .*console\.log") as err:
+        uml.run_in_uml(["sh", "-c", "echo c > /proc/sysrq-trigger; sleep 5"], share=share,
+                       kernel=uml_kernel, timeout_s=120)
+    print(str(err.value)[-600:])
+    assert list(share.glob(".labvm/*/console.log"))
+    assert _uml_processes(uml_kernel, share) == []

@@ -113,3 +113,14 @@ def test_guest_init_mounts_its_own_tmpfs_and_powers_off():
 def test_run_in_uml_needs_a_kernel(tmp_path):
     with pytest.raises(LabError, match=r"does not exist; build it with `python -m kernels.uml"):
         uml.run_in_uml(["true"], tmp_path, tmp_path / "linux", timeout_s=5)
+
+
+def test_a_share_under_tmp_is_mounted_again_over_the_guests_own_tmp():
+    assert uml.hidden_by_tmpfs([Path("/tmp/pytest/share"), Path("/work/repo")]) == [
+        Path("/tmp/pytest/share")]
+    assert uml.hidden_by_tmpfs([Path("/tmp/a"), Path("/tmp/a/b")]) == [Path("/tmp/a")]
+    assert uml.hidden_by_tmpfs([Path("/tmpx/a"), Path("/srv")]) == []
+    script = uml.guest_init(["true"], Path("/work"), Path("/tmp/s/.labvm/x"),
+                            share=Path("/tmp/s"))
+    assert script.index("mount -t tmpfs -o mode=1777 tmpfs /tmp") < script.index(
+        "mkdir -p /tmp/s && mount -t hostfs -o /tmp/s hostfs /tmp/s\n")
