@@ -4,7 +4,8 @@ One UML boot per (clock, rate) runs kernels/mptcp_lab.py goodput: one MPTCP conn
 with one subflow between two namespaces over a veth pair shaped by tbf at the rate, 1 ms
 of netem delay on the ACK path. Printed per run: goodput ÷ rate (1448-byte payloads in
 1514-byte frames put the ceiling at 0.956; MPTCP's DSS option lowers it to about 0.943),
-the wall seconds of the boot + transfer, and the host's CPU steal during it (/proc/stat).
+the wall seconds of the boot + transfer, the host's CPU steal during it (/proc/stat) and
+its 1-minute load average after it (the real clock suffers from other jobs on the host).
 Then the same virtual-clock run twice: how far the two flow completion times differ.
 
     python benchmarks/uml_goodput.py [--rates 20 100 1000] [--seconds 10] [--clocks virtual real]
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -54,7 +56,8 @@ def one_run(image: Path, clock: str, rate_mbit: float, seconds: float,
         raise SystemExit(f"{clock} {rate_mbit} Mbit/s: incomplete transfer {run['bytes']}")
     return {"clock": clock, "rate_mbit": rate_mbit, "size": size,
             "goodput_mbps": run["goodput_mbps"], "ratio": run["goodput_mbps"] / rate_mbit,
-            "fct_s": run["fct_s"][0], "wall_s": wall, "steal": steal_share(before, after)}
+            "fct_s": run["fct_s"][0], "wall_s": wall, "steal": steal_share(before, after),
+            "load": os.getloadavg()[0]}
 
 
 def boot_seconds(image: Path, clock: str) -> float:
@@ -80,14 +83,15 @@ def main() -> None:
     for clock in args.clocks:
         print(f"boot + `true` + power-off, {clock} clock: {boot_seconds(image, clock):.1f} s")
     print(f"{'clock':8} {'rate':>7} {'size MB':>8} {'goodput':>9} {'ratio':>6} {'fct s':>8} "
-          f"{'wall s':>7} {'steal':>6}")
+          f"{'wall s':>7} {'steal':>6} {'load':>5}")
     runs = []
     for clock in args.clocks:
         for rate in args.rates:
             r = one_run(image, clock, rate, args.seconds, args.queue_pkts)
             runs.append(r)
             print(f"{clock:8} {rate:7.0f} {r['size'] / 1e6:8.1f} {r['goodput_mbps']:9.2f} "
-                  f"{r['ratio']:6.3f} {r['fct_s']:8.3f} {r['wall_s']:7.1f} {r['steal']:6.1%}",
+                  f"{r['ratio']:6.3f} {r['fct_s']:8.3f} {r['wall_s']:7.1f} {r['steal']:6.1%} "
+                  f"{r['load']:5.1f}",
                   flush=True)
     if not args.no_repeat and "virtual" in args.clocks:
         rate = args.rates[0]

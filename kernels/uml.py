@@ -445,6 +445,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LabError as exc:
         print(f"uml: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("uml: interrupted; UML was stopped", file=sys.stderr)
+        return 130
     return 0
 
 
