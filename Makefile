@@ -64,7 +64,7 @@ clean-lab: need-root $(STAMP)
 # when cached it only prints the image path.
 .PHONY: kernel kernel-test
 kernel: $(STAMP)
-	$(SUDO) $(PY) -m pathdiv.kernels.vm build
+	$(SUDO) $(PY) -m pathdiv.kernels.build build
 
 # The rb allocation C file compiled with a user-space driver and tested (fast, no root).
 kernel-test: $(STAMP)

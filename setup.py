@@ -26,7 +26,6 @@ setup(
         "dpkt>=1.9.8",
         "matplotlib>=3.7",
         "tqdm>=4.66",
-        "virtme-ng>=1.30",
     ],
     extras_require={"dev": ["pytest>=7.4", "ruff>=0.6"]},
     entry_points={"console_scripts": ["pathdiv=pathdiv.experiments.cli:main"]},

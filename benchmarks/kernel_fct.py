@@ -1,6 +1,6 @@
 """Mean flow completion time of 16 concurrent 4-subflow MPTCP transfers through one
 shallow-buffered bottleneck (tbf 20 Mbit/s, 10-packet queue, 2 ms delay on the ACK path),
-per scheduler, in the lab VM (kernels/mptcp_lab.py fct).
+per scheduler, in the lab kernel on the virtual clock (kernels/mptcp_lab.py fct).
 
     python benchmarks/kernel_fct.py [--size 500000] [--flows 16] [--reps 1]
 """
@@ -13,7 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pathdiv.kernels import vm as labvm
+from pathdiv.kernels import uml
+from pathdiv.kernels.build import KERNELS_DIR, build_lab_kernel, find_lab_kernel
 
 
 def main() -> None:
@@ -22,18 +23,20 @@ def main() -> None:
     parser.add_argument("--flows", type=int, default=16)
     parser.add_argument("--queue-pkts", type=int, default=10)
     parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--clock", choices=uml.CLOCKS, default="virtual")
     args = parser.parse_args()
-    image = labvm.find_lab_kernel() or labvm.build_lab_kernel()
+    image = find_lab_kernel() or build_lab_kernel()
     schedulers = ["default", "rb", "roundrobin"] * args.reps
-    argv = [sys.executable, str(labvm.KERNELS_DIR / "mptcp_lab.py"), "fct",
+    argv = [sys.executable, str(KERNELS_DIR / "mptcp_lab.py"), "fct",
             "--schedulers", *schedulers, "--size", str(args.size), "--flows", str(args.flows),
             "--queue-pkts", str(args.queue_pkts)]
     with tempfile.TemporaryDirectory() as share:
-        res = labvm.run_in_lab(argv, Path(share), image, timeout_s=1800)
+        res = uml.run_in_uml(argv, Path(share), image, timeout_s=1800, clock=args.clock)
     if res.returncode:
-        raise SystemExit(f"in-VM run failed: {res.stderr[-2000:]}")
+        raise SystemExit(f"lab-kernel run failed: {res.stderr[-2000:]}")
     report = json.loads(res.stdout)
-    print(f"kernel {report['kernel']} ({res.accel}); {args.flows} flows x {args.size} B, "
+    print(f"kernel {report['kernel']} ({res.clock} clock, {res.seconds:.0f} s wall); "
+          f"{args.flows} flows x {args.size} B, "
           f"4 subflows, tbf 20 Mbit/s, queue {args.queue_pkts} pkts")
     by_sched: dict[str, list[float]] = {}
     for run in report["runs"]:

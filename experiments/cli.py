@@ -74,10 +74,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(describe(runs))
     lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
     if lab_runs:
-        from pathdiv.kernels.runs import describe_lab_vm
+        from pathdiv.kernels.runs import describe_lab_kernel
 
         print(f"lab VM: {lab_runs} run(s) on the pathdiv lab kernel, in one boot; "
-              f"{describe_lab_vm()}")
+              f"{describe_lab_kernel()}")
     return 0
 
 

@@ -12,11 +12,12 @@ Layout (every file written atomically):
 
 A run's status is `complete`, `failed` (the network or the workload broke; the reason is
 in `error`) or `skipped` (this machine cannot run it as configured, e.g. hosts.kernel:
-lab where the lab VM cannot start; never relabelled as something else). Resuming a folder
+lab where the lab kernel cannot run; never relabelled as something else). Resuming a folder
 skips complete runs and redoes every other run from scratch (its folder is deleted first).
 
 Runs with hosts.kernel: host execute here, in plan order; then all runs with
-hosts.kernel: lab execute in one boot of the lab VM (pathdiv.kernels.runs), in plan order.
+hosts.kernel: lab execute in one boot of the lab kernel per clock (pathdiv.kernels.runs),
+in plan order.
 
 Pure parts (folder naming, state of a run folder, what to resume, manifest skeletons)
 are kept apart from `execute_run`/`run_plan`, which build networks.
@@ -30,6 +31,7 @@ import json
 import logging
 import shutil
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -75,9 +77,10 @@ from pathdiv.experiments.runstate import (
 from pathdiv.experiments.traffic.rounds import COLUMNS, Traffic, row_dicts, run_workload
 from pathdiv.experiments.traffic.workloads import rounds
 from pathdiv.kernels.runs import (
+    LabKernelUnavailable,
     LabSession,
-    LabVMUnavailable,
-    guest_vm_description,
+    guest_kernel_description,
+    heartbeat_path,
     lab_kernel_image,
     progress_file,
 )
@@ -139,7 +142,7 @@ def check_resumable(folder: Path, cfg: Config) -> None:
 
 def lab_skip_reason(problem: str) -> str:
     """Why runs with hosts.kernel: lab are skipped here (a full sentence with the fix)."""
-    return (f"hosts.kernel: lab runs in the pathdiv lab VM, which cannot start here: {problem}. "
+    return (f"hosts.kernel: lab runs in the pathdiv lab kernel, which cannot run here: {problem}. "
             "The run was not relabelled: fix that and resume this folder, or copy the config "
             "with hosts.kernel: host in its levels (the rb scheduler exists only in the lab "
             "kernel)")
@@ -183,7 +186,8 @@ def execute_run(run: Run, run_dir: Path,
     cfg = run.config
     manifest = base_manifest(run)
     manifest.update(kernel_release=kernel_release(), git_revision=git_revision(),
-                    tools=tool_versions(), lab_vm=guest_vm_description())
+                    tools=tool_versions(), lab_kernel=guest_kernel_description())
+    manifest["clock"] = (manifest["lab_kernel"] or {}).get("clock", "real")
     timings = manifest["timings"]
     started = time.monotonic()
     workload = cfg.data["workload"]
@@ -284,13 +288,13 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
                disable=quiet, dynamic_ncols=True, desc=cfg.name,
                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
                           "[{elapsed}{postfix}]")
-    clock = PlanClock(todo)
+    eta = PlanClock(todo)
     mark = [time.monotonic()]  # when the run now in progress started
     shown = [""]
 
     def show(label: str) -> None:
         shown[0] = label
-        bar.set_postfix_str(f"{label} | {clock.text()}" if label else clock.text())
+        bar.set_postfix_str(f"{label} | {eta.text()}" if label else eta.text())
 
     show("")
 
@@ -301,7 +305,7 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
     def finished(run: Run, manifest: dict[str, Any]) -> None:
         status = manifest.get("status", "failed")
         now = time.monotonic()
-        clock.finished(run.run_id, now - mark[0] if status == "complete" else None)
+        eta.finished(run.run_id, now - mark[0] if status == "complete" else None)
         mark[0] = now
         statuses[run.run_id] = {"status": status, "reason": manifest.get("error", "")}
         outcome.statuses[run.run_id] = status
@@ -324,7 +328,7 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
 
         try:
             image = lab_kernel_image(say)
-        except LabVMUnavailable as exc:
+        except LabKernelUnavailable as exc:
             reason = lab_skip_reason(str(exc))
             for run in lab_todo:
                 run_dir = folder / "runs" / run.run_id
@@ -347,15 +351,17 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
                 show(f"{label} round {n}/{total}")
 
             finished(run, execute_run(run, run_dir, on_round))
-        if lab_todo and image is not None:
-
-            say(f"booting the lab VM ({image.parent.name}) for {len(lab_todo)} run(s)")
-            for run in lab_todo:  # no earlier manifest beside the running marker
+        for clock, group in lab_groups(lab_todo if image is not None else []):
+            say(f"booting the lab kernel ({image.parent.name}, {clock} clock) for "
+                f"{len(group)} run(s)")
+            for run in group:  # no earlier manifest beside the running marker
                 shutil.rmtree(folder / "runs" / run.run_id, ignore_errors=True)
-            tracker.started(lab_todo[0])
+            tracker.started(group[0])
             mark[0] = time.monotonic()  # the boot counts towards the first lab run
-            LabSession(folder, lab_todo, image, show, finished,
-                       progress=progress_file(shard.name if shard else None)).execute()
+            LabSession(folder, group, image, show, finished,
+                       progress=progress_file(shard.name if shard else None),
+                       clock=clock, memory_mb=int(group[0].config.data["lab"]["memory_mb"])
+                       ).execute()
         state = "done"
     except KeyboardInterrupt:
         state = "interrupted"
@@ -378,7 +384,7 @@ def _run_line(run: Run, manifest: dict[str, Any]) -> str:
     return f"{head}: {manifest['error'][:300]}"
 
 
-# ---- one run by id (what the lab VM would execute) ------------------------------------
+# ---- one run by id (what the lab kernel executes) ------------------------------------
 def find_run(folder: Path, run_id: str) -> tuple[Config, Run]:
     """The run `run_id` of the experiment in `folder` (its config.yaml and plan.json)."""
 
@@ -401,10 +407,38 @@ def find_run(folder: Path, run_id: str) -> tuple[Config, Run]:
                        f"{folder / 'config.yaml'}; the folder was edited by hand")
 
 
+def lab_groups(runs: list[Run]) -> list[tuple[str, list[Run]]]:
+    """Lab-kernel runs by clock (lab.clock), each group in plan order: one boot each."""
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(str(run.config.data["lab"]["clock"]), []).append(run)
+    return list(groups.items())
+
+
+class Heartbeat:
+    """The guest's clock, written every HEARTBEAT_S guest seconds while runs execute, so
+    the host can tell a slow run (its clock moves) from a frozen guest (it does not).
+    A daemon thread that sleeps: in virtual time, sleeping is what moves the clock."""
+
+    HEARTBEAT_S = 2.0
+
+    def __init__(self, path: Path | None) -> None:
+        self.path, self.run_id = path, ""
+        if path is not None:
+            threading.Thread(target=self._beat, daemon=True, name="heartbeat").start()
+
+    def _beat(self) -> None:
+        assert self.path is not None
+        while True:
+            write_json_atomic(self.path, {"guest_s": round(time.monotonic(), 3),
+                                          "run_id": self.run_id})
+            time.sleep(self.HEARTBEAT_S)
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m pathdiv.experiments.runner execute FOLDER RUN_ID...`: planned runs, in order.
 
-    This is the command the lab VM runs (pathdiv.kernels.runs, with FOLDER shared): each run
+    This is the command the lab kernel runs (pathdiv.kernels.runs, FOLDER writable): each run
     writes its own manifest.json into the folder. Exit 0 when all are complete, 1 when
     some failed, 2 when the folder or a run id is wrong.
     """
@@ -423,7 +457,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"runner: {exc}", file=sys.stderr)
         return 2
     failed = 0
+    beat = Heartbeat(heartbeat_path(args.progress) if args.progress is not None else None)
     for run in found:
+        beat.run_id = run.run_id
         run_dir = args.folder / "runs" / run.run_id
         if run_dir.exists():
             shutil.rmtree(run_dir)

@@ -45,7 +45,8 @@ def base_manifest(run: Run) -> dict[str, Any]:
         "capture": {},
         "interface_counters": {},
         "transfers": {},
-        "lab_vm": None,
+        "lab_kernel": None,
+        "clock": "real",
     }
 
 

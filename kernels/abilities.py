@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KERNELS_DIR = Path(__file__).resolve().parent
-LAB_FRAGMENT = KERNELS_DIR / "pathdiv.config"
+LAB_FRAGMENT = KERNELS_DIR / "uml.config"
 
 # The names Linux gives its TCP congestion controls (net/ipv4/tcp_*.c), for the schema.
 KNOWN_CCS = ("reno", "cubic", "bbr", "dctcp", "bic", "highspeed", "htcp", "hybla",

@@ -1,12 +1,14 @@
-"""Runs with hosts.kernel: net, executed in one lab-VM boot per plan.
+"""Runs with hosts.kernel: lab, executed in one boot of the lab kernel per plan and clock.
 
-The host boots the pathdiv kernel once (pathdiv.kernels.vm.run_in_lab) with the results
-folder shared read-write, and the guest runs `python -m pathdiv.experiments.runner execute
-FOLDER RUN_ID...` for all of the plan's lab runs, in plan order. Each run writes its own
-manifest into the shared folder, recording the kernel it ran on (`uname -r` in the guest)
-and the VM it ran in (`lab_vm`: accelerator, image, recipe digest, size). The host
-watches the folder while the VM runs: progress, plan.json, and a watchdog that stops a
-VM in which no run finished for longer than any run of the plan may take.
+The host boots the lab kernel (User-Mode Linux, kernels/uml.py) once with the results
+folder writable, and the guest runs `python -m pathdiv.experiments.runner execute
+FOLDER RUN_ID...` for the plan's lab runs, in plan order. Each run writes its own
+manifest into the folder, recording the kernel it ran on (`uname -r` in the guest) and
+how (`lab_kernel`: runner, clock, image, recipe digest, memory). The host watches the
+folder while the guest runs: progress, plan.json, and two watchdogs, both told apart by
+the guest's heartbeat (its own clock, written every few guest seconds): a run that takes
+longer in guest time than any run of the plan may take, and a guest whose clock stands
+still (in virtual time, a process that polls the clock without sleeping freezes it).
 
 Pure parts (the guest command, the watchdog bound, what the guest is told) come first;
 `LabSession` holds the side effects.
@@ -26,21 +28,29 @@ from typing import Any
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.plan import Run
-from pathdiv.experiments.fabric.environment import LAB_VM_ENV
+from pathdiv.experiments.fabric.environment import LAB_KERNEL_ENV
 from pathdiv.experiments.manifest import read_json_dict
 from pathdiv.experiments.runstate import run_state, write_failed
 from pathdiv.experiments.traffic.workloads import rounds
-from pathdiv.kernels import vm as labvm
-from pathdiv.kernels.vm import LabKernelError
+from pathdiv.kernels import uml
+from pathdiv.kernels.abilities import KERNELS_DIR
+from pathdiv.kernels.build import (
+    BUILD_DIR,
+    LabKernelError,
+    build_lab_kernel,
+    find_lab_kernel,
+    kernel_release,
+)
 
-GUEST_ENV = LAB_VM_ENV  # JSON describing the VM, exported to the guest's command
-PROGRESS_FILE = Path(".labvm") / "progress.json"  # inside the results folder
-BOOT_ALLOWANCE_S = 300.0  # boot + a network build under TCG (measured ~130 s)
-VM_MEMORY_MB = 4096
+REPO_DIR = KERNELS_DIR.parent
+GUEST_ENV = LAB_KERNEL_ENV  # JSON describing the lab kernel, exported to the guest
+PROGRESS_FILE = Path(".labkernel") / "progress.json"  # inside the results folder
+BUILD_ALLOWANCE_S = 120.0  # guest seconds for a network build, capture drain, teardown
+FROZEN_WALL_S = 180.0  # wall seconds the guest's clock may stand still (boot included)
 
 
-class LabVMUnavailable(RuntimeError):
-    """The lab VM cannot be started on this machine (the reason says what is missing)."""
+class LabKernelUnavailable(RuntimeError):
+    """The lab kernel cannot run on this machine (the reason says what is missing)."""
 
 
 # ---- pure ------------------------------------------------------------------------------
@@ -51,6 +61,11 @@ def guest_argv(python: str, folder: Path, run_ids: list[str],
             "--progress", str(folder / progress), str(folder), *run_ids]
 
 
+def heartbeat_path(progress: Path) -> Path:
+    """Where the guest writes its heartbeat, beside its progress file."""
+    return progress.with_name(progress.stem + ".heartbeat.json")
+
+
 def progress_file(shard_name: str | None) -> Path:
     """The guest's progress file in the results folder: one per shard sharing it."""
     if shard_name is None:
@@ -59,24 +74,40 @@ def progress_file(shard_name: str | None) -> Path:
 
 
 def run_bound_s(cfg: Config, rounds: int) -> float:
-    """Longest a run of `cfg` may take in the VM before the watchdog gives up on it.
+    """Longest a run of `cfg` may take, in guest seconds, before the watchdog stops it.
 
     Every round of transfers is bounded by workload.timeout_s (the transfers time out),
-    and the network build, capture drain and teardown by the boot allowance.
+    and the network build, capture drain and teardown by the build allowance.
     """
-    return rounds * float(cfg.data["workload"]["timeout_s"]) + BOOT_ALLOWANCE_S
+    return rounds * float(cfg.data["workload"]["timeout_s"]) + BUILD_ALLOWANCE_S
 
 
-def vm_description(accel: str, accel_reason: str, image: Path, digest: str,
-                   release: str, cpus: int, memory_mb: int) -> dict[str, Any]:
-    """What each manifest records under `lab_vm` (the guest reads it from GUEST_ENV)."""
-    return {"accel": accel, "accel_reason": accel_reason, "image": str(image),
-            "recipe_digest": digest, "image_release": release, "cpus": cpus,
-            "memory_mb": memory_mb}
+def kernel_description(clock: str, image: Path, digest: str, release: str,
+                       memory_mb: int) -> dict[str, Any]:
+    """What each manifest records under `lab_kernel` (the guest reads it from GUEST_ENV)."""
+    return {"runner": "uml", "clock": clock, "image": str(image), "recipe_digest": digest,
+            "image_release": release, "cpus": 1, "memory_mb": memory_mb}
 
 
-def guest_vm_description() -> dict[str, Any] | None:
-    """Inside the lab VM: the host's description of it; None anywhere else."""
+def stall(heartbeat: dict[str, Any] | None, started_guest_s: float | None, bound_s: float,
+          wall_since_change_s: float, run_id: str) -> str | None:
+    """Why the guest is to be stopped, or None: its clock stood still, or the run outlasted
+    its bound in guest time (pure; `poll` feeds it what it read)."""
+    if wall_since_change_s > FROZEN_WALL_S:
+        where = "before its first heartbeat" if heartbeat is None else f"during {run_id}"
+        return (f"the lab kernel's clock stood still for {wall_since_change_s:.0f} s of wall "
+                f"time {where}: a process in the guest polls the clock without sleeping "
+                "(in virtual time every wait must sleep or block); the guest was stopped")
+    if heartbeat is not None and started_guest_s is not None:
+        spent = float(heartbeat["guest_s"]) - started_guest_s
+        if spent > bound_s:
+            return (f"{run_id} did not finish in {spent:.0f} s of guest time (its rounds may "
+                    f"take {bound_s:.0f} s); the guest was stopped")
+    return None
+
+
+def guest_kernel_description() -> dict[str, Any] | None:
+    """Inside the lab kernel: the host's description of it; None anywhere else."""
     text = os.environ.get(GUEST_ENV)
     if not text:
         return None
@@ -88,52 +119,44 @@ def guest_vm_description() -> dict[str, Any] | None:
 
 
 def format_progress(doc: dict[str, Any]) -> str:
-    """Progress postfix from the guest's progress file: 'run_id round n/N in lab VM'."""
+    """Progress postfix from the guest's progress file: 'run_id round n/N in the lab kernel'."""
     head = str(doc.get("run_id", "?"))
     if doc.get("rounds"):
         head += f" round {doc.get('round', 0)}/{doc['rounds']}"
     else:
         head += " building the network"
-    return f"{head} in lab VM"
+    return f"{head} in the lab kernel"
 
 
 # ---- side effects ----------------------------------------------------------------------
-def describe_lab_vm() -> str:
-    """Whether the lab VM can start here, for `pathdiv check` (never builds anything)."""
-
-    missing = labvm.missing_vm_tools()
-    if missing:
-        return f"cannot start here: missing {', '.join(missing)}"
+def describe_lab_kernel() -> str:
+    """Whether the lab kernel is built, for `pathdiv check` (never builds anything)."""
     try:
-        image = labvm.find_lab_kernel()
-    except labvm.LabKernelError as exc:
-        return f"cannot start here: {exc}"
-    accel = labvm.detect_accel()
-    kernel = (f"kernel {labvm.kernel_release(image)} cached ({image})" if image else
-              "kernel not built yet: `pathdiv run` builds it first (`make kernel`)")
-    return f"{kernel}; accelerator {accel.name} ({accel.reason})"
+        image = find_lab_kernel()
+    except LabKernelError as exc:
+        return f"cannot run here: {exc}"
+    if image is None:
+        return "not built yet: `pathdiv run` builds it first (`make kernel`, ~15 min once)"
+    return f"{kernel_release(image)} cached ({image}); User-Mode Linux, one boot per plan"
 
 
 def lab_kernel_image(log: Callable[[str], None]) -> Path:
     """The cached lab kernel, built first when it is not (once per patch/config change)."""
-
-    missing = labvm.missing_vm_tools()
-    if missing:
-        raise LabVMUnavailable(f"missing {', '.join(missing)}; run `make setup`")
     try:
-        image = labvm.find_lab_kernel()
+        image = find_lab_kernel()
         if image is None:
-            log("pathdiv: building the lab kernel first (about 12 min on an idle 2-core "
-                f"machine, once; log in {labvm.BUILD_DIR / 'build.log'})")
-            image = labvm.build_lab_kernel(log=log)
-    except labvm.LabKernelError as exc:
-        raise LabVMUnavailable(str(exc)) from exc
+            log("pathdiv: building the lab kernel first (about 15 min on an idle 2-core "
+                f"machine, once; log in {BUILD_DIR / 'build.log'})")
+            image = build_lab_kernel(log=log)
+    except LabKernelError as exc:
+        raise LabKernelUnavailable(str(exc)) from exc
     return image
 
 
 @dataclass
 class LabSession:
-    """One VM boot executing `runs` (all hosts.kernel: net) into `folder`.
+    """One boot of the lab kernel executing `runs` (all hosts.kernel: lab, one clock) into
+    `folder`.
 
     `on_progress(text)` gets the guest's progress; `on_finished(run, manifest)` is called
     once per run as soon as its manifest is final (complete or failed), in the host.
@@ -145,27 +168,31 @@ class LabSession:
     on_progress: Callable[[str], None]
     on_finished: Callable[[Run, dict[str, Any]], None]
     progress: Path = PROGRESS_FILE  # relative to folder
+    clock: str = "virtual"
+    memory_mb: int = uml.MEMORY_MB
 
     def __post_init__(self) -> None:
         self.reported: set[str] = set()
-        self.last_finish = time.monotonic()
         self.result: Any = None
         self.bounds: dict[str, float] = {}
         self.desc: dict[str, Any] = {}
+        self.heartbeat: dict[str, Any] | None = None
+        self.changed_at = time.monotonic()  # wall time the heartbeat last moved
+        self.run_started: dict[str, float] = {}  # guest seconds each run was first seen
+
+    @property
+    def heartbeat_file(self) -> Path:
+        return self.folder / heartbeat_path(self.progress)
 
     def execute(self) -> None:
         """Boot, run everything, then give every run not finished a failed manifest.
 
-        Ctrl-C stops the VM; the run it was in gets a failed manifest, runs not started
+        Ctrl-C stops the guest; the run it was in gets a failed manifest, runs not started
         stay pending (no folder), as on the host.
         """
-
-        accel = labvm.detect_accel()
-        cpus = os.cpu_count() or 1
-        release = labvm.kernel_release(self.image)
-        self.desc = desc = vm_description(accel.name, accel.reason, self.image,
-                                          self.image.parent.name, release, cpus,
-                                          VM_MEMORY_MB)
+        release = kernel_release(self.image)
+        self.desc = desc = kernel_description(self.clock, self.image, self.image.parent.name,
+                                              release, self.memory_mb)
         for run in self.runs:
             w = run.config.data["workload"]
             n = len(rounds(str(w["pattern"]), run.config.topology().hosts, run.seed,
@@ -176,47 +203,52 @@ class LabSession:
             if run_dir.exists():
                 shutil.rmtree(run_dir)
         (self.folder / self.progress).unlink(missing_ok=True)
+        self.heartbeat_file.unlink(missing_ok=True)
         argv = guest_argv(sys.executable, self.folder.resolve(), [r.run_id for r in self.runs],
                           self.progress)
-        self.last_finish = time.monotonic()
+        self.changed_at = time.monotonic()
         why = ""
         try:
-            self.result = labvm.run_in_lab(
-                argv, share=self.folder, kernel=self.image, timeout_s=None, cpus=cpus,
-                memory_mb=VM_MEMORY_MB, cwd=labvm.REPO_DIR, accel=accel,
-                env={GUEST_ENV: json.dumps(desc)}, poll=self.poll)
+            self.result = uml.run_in_uml(
+                argv, share=self.folder, kernel=self.image, timeout_s=None, clock=self.clock,
+                memory_mb=self.memory_mb, cwd=REPO_DIR, env={GUEST_ENV: json.dumps(desc)},
+                poll=self.poll)
             if self.result.returncode not in (0, 1):  # 1: some run failed, said in manifest
                 why = (f"the guest command exited {self.result.returncode}: "
                        f"{self.result.stderr.strip()[-600:]}")
         except KeyboardInterrupt:
             self.collect()
-            self.close_unfinished("interrupted (SIGINT); the lab VM was stopped. Resume the "
+            self.close_unfinished("interrupted (SIGINT); the lab kernel was stopped. Resume the "
                                   "folder with `pathdiv run CONFIG --out DIR` to redo this run",
                                   started_only=True)
             raise
-        except labvm.LabKernelError as exc:
+        except LabKernelError as exc:
             why = str(exc)
         self.collect()
-        self.close_unfinished(f"the lab VM ended before this run finished: {why or 'no reason'}",
-                              started_only=False)
+        self.close_unfinished(f"the lab kernel stopped before this run finished: "
+                              f"{why or 'no reason'}", started_only=False)
 
     def poll(self) -> None:
-        """Called by run_in_lab every few seconds: report runs, watch for a stall."""
+        """Called by run_in_uml every few wall seconds: report runs, watch for a stall."""
         self.collect()
         doc = read_json_dict(self.folder / self.progress)
         if doc:
             self.on_progress(format_progress(doc))
+        beat = read_json_dict(self.heartbeat_file)
+        if beat is not None and beat != self.heartbeat:
+            self.heartbeat, self.changed_at = beat, time.monotonic()
         current = next((r for r in self.runs if r.run_id not in self.reported), None)
         if current is None:
             return
-        bound = self.bounds[current.run_id]
-        if time.monotonic() - self.last_finish > bound:
-
-            raise LabKernelError(f"no run finished in the lab VM for {bound:.0f} s (the longest "
-                           f"run {current.run_id} may take); the VM was stopped")
+        if self.heartbeat is not None and self.heartbeat.get("run_id") == current.run_id:
+            self.run_started.setdefault(current.run_id, float(self.heartbeat["guest_s"]))
+        why = stall(self.heartbeat, self.run_started.get(current.run_id),
+                    self.bounds[current.run_id], time.monotonic() - self.changed_at,
+                    current.run_id)
+        if why:
+            raise LabKernelError(why)
 
     def collect(self) -> None:
-
         for run in self.runs:
             if run.run_id in self.reported:
                 continue
@@ -227,14 +259,13 @@ class LabSession:
                 self.on_finished(run, manifest or {})
 
     def close_unfinished(self, reason: str, started_only: bool) -> None:
-
         for run in self.runs:
             if run.run_id in self.reported:
                 continue
             run_dir = self.folder / "runs" / run.run_id
             if started_only and not run_dir.exists():
                 continue
-            manifest = write_failed(run, run_dir, reason, lab_vm=self.desc,
+            manifest = write_failed(run, run_dir, reason, lab_kernel=self.desc,
                                     kernel_release=self.desc.get("image_release", ""))
             self.reported.add(run.run_id)
             self.on_finished(run, manifest)

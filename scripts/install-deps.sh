@@ -9,7 +9,7 @@ REQUIRED=(
   mininet iperf3 tcpdump tshark nftables iproute2 ethtool curl mptcpize iputils-ping net-tools
   python3 python3-venv python3-dev python3-thrift procps psmisc
   build-essential bc bison flex libelf-dev libssl-dev cpio kmod rsync
-  qemu-system-x86 ruby shellcheck
+  ruby shellcheck
 )
 # Installed where the distribution has them; what needs them says so when they are
 # missing: linux-source-6.12 for `make kernel` (Debian 12; Ubuntu 24.04 ships 6.8),

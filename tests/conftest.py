@@ -32,26 +32,24 @@ def root_fabric() -> None:
         pytest.skip(reason)
 
 
-def lab_vm_missing() -> str | None:
-    """None when the lab kernel can be built and booted here, else what is missing."""
-    from pathdiv.kernels import vm as labvm
+def lab_kernel_missing() -> str | None:
+    """None when the lab kernel (User-Mode Linux) can be built and booted here, else why."""
+    from pathdiv.kernels import build
 
     if os.geteuid() != 0:
-        return "needs root (network namespaces inside the VM run as the calling user)"
-    if not labvm.SOURCE_TARBALL.exists():
-        return f"{labvm.SOURCE_TARBALL} missing (apt-get install {labvm.SOURCE_PACKAGE})"
-    missing = labvm.missing_vm_tools()
-    missing += [f"{t} (scripts/install-deps.sh)" for t in ("make", "gcc", "bc", "flex", "bison",
-                                                           "patch") if not shutil.which(t)]
-    return f"missing {', '.join(missing)}" if missing else None
+        return "needs root (UML's private mount namespace and the guest's namespaces)"
+    if not build.SOURCE_TARBALL.exists():
+        return f"{build.SOURCE_TARBALL} missing (apt-get install {build.SOURCE_PACKAGE})"
+    tools = [t for t in ("make", "gcc", "bc", "flex", "bison", "patch") if not shutil.which(t)]
+    return f"missing {', '.join(tools)} (scripts/install-deps.sh)" if tools else None
 
 
 @pytest.fixture(scope="session")
 def lab_kernel() -> Path:
-    """The lab kernel image, built first when not cached (~12 min on 2 idle cores)."""
-    from pathdiv.kernels import vm as labvm
+    """The lab kernel, built first when not cached (~15 min on 2 idle cores, once)."""
+    from pathdiv.kernels import build
 
-    reason = lab_vm_missing()
+    reason = lab_kernel_missing()
     if reason:
         pytest.skip(reason)
-    return labvm.find_lab_kernel() or labvm.build_lab_kernel()
+    return build.find_lab_kernel() or build.build_lab_kernel()

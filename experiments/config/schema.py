@@ -104,6 +104,10 @@ def _at_least_one(value: Any) -> str | None:
     return None if value >= 1 else "an integer >= 1"
 
 
+def _at_least_256(value: Any) -> str | None:
+    return None if value >= 256 else "an integer >= 256"
+
+
 def _link(bw_default: float | None) -> Section:
     return Section(
         {
@@ -168,6 +172,17 @@ SCHEMA = Section(
                                   "(net.mptcp.scheduler)",
                                   choices=("default", "rb", "roundrobin")),
             }
+        ),
+        "lab": Section(
+            {
+                "clock": Leaf(str, "virtual", "clock of the lab kernel (hosts.kernel: lab): "
+                              "virtual = User-Mode Linux time-travel, CPU work takes no "
+                              "time and links are the only bottleneck; real = the wall "
+                              "clock (for CPU-cost measures)", choices=("virtual", "real")),
+                "memory_mb": Leaf(int, 1536, "memory of the lab kernel in MB (a k=4 run "
+                                  "peaks near 500)", check=_at_least_256),
+            },
+            "how lab-kernel runs execute",
         ),
         "workload": Section(
             {

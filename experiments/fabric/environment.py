@@ -6,7 +6,6 @@ config needs), so a run fails before the first namespace exists, with the next s
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ from pathdiv.kernels.abilities import KernelAbilities, lab_kernel_abilities
 # Every process a lab starts (namespace shells, tools, the lab VM's QEMU) carries
 # PATHDIV_OWNER=<pid of its pathdiv>, so `pathdiv clean` finds those whose owner died.
 OWNER_ENV = "PATHDIV_OWNER"
-LAB_VM_ENV = "PATHDIV_LAB_VM"  # set by pathdiv.kernels.runs in the lab VM's guest
+LAB_KERNEL_ENV = "PATHDIV_LAB_KERNEL"  # set by pathdiv.kernels.runs in the lab kernel's guest
 TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "sysctl", "ping", "mnexec")
 
 
@@ -54,23 +53,6 @@ def qdisc_available(kind: str, *args: str) -> bool:
         return False
 
 
-TCG_START_SCALE = 10.0
-
-
-def start_scale() -> float:
-    """How many times longer processes take to start here than on the machine itself.
-
-    1 on the machine and in a KVM guest; in the lab VM under TCG (QEMU emulating the CPU),
-    where each exec costs 20-30x and 16 Python servers start on 2 emulated CPUs, readiness
-    waits (servers, tcpdump) are stretched by this factor instead of failing the run.
-    """
-    try:
-        vm = json.loads(os.environ.get(LAB_VM_ENV, "") or "{}")
-    except ValueError:
-        vm = {}
-    return TCG_START_SCALE if isinstance(vm, dict) and vm.get("accel") == "tcg" else 1.0
-
-
 def kernel_release() -> str:
     return os.uname().release
 
@@ -84,13 +66,13 @@ def preflight(cfg: Config) -> None:
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing:
         problems.append(f"missing tools: {', '.join(missing)}; run `make setup`")
-    in_lab_vm = bool(os.environ.get(LAB_VM_ENV))
-    wrong_kernel = (cfg.host_kernel == "lab") != in_lab_vm
-    if cfg.host_kernel == "lab" and not in_lab_vm:
+    in_lab_kernel = bool(os.environ.get(LAB_KERNEL_ENV))
+    wrong_kernel = (cfg.host_kernel == "lab") != in_lab_kernel
+    if cfg.host_kernel == "lab" and not in_lab_kernel:
         problems.append(f"hosts.kernel: lab, but this is kernel {kernel_release()}, not the "
-                        "pathdiv lab VM; `pathdiv run` boots the VM for such runs")
-    if cfg.host_kernel == "host" and in_lab_vm:
-        problems.append("hosts.kernel: host, but this is the pathdiv lab VM; run it with "
+                        "pathdiv lab kernel; `pathdiv run` boots it for such runs")
+    if cfg.host_kernel == "host" and in_lab_kernel:
+        problems.append("hosts.kernel: host, but this is the pathdiv lab kernel; run it with "
                         "`pathdiv run` on the machine itself")
     if not wrong_kernel:  # the kernel the config asks for: does it have what the config needs?
         problems += config_problems(cfg, this_kernel())

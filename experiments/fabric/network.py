@@ -29,7 +29,6 @@ from pathdiv.experiments.fabric.environment import (
     OWNER_ENV,
     allow_cc,
     restore_allowed_cc,
-    start_scale,
 )
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
@@ -205,7 +204,7 @@ class Network(StartStop):
                                                 stderr=subprocess.PIPE)
             self.captures.append((intf, proc, path))
         for intf, proc, _ in self.captures:
-            wait_for_line(proc, proc.stderr, "listening on", 15 * start_scale(),
+            wait_for_line(proc, proc.stderr, "listening on", 15,
                           f"tcpdump on {intf}")
         return {"files": len(self.captures), "snaplen": snaplen, "budget_mb": budget_mb,
                 "max_packets_per_file": max_packets}

@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.fabric.environment import start_scale
 from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
 from pathdiv.experiments.traffic.workloads import Request, Round
 from pathdiv.topologies.fattree import FatTree
@@ -135,7 +134,7 @@ def start_servers(net: Network, traffic: Traffic, logdir: Path) -> None:
         with (logdir / f"server-{host}.log").open("w") as err:
             procs.append((host, net.transfer(host, args, stderr=err)))
     for host, proc in procs:
-        wait_for_line(proc, proc.stdout, "ready", SERVER_READY_S * start_scale(),
+        wait_for_line(proc, proc.stdout, "ready", SERVER_READY_S,
                       f"transfer server on {host} (log: {logdir / f'server-{host}.log'})")
 
 
@@ -166,7 +165,7 @@ def _run_round(net: Network, requests: list[Request], batch: list[list[TransferR
             procs.append(None)
             for row in rows:
                 row.error = f"could not start fetch on {req.client}: {exc}"
-    grace = FETCH_GRACE_S * start_scale()
+    grace = FETCH_GRACE_S
     deadline = time.monotonic() + traffic.timeout_s + grace
     for req, rows, proc in zip(requests, batch, procs, strict=True):
         if proc is None:

@@ -1,12 +1,12 @@
-"""`pathdiv run` with hosts.kernel: lab: the runs execute in one boot of the lab VM.
+"""`pathdiv run` with hosts.kernel: lab: the runs execute in one boot of the lab kernel.
 
 The plan mixes a run on this machine's kernel with two runs on the lab kernel (default and
-rb scheduler), query flows only. pathdiv is killed while the VM runs (`pathdiv clean`
-must stop the orphaned VM), then interrupted (the VM must stop with pathdiv and nothing
-may be marked complete that is not), then resumed: every run
-completes, each manifest records the kernel it ran on, and the report is written. The
-kernel is built first when it is not cached (about 12 minutes on an idle 2-core machine).
-Under TCG (no usable KVM) the VM part takes several minutes.
+rb scheduler, virtual clock), query flows only. pathdiv is killed while the lab kernel
+runs (`pathdiv clean` must end the orphaned UML), then interrupted (UML must stop with
+pathdiv and nothing may be marked complete that is not), then resumed: every run
+completes with every transfer measured, each manifest records the kernel and clock it
+ran on, and the report is written. The kernel is built first when it is not cached
+(about 15 minutes on an idle 2-core machine, once).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pathdiv.kernels import vm as labvm
+from pathdiv.kernels.build import kernel_release
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -48,7 +48,8 @@ def _argv(config: Path, out: Path) -> list[str]:
 
 
 def _vms_of(folder: Path) -> list[str]:
-    out = subprocess.run(["pgrep", "-af", "qemu-system"], capture_output=True, text=True)
+    """UML host processes booted for this results folder (their command line names it)."""
+    out = subprocess.run(["pgrep", "-af", "rootfstype=hostfs"], capture_output=True, text=True)
     return [line for line in out.stdout.splitlines() if str(folder) in line]
 
 
@@ -59,9 +60,9 @@ def _plan(out: Path) -> dict[str, dict]:
 def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_fabric, lab_kernel,
                                                                      config, tmp_path):
     out = tmp_path / "results"
-    release = labvm.kernel_release(lab_kernel)
+    release = kernel_release(lab_kernel)
 
-    progress = out / ".labvm" / "progress.json"
+    progress = out / ".labkernel" / "progress.json"
 
     def start_until_the_vm_runs() -> subprocess.Popen:
         progress.unlink(missing_ok=True)
@@ -71,11 +72,11 @@ def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_fabric
         while time.monotonic() < deadline and proc.poll() is None and not progress.exists():
             time.sleep(0.5)
         assert proc.poll() is None, proc.communicate()
-        assert progress.exists(), "the lab VM did not start a run within 15 minutes"
-        assert _vms_of(out), "no QEMU process shares the results folder"
+        assert progress.exists(), "the lab kernel did not start a run within 15 minutes"
+        assert _vms_of(out), "no UML process runs for the results folder"
         return proc
 
-    # SIGKILL leaves the VM running (nothing in pathdiv can react) until `pathdiv clean`
+    # SIGKILL leaves UML running (nothing in pathdiv can react) until `pathdiv clean`
     killed = start_until_the_vm_runs()
     killed.kill()
     killed.communicate()
@@ -88,7 +89,7 @@ def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_fabric
     first.send_signal(signal.SIGINT)
     _, err = first.communicate(timeout=120)
     assert first.returncode == 130, err
-    assert _vms_of(out) == []  # the VM does not outlive pathdiv
+    assert _vms_of(out) == []  # UML does not outlive pathdiv
     plan = _plan(out)
     assert {e["factors"]["host"]: e["status"] for e in plan.values()}["hostk"] == "complete"
     interrupted = [e for e in plan.values() if e["host_kernel"] == "lab"
@@ -103,17 +104,18 @@ def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_fabric
     assert _vms_of(out) == []
     plan = _plan(out)
     assert {e["status"] for e in plan.values()} == {"complete"}
-    assert len(list((out / ".labvm").glob("*/console.log"))) == 3  # one boot per invocation
+    assert len(list((out / ".labkernel").glob("*/console.log"))) == 3  # one boot per invocation
 
     manifests = {e["factors"]["host"]: json.loads(
         (out / "runs" / run_id / "manifest.json").read_text()) for run_id, e in plan.items()}
     host, vanilla, rb = manifests["hostk"], manifests["vanilla"], manifests["rb"]
-    assert host["lab_vm"] is None and host["kernel_release"] == subprocess.run(
+    assert host["lab_kernel"] is None and host["clock"] == "real"
+    assert host["kernel_release"] == subprocess.run(
         ["uname", "-r"], capture_output=True, text=True).stdout.strip()
     for m, scheduler in ((vanilla, "default"), (rb, "rb")):
         assert m["kernel_release"] == release and release.endswith("-pathdiv")
-        assert m["lab_vm"]["accel"] == labvm.detect_accel().name
-        assert m["lab_vm"]["image"] == str(lab_kernel)
+        assert m["lab_kernel"]["runner"] == "uml" and m["clock"] == "virtual"
+        assert m["lab_kernel"]["image"] == str(lab_kernel)
         assert m["sysctls"]["net.mptcp.scheduler"] == scheduler
         assert m["sysctls"]["net.mptcp.enabled"] == "1"
         assert m["sysctls"]["net.mptcp.available_schedulers"] == "default rb roundrobin"

@@ -422,7 +422,7 @@ def test_shards_booting_lab_vms_into_one_folder_use_their_own_progress_files():
 
     assert progress_file(None) == PROGRESS_FILE
     mine = progress_file(Shard(1, 3).name)
-    assert mine == Path(".labvm/progress-shard-1-of-3.json")
+    assert mine == Path(".labkernel/progress-shard-1-of-3.json")
     assert progress_file(Shard(2, 3).name) != mine
     argv = guest_argv("python3", Path("/r"), ["a", "b"], mine)
-    assert argv[argv.index("--progress") + 1] == "/r/.labvm/progress-shard-1-of-3.json"
+    assert argv[argv.index("--progress") + 1] == "/r/.labkernel/progress-shard-1-of-3.json"

@@ -1,9 +1,9 @@
-"""Lab-kernel runs of a plan in one VM boot, with the VM replaced by a fake guest.
+"""Lab-kernel runs of a plan in one boot, with User-Mode Linux replaced by a fake guest.
 
-The fake `run_in_lab` does what the guest does to the shared folder (writes manifests,
-the progress file) and calls `poll` as the real one does, so these tests check the host's
-side: one boot for all lab runs, plan.json and progress as runs finish, and what a run
-gets when the VM dies, is interrupted or stalls.
+The fake `run_in_uml` does what the guest does to the results folder (writes manifests,
+the progress file, its heartbeat) and calls `poll` as the real one does, so these tests
+check the host's side: one boot per clock for all lab runs, plan.json and progress as
+runs finish, and what a run gets when the guest dies, is interrupted, stalls or freezes.
 """
 
 import json
@@ -17,8 +17,10 @@ from pathdiv.experiments.config.plan import expand
 from pathdiv.experiments.fabric import environment
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, preflight
 from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.runstate import base_manifest
 from pathdiv.kernels import runs as labruns
-from pathdiv.kernels import vm as labvm
+from pathdiv.kernels import uml
+from pathdiv.kernels.build import LabKernelError
 
 IMAGE_RELEASE = "6.12.117-pathdiv"
 
@@ -34,12 +36,14 @@ def _lab_plan(tmp_path):
     return cfg, runs, folder
 
 
-class FakeVM:
-    """Stands in for labvm.run_in_lab; `script` says what the guest does, step by step."""
+class FakeGuest:
+    """Stands in for uml.run_in_uml; `script` says what the guest does, step by step.
+    Each step moves the guest's clock by `step_s` (its heartbeat), unless `frozen`."""
 
-    def __init__(self, script):
+    def __init__(self, script, step_s=1.0, frozen=False):
         self.script = script
         self.calls = []
+        self.step_s, self.frozen, self.guest_s = step_s, frozen, 100.0
 
     def __call__(self, argv, share, kernel, timeout_s, **kw):
         self.calls.append({"argv": argv, "share": share, "kernel": kernel, **kw})
@@ -49,38 +53,40 @@ class FakeVM:
         for step in self.script:
             kind, index = step[0], step[1] if len(step) > 1 else None
             run_dir = folder / "runs" / run_ids[index] if index is not None else None
+            if not self.frozen:
+                self.guest_s += self.step_s
+                write_json_atomic(folder / labruns.heartbeat_path(labruns.PROGRESS_FILE),
+                                  {"guest_s": self.guest_s, "run_id": run_ids[index or 0]})
             if kind == "start":
-                run_dir.mkdir(parents=True)
+                run_dir.mkdir(parents=True, exist_ok=True)
                 write_json_atomic(folder / labruns.PROGRESS_FILE,
                                   {"run_id": run_ids[index], "round": 1, "rounds": 2})
             elif kind in ("complete", "failed"):
                 run_dir.mkdir(parents=True, exist_ok=True)
                 write_json_atomic(run_dir / "manifest.json", {
                     "status": kind, "error": "" if kind == "complete" else "NetworkError: x",
-                    "kernel_release": IMAGE_RELEASE, "lab_vm": desc,
+                    "kernel_release": IMAGE_RELEASE, "lab_kernel": desc,
                     "transfers": {"ok": 1, "total": 1},
                     "timings": {"build_s": 1.0, "traffic_s": 1.0, "teardown_s": 1.0}})
             elif kind == "crash":
-                raise labvm.LabKernelError(
-                    "the lab VM ended without running the command to its end")
+                raise LabKernelError("UML ended without running the command to its end")
             elif kind == "interrupt":
                 raise KeyboardInterrupt
             kw["poll"]()
-        return labvm.LabResult(0, "", "", "tcg", IMAGE_RELEASE, 1.0)
+        return uml.UMLResult(0, "", "", kw["clock"], IMAGE_RELEASE, 1.0)
 
 
 @pytest.fixture
 def fake_machine(monkeypatch, tmp_path):
-    """A built lab kernel image, TCG, and host-kernel runs that 'complete' instantly."""
-    image = tmp_path / "cache" / "0123456789abcdef" / "bzImage"
+    """A built lab kernel image and host-kernel runs that 'complete' instantly."""
+    image = tmp_path / "cache" / "0123456789abcdef" / "linux"
     image.parent.mkdir(parents=True)
     image.write_bytes(b"kernel")
     (image.parent / "kernel.release").write_text(IMAGE_RELEASE + "\n")
     monkeypatch.setattr(runner, "lab_kernel_image", lambda log: image)
-    monkeypatch.setattr(labvm, "detect_accel", lambda: labvm.Accel("tcg", "no kvm here"))
 
     def host_run(run, run_dir, on_round=None):
-        manifest = runner.base_manifest(run)
+        manifest = base_manifest(run)
         manifest.update(status="complete", kernel_release="host",
                         transfers={"ok": 1, "total": 1},
                         timings={"build_s": 1.0, "traffic_s": 1.0, "teardown_s": 1.0})
@@ -96,11 +102,11 @@ def _plan_statuses(folder):
     return {e["run_id"]: (e["host_kernel"], e["status"], e["reason"]) for e in plan["runs"]}
 
 
-def test_all_lab_runs_execute_in_one_boot_and_record_the_vm(tmp_path, monkeypatch,
+def test_all_lab_runs_execute_in_one_boot_and_record_the_kernel(tmp_path, monkeypatch,
                                                             fake_machine):
     cfg, runs, folder = _lab_plan(tmp_path)
-    vm = FakeVM([("start", 0), ("complete", 0), ("start", 1), ("complete", 1)])
-    monkeypatch.setattr(labvm, "run_in_lab", vm)
+    vm = FakeGuest([("start", 0), ("complete", 0), ("start", 1), ("complete", 1)])
+    monkeypatch.setattr(uml, "run_in_uml", vm)
     outcome = runner.run_plan(cfg, runs, folder, quiet=True)
     assert outcome.count("complete") == 3
     assert len(vm.calls) == 1  # one boot for both lab runs
@@ -114,27 +120,29 @@ def test_all_lab_runs_execute_in_one_boot_and_record_the_vm(tmp_path, monkeypatc
     assert {k: s for k, s, _ in statuses.values()} == {"lab": "complete", "host": "complete"}
     manifest = json.loads((folder / "runs" / lab_ids[0] / "manifest.json").read_text())
     assert manifest["kernel_release"] == IMAGE_RELEASE
-    assert manifest["lab_vm"]["accel"] == "tcg"
-    assert manifest["lab_vm"]["recipe_digest"] == "0123456789abcdef"
+    assert manifest["lab_kernel"]["runner"] == "uml"
+    assert manifest["lab_kernel"]["clock"] == "virtual" == vm.calls[0]["clock"]
+    assert manifest["lab_kernel"]["recipe_digest"] == "0123456789abcdef"
 
 
-def test_runs_left_when_the_vm_dies_are_failed_with_the_reason(tmp_path, monkeypatch,
+def test_runs_left_when_the_guest_dies_are_failed_with_the_reason(tmp_path, monkeypatch,
                                                                fake_machine):
     cfg, runs, folder = _lab_plan(tmp_path)
-    monkeypatch.setattr(labvm, "run_in_lab",
-                        FakeVM([("start", 0), ("complete", 0), ("start", 1), ("crash",)]))
+    monkeypatch.setattr(uml, "run_in_uml",
+                        FakeGuest([("start", 0), ("complete", 0), ("start", 1), ("crash",)]))
     outcome = runner.run_plan(cfg, runs, folder, quiet=True)
     assert outcome.count("complete") == 2 and outcome.count("failed") == 1
     lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
     kernel, status, reason = _plan_statuses(folder)[lab_ids[1]]
     assert (kernel, status) == ("lab", "failed")
-    assert reason.startswith("the lab VM ended before this run finished: the lab VM ended")
+    assert reason.startswith("the lab kernel stopped before this run finished: UML ended")
     manifest = json.loads((folder / "runs" / lab_ids[1] / "manifest.json").read_text())
     assert manifest["config"]["hosts"]["scheduler"] == "rb"  # never relabelled
-    assert manifest["kernel_release"] == IMAGE_RELEASE and manifest["lab_vm"]["accel"] == "tcg"
+    assert manifest["kernel_release"] == IMAGE_RELEASE
+    assert manifest["lab_kernel"]["clock"] == "virtual"
     # resuming redoes only that run, in a new boot
-    vm = FakeVM([("start", 0), ("complete", 0)])
-    monkeypatch.setattr(labvm, "run_in_lab", vm)
+    vm = FakeGuest([("start", 0), ("complete", 0)])
+    monkeypatch.setattr(uml, "run_in_uml", vm)
     again = runner.run_plan(cfg, runs, folder, quiet=True)
     assert again.count("complete") == 3
     assert vm.calls[0]["argv"][-1] == lab_ids[1]
@@ -143,7 +151,7 @@ def test_runs_left_when_the_vm_dies_are_failed_with_the_reason(tmp_path, monkeyp
 def test_ctrl_c_fails_the_run_in_progress_and_leaves_later_ones_pending(tmp_path, monkeypatch,
                                                                        fake_machine):
     cfg, runs, folder = _lab_plan(tmp_path)
-    monkeypatch.setattr(labvm, "run_in_lab", FakeVM([("start", 0), ("interrupt",)]))
+    monkeypatch.setattr(uml, "run_in_uml", FakeGuest([("start", 0), ("interrupt",)]))
     with pytest.raises(KeyboardInterrupt):
         runner.run_plan(cfg, runs, folder, quiet=True)
     lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
@@ -153,22 +161,56 @@ def test_ctrl_c_fails_the_run_in_progress_and_leaves_later_ones_pending(tmp_path
     assert not (folder / "runs" / lab_ids[1]).exists()
 
 
-def test_a_vm_where_no_run_finishes_is_stopped_by_the_watchdog(tmp_path, monkeypatch,
-                                                               fake_machine):
+def test_a_run_that_outlasts_its_bound_in_guest_time_is_stopped(tmp_path, monkeypatch,
+                                                                 fake_machine):
     cfg, runs, folder = _lab_plan(tmp_path)
-    monkeypatch.setattr(labruns, "run_bound_s", lambda cfg, rounds: -1.0)
-    monkeypatch.setattr(labvm, "run_in_lab",
-                        FakeVM([("start", 0), ("complete", 0), ("start", 1), ("start", 1)]))
+    monkeypatch.setattr(labruns, "run_bound_s", lambda cfg, rounds: 5.0)
+    monkeypatch.setattr(uml, "run_in_uml", FakeGuest(
+        [("start", 0), ("complete", 0), ("start", 1), ("start", 1), ("start", 1)], step_s=3))
+    runner.run_plan(cfg, runs, folder, quiet=True)
+    lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
+    assert _plan_statuses(folder)[lab_ids[0]][1] == "complete"
+    reason = _plan_statuses(folder)[lab_ids[1]][2]
+    assert f"{lab_ids[1]} did not finish in 6 s of guest time" in reason
+
+
+def test_a_guest_whose_clock_stands_still_is_stopped(tmp_path, monkeypatch, fake_machine):
+    cfg, runs, folder = _lab_plan(tmp_path)
+    monkeypatch.setattr(labruns, "FROZEN_WALL_S", -1.0)
+    monkeypatch.setattr(uml, "run_in_uml", FakeGuest([("start", 0), ("start", 0)],
+                                                     frozen=True))
     runner.run_plan(cfg, runs, folder, quiet=True)
     lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
     reason = _plan_statuses(folder)[lab_ids[0]][2]
-    assert "no run finished in the lab VM" in reason  # the first poll already stalls
+    assert "the lab kernel's clock stood still" in reason
+    assert "polls the clock without sleeping" in reason
 
 
-def test_the_watchdog_spares_the_slowest_run_measured_under_tcg():
-    """docs/benchmarks.md: a silent long run of the reference config took 759 s in the VM
-    (TCG). The watchdog must leave a healthy run that slow alone, and give up on one
-    whose rounds all ran into their timeout."""
+def test_stall_tells_slow_from_frozen():
+    beat = {"guest_s": 150.0, "run_id": "r"}
+    assert labruns.stall(beat, 100.0, 60.0, 10.0, "r") is None
+    assert "did not finish in 50 s of guest time" in labruns.stall(beat, 100.0, 40.0, 10.0,
+                                                                   "r")
+    frozen = labruns.stall(None, None, 40.0, labruns.FROZEN_WALL_S + 1, "r")
+    assert "stood still" in frozen and "before its first heartbeat" in frozen
+
+
+def test_runs_on_both_clocks_boot_once_per_clock(tmp_path, monkeypatch, fake_machine):
+    cfg = validate({"seed": 5, "hosts": {"transport": "mptcp", "kernel": "lab"},
+                    "factors": {"clock": {"v": {"lab.clock": "virtual"},
+                                          "r": {"lab.clock": "real"}}}})
+    runs = expand(cfg, repetitions=1, flow_types=["query"])
+    folder = runner.prepare_folder(cfg, tmp_path / "out")
+    guest = FakeGuest([("start", 0), ("complete", 0)])
+    monkeypatch.setattr(uml, "run_in_uml", guest)
+    assert runner.run_plan(cfg, runs, folder, quiet=True).count("complete") == 2
+    assert sorted(call["clock"] for call in guest.calls) == ["real", "virtual"]
+
+
+def test_the_watchdog_spares_a_long_run_whose_rounds_all_end_in_time():
+    """A silent long run of the reference config: 16 rounds of 25 MB at 20 Mbit/s take
+    about 11 s of guest time each; the bound must leave that alone and still give up on
+    a run whose rounds all ran into their timeout."""
     from pathdiv.experiments.config.load import load
     from pathdiv.experiments.traffic.workloads import rounds
     from tests.conftest import REPO
@@ -178,26 +220,26 @@ def test_the_watchdog_spares_the_slowest_run_measured_under_tcg():
     n = len(rounds(w["pattern"], cfg.topology().hosts, 1, int(w["iterations"]),
                    int(w["requests"])))
     bound = labruns.run_bound_s(cfg, n)
-    assert bound > 759 * 2
+    assert bound > n * 11 * 2
     assert bound >= n * float(w["timeout_s"])
 
 
 def test_progress_names_the_run_and_round():
     assert labruns.format_progress({"run_id": "query_rb_rep1", "round": 3, "rounds": 16}) == \
-        "query_rb_rep1 round 3/16 in lab VM"
+        "query_rb_rep1 round 3/16 in the lab kernel"
     assert labruns.format_progress({"run_id": "q", "round": 0, "rounds": 0}) == \
-        "q building the network in lab VM"
+        "q building the network in the lab kernel"
 
 
-def test_the_guest_reads_the_vm_description_only_from_its_environment(monkeypatch):
+def test_the_guest_reads_the_kernel_description_only_from_its_environment(monkeypatch):
     monkeypatch.delenv(labruns.GUEST_ENV, raising=False)
-    assert labruns.guest_vm_description() is None
-    desc = labruns.vm_description("tcg", "r", Path("/x/bzImage"), "d", "rel", 2, 4096)
+    assert labruns.guest_kernel_description() is None
+    desc = labruns.kernel_description("virtual", Path("/x/linux"), "d", "rel", 1536)
     monkeypatch.setenv(labruns.GUEST_ENV, json.dumps(desc))
-    assert labruns.guest_vm_description() == desc
+    assert labruns.guest_kernel_description() == desc
 
 
-def test_preflight_refuses_a_lab_run_outside_the_vm_and_a_host_run_inside(monkeypatch):
+def test_preflight_refuses_a_lab_run_outside_the_lab_kernel_and_a_host_run_inside(monkeypatch):
     monkeypatch.setattr(environment.os, "geteuid", lambda: 0)
     monkeypatch.setattr(environment.shutil, "which", lambda tool: f"/usr/bin/{tool}")
     monkeypatch.delenv(labruns.GUEST_ENV, raising=False)
@@ -207,13 +249,3 @@ def test_preflight_refuses_a_lab_run_outside_the_vm_and_a_host_run_inside(monkey
     monkeypatch.setenv(labruns.GUEST_ENV, "{}")
     with pytest.raises(EnvironmentProblem, match=r"hosts\.kernel: host, but this is the pathdiv"):
         preflight(validate({}))
-
-
-def test_readiness_waits_stretch_only_in_a_tcg_guest(monkeypatch):
-    monkeypatch.delenv(labruns.GUEST_ENV, raising=False)
-    assert environment.start_scale() == 1.0
-    for accel, scale in (("kvm", 1.0), ("tcg", environment.TCG_START_SCALE)):
-        desc = labruns.vm_description(accel, "r", Path("/x/bzImage"), "d", "rel", 2, 4096)
-        monkeypatch.setenv(labruns.GUEST_ENV, json.dumps(desc))
-        assert environment.start_scale() == scale
-

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pathdiv.kernels.vm import KERNELS_DIR, new_file_from_patch
+from pathdiv.kernels.build import KERNELS_DIR, new_file_from_patch
 
 ALLOC_PATCH = "0002-mptcp-add-the-packet-allocation-of-the-rb-scheduler.patch"
 ALL = (1 << 16) - 1

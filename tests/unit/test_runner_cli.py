@@ -11,15 +11,15 @@ from tests.conftest import REPO
 
 
 @pytest.fixture
-def no_lab_vm(monkeypatch):
+def no_lab_kernel(monkeypatch):
     def unavailable(log):
-        raise labruns.LabVMUnavailable("missing qemu-system-x86_64")
+        raise labruns.LabKernelUnavailable("/usr/src/linux-source-6.12.tar.xz is missing")
 
     monkeypatch.setattr(runner, "lab_kernel_image", unavailable)
 
 
 def test_lab_kernel_runs_are_skipped_with_the_reason_and_nothing_is_analysed(
-        tmp_path, capsys, no_lab_vm):
+        tmp_path, capsys, no_lab_kernel):
     out = tmp_path / "silent"
     rc = main(["run", str(REPO / "configs/silent.yaml"), "--quick", "--out", str(out),
                "--quiet"])
@@ -30,14 +30,14 @@ def test_lab_kernel_runs_are_skipped_with_the_reason_and_nothing_is_analysed(
     plan = json.loads((out / "plan.json").read_text())
     assert len(plan["runs"]) == 5 * 2 * 2
     assert {(e["status"], e["host_kernel"], e["reason"]) for e in plan["runs"]} == \
-        {("skipped", "lab", runner.lab_skip_reason("missing qemu-system-x86_64"))}
+        {("skipped", "lab", runner.lab_skip_reason("/usr/src/linux-source-6.12.tar.xz is missing"))}
     manifest = json.loads(next((out / "runs").glob("*/manifest.json")).read_text())
     assert manifest["status"] == "skipped"
     assert manifest["config"]["hosts"]["kernel"] == "lab"  # never relabelled
     assert (out / "config.yaml").exists()
 
 
-def test_resuming_with_another_config_is_refused(tmp_path, capsys, no_lab_vm):
+def test_resuming_with_another_config_is_refused(tmp_path, capsys, no_lab_kernel):
     out = tmp_path / "noisy"
     main(["run", str(REPO / "configs/noisy.yaml"), "--quick", "--out", str(out), "--quiet",
           "--only", "switching=ecmp-tcp"])

@@ -1,0 +1,325 @@
+"""Run commands in the lab kernel, User-Mode Linux (built by kernels/build.py).
+
+A run boots UML on the host's root file system through hostfs. The clock is
+``virtual`` (``time-travel=inf-cpu``: CPU work takes no guest time and idle time is
+skipped, so links are the only bottleneck and a run may finish faster than real time)
+or ``real`` (the wall clock). UML runs in a private host mount namespace in which every
+mount is read-only except the share folder and a private tmpfs for UML's own memory
+file: the guest is root and may remount its hostfs, but the host refuses the writes.
+
+Pure parts (command lines, guest init script) come first; the functions that run
+processes (:func:`run_in_uml`, :func:`stop_uml`) after them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pathdiv.experiments.fabric.environment import OWNER_ENV
+from pathdiv.kernels.build import LabKernelError, build_lab_kernel, find_lab_kernel
+
+KERNELS_DIR = Path(__file__).resolve().parent
+REPO_DIR = KERNELS_DIR.parent
+CONTROL_DIR = ".labkernel"
+CLOCKS = ("virtual", "real")
+# Guest memory: a k=4 fat-tree run (36 namespaces, Mininet, captures, python transfers;
+# ~150 guest processes) peaked at 480 MB used (configs/class-quick.yaml --quick); 1.5 GiB
+# leaves room for socket buffers and page cache. The host pays only for pages touched.
+MEMORY_MB = 1536
+JAIL = KERNELS_DIR / "uml_jail.py"
+
+Log = Callable[[str], None]
+
+
+# --------------------------------------------------------------------------- pure parts
+
+
+def boot_args(init: Path, clock: str, memory_mb: int, uml_dir: Path) -> list[str]:
+    """UML command-line arguments: host root via hostfs, ``init`` as PID 1, the clock.
+
+    The console goes to UML's stdout (the console log); no input is read from the host.
+    """
+    if clock not in CLOCKS:
+        raise LabKernelError(f"clock {clock!r} is not one of {', '.join(CLOCKS)}")
+    args = [f"mem={memory_mb}M", "rootfstype=hostfs", "rootflags=/", "rw",
+            f"init={init}", f"uml_dir={uml_dir}", "umid=pathdiv",
+            "con=null", "con0=null,fd:1", "ssl=null", "quiet"]
+    if clock == "virtual":
+        args.append("time-travel=inf-cpu")
+    return args
+
+
+def jail_argv(python: str, share: Path, private: Path, private_mb: int,
+              command: Sequence[str]) -> list[str]:
+    """Run ``command`` where the host's files are read-only except ``share``.
+
+    uml_jail.py (standard library only, run with ``-S``) unshares a mount namespace,
+    makes every mount read-only recursively, mounts a tmpfs of ``private_mb`` MB on
+    ``private`` (UML's memory file and uml_dir) and a writable bind of ``share``.
+    """
+    return [python, "-S", str(JAIL), "--share", str(share), "--private", str(private),
+            "--private-mb", str(private_mb), "--", *command]
+
+
+# Mounted in the guest over the host's directories (hostfs root): the guest's own,
+# empty, and lost when it stops.
+GUEST_TMPFS = ("/tmp", "/run", "/var/tmp", "/dev/shm")
+
+
+def hidden_by_tmpfs(paths: Sequence[Path]) -> list[Path]:
+    """Host paths that the guest's own tmpfs mounts would hide (e.g. a share under /tmp)."""
+    hidden = []
+    for path in paths:
+        if any(path == Path(d) or Path(d) in path.parents for d in GUEST_TMPFS):
+            if not any(p == path or p in path.parents for p in hidden):
+                hidden.append(path)
+    return hidden
+
+
+def guest_init(argv: Sequence[str], cwd: Path, control: Path,
+               env: dict[str, str] | None = None, share: Path | None = None) -> str:
+    """PID 1 of the guest: mount what a Linux system needs, run ``argv``, power off.
+
+    The command's status and output go to ``control`` (in the share). ``env`` is
+    exported to the command. The share and ``cwd`` stay visible when they lie under a
+    directory that gets the guest's own tmpfs (mounted again from the host through
+    hostfs). The guest powers off with sysrq ``o`` whatever happens.
+    """
+    c = shlex.quote(str(control))
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
+    tmpfs = "".join(
+        f"mount -t tmpfs -o mode=1777 tmpfs {d} 2>/dev/null || true\n" for d in GUEST_TMPFS
+    )
+    for path in hidden_by_tmpfs([share or control.parent.parent, cwd]):
+        q = shlex.quote(str(path))
+        tmpfs += f"mkdir -p {q} && mount -t hostfs -o {q} hostfs {q}\n"
+    return (
+        "#!/bin/sh\n"
+        "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+        "export HOME=/root LANG=C.UTF-8\n"
+        "mount -t proc proc /proc\n"
+        "mount -t sysfs sysfs /sys\n"
+        "mount -t devtmpfs devtmpfs /dev 2>/dev/null || true\n"
+        "mkdir -p /dev/pts /dev/shm 2>/dev/null\n"
+        "mount -t devpts devpts /dev/pts 2>/dev/null || true\n"
+        f"{tmpfs}"
+        "mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null || true\n"
+        "mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true\n"
+        "ip link set lo up\n"
+        "hostname pathdiv-lab\n"
+        f"{exports}"
+        f"uname -r > {c}/release\n"
+        f"(cd {shlex.quote(str(cwd))} && exec {shlex.join(argv)}) "
+        f"< /dev/null > {c}/stdout 2> {c}/stderr\n"
+        f"echo $? > {c}/rc.tmp && mv {c}/rc.tmp {c}/rc\n"
+        "sync\n"
+        "echo o > /proc/sysrq-trigger\n"
+        "sleep 60\n"
+    )
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class UMLResult:
+    """Outcome of one command run in the UML lab kernel."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    clock: str
+    kernel_release: str
+    seconds: float
+
+
+def run_in_uml(
+    argv: Sequence[str],
+    share: Path,
+    kernel: Path,
+    timeout_s: float | None,
+    clock: str = "virtual",
+    memory_mb: int = MEMORY_MB,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    poll: Callable[[], None] | None = None,
+    poll_s: float = 2.0,
+) -> UMLResult:
+    """Boot UML ``kernel`` on this machine's root file system, run ``argv``, return its result.
+
+    ``share`` is writable in the guest at the same path; every other host file is
+    read-only (enforced by the host). The exit status and output are the command's own,
+    read back from ``share/.labkernel/<id>/``, next to the console log. ``poll`` is called
+    every ``poll_s`` seconds of wall time (progress, watchdogs); whatever it raises stops
+    UML and propagates, as do Ctrl-C, SIGTERM turned into an exception, and ``timeout_s``
+    (wall seconds): UML never outlives this call.
+    """
+    if not kernel.is_file():
+        raise LabKernelError(f"lab kernel {kernel} does not exist; build it with `make kernel`")
+    if clock not in CLOCKS:
+        raise LabKernelError(f"clock {clock!r} is not one of {', '.join(CLOCKS)}")
+    share = share.resolve()
+    control = share / CONTROL_DIR / uuid.uuid4().hex[:12]
+    control.mkdir(parents=True)
+    init = control / "init.sh"
+    init.write_text(guest_init(argv, (cwd or Path.cwd()).resolve(), control, env, share))
+    init.chmod(0o755)
+    console = control / "console.log"
+    private = control / "uml"  # UML's own tmpfs is mounted here, in its mount namespace
+    private.mkdir()
+    command = jail_argv(sys.executable, share, private, memory_mb + 64,
+                        [str(kernel), *boot_args(init, clock, memory_mb, private)])
+    (control / "command").write_text(shlex.join(command) + "\n")
+    # the marker lets `pathdiv clean` stop a UML whose pathdiv was killed (SIGKILL)
+    proc_env = dict(os.environ, TMPDIR=str(private))
+    proc_env[OWNER_ENV] = str(os.getpid())
+    start = time.monotonic()
+    try:
+        with console.open("w") as out:
+            # its own session: Ctrl-C reaches us only, and we stop every UML process together
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, env=proc_env,
+                                    start_new_session=True)
+            try:
+                while True:
+                    try:
+                        proc.wait(timeout=poll_s)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    if timeout_s is not None and time.monotonic() - start > timeout_s:
+                        raise LabKernelError(
+                            f"UML did not finish {shlex.join(argv)!r} within {timeout_s:.0f} s "
+                            f"of wall time ({clock} clock); read {console}"
+                        )
+                    if poll is not None:
+                        poll()
+            finally:
+                stop_uml(proc)
+    finally:
+        with contextlib.suppress(OSError):
+            private.rmdir()
+    seconds = time.monotonic() - start
+    rc_file = control / "rc"
+    if not rc_file.exists():
+        tail = console.read_text(errors="replace")[-1500:]
+        raise LabKernelError(
+            f"UML ({kernel}, {clock} clock) ended without running the command to its end "
+            f"(exit {proc.returncode}); read {console}. Last console output:\n{tail}"
+        )
+    return UMLResult(
+        returncode=int(rc_file.read_text().strip()),
+        stdout=(control / "stdout").read_text(errors="replace"),
+        stderr=(control / "stderr").read_text(errors="replace"),
+        clock=clock,
+        kernel_release=(control / "release").read_text().strip(),
+        seconds=seconds,
+    )
+
+
+def session_members(sid: int) -> list[int]:
+    """Host processes of session ``sid`` (UML and every process it forked)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if len(fields) > 3 and int(fields[3]) == sid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def stop_uml(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """Stop UML: SIGTERM to its session, then SIGKILL to what is left; reap the leader.
+
+    UML runs as several host processes (the kernel, its helpers, one per guest address
+    space); they all share the session started for it.
+    """
+    sid = proc.pid
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        members = session_members(sid)
+        if proc.poll() is not None and not members:
+            return
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.2)
+            if proc.poll() is not None and not session_members(sid):
+                return
+    proc.wait()
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pathdiv.kernels.uml", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build the UML lab kernel (no-op when cached), print it")
+    b.add_argument("-j", "--jobs", type=int, default=None)
+    sub.add_parser("find", help="print the cached UML kernel's path; exit 1 if not built")
+    r = sub.add_parser("run", help="run a command in the UML lab kernel")
+    r.add_argument("--share", type=Path, default=Path("results"))
+    r.add_argument("--timeout", type=float, default=600, help="wall seconds")
+    r.add_argument("--clock", choices=CLOCKS, default="virtual")
+    r.add_argument("--memory-mb", type=int, default=MEMORY_MB)
+    r.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # `kill`, `timeout`: stop UML as on Ctrl-C
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        if args.cmd == "build":
+            print(build_lab_kernel(args.jobs, log=lambda m: print(m, file=sys.stderr)))
+        elif args.cmd == "find":
+            image = find_lab_kernel()
+            if image is None:
+                print("the lab kernel is not built; run `make kernel`", file=sys.stderr)
+                return 1
+            print(image)
+        elif args.cmd == "run":
+            command = args.command[1:] if args.command[:1] == ["--"] else args.command
+            if not command:
+                parser.error("run needs a command")
+            image = find_lab_kernel() or build_lab_kernel(
+                log=lambda m: print(m, file=sys.stderr))
+            args.share.mkdir(parents=True, exist_ok=True)
+            res = run_in_uml(command, args.share, image, args.timeout, clock=args.clock,
+                             memory_mb=args.memory_mb)
+            sys.stdout.write(res.stdout)
+            sys.stderr.write(res.stderr)
+            print(f"uml: {res.kernel_release} ({res.clock} clock) exit {res.returncode} "
+                  f"in {res.seconds:.1f} s", file=sys.stderr)
+            return res.returncode
+    except LabKernelError as exc:
+        print(f"uml: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("uml: interrupted; UML was stopped", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""The lab kernel as User-Mode Linux: release, schedulers, RB interleaving, write protection, stop.
+
+Boots the cached UML kernel (built first when it is not: about 15 minutes on 2 cores,
+once per patch/fragment change) on the host's root, in virtual time unless said otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pathdiv.kernels import uml
+from pathdiv.kernels.build import LabKernelError, kernel_release
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+
+def _uml_processes(kernel: Path, share: Path) -> list[int]:
+    """Host processes running the UML binary for ``share`` (kernel and guest address spaces)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (os.readlink(entry / "exe").startswith(str(kernel))
+                        and str(share) in (entry / "cmdline").read_text()):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def test_release_schedulers_and_rb_interleaving(lab_kernel, tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    res = uml.run_in_uml(
+        ["sh", "-c", f"cat /proc/sys/net/mptcp/available_schedulers && exec {sys.executable} "
+         f"{uml.KERNELS_DIR / 'mptcp_lab.py'} check --schedulers default rb "
+         f"--out {share / 'check'}"],
+        share=share, kernel=lab_kernel, timeout_s=1200)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.kernel_release.endswith("-pathdiv")
+    assert res.kernel_release == kernel_release(lab_kernel)
+    assert res.clock == "virtual"
+    first, report_text = res.stdout.split("\n", 1)
+    assert first.split() == ["default", "rb", "roundrobin"]
+    report = json.loads(report_text)
+    runs = {run["scheduler"]: run for run in report["runs"]}
+    fractions = {name: run["interleave_fraction"] for name, run in runs.items()}
+    print(f"uml seconds={res.seconds:.0f} fractions={fractions}")
+    for name, run in runs.items():
+        assert run["complete"], (name, run["bytes"])
+        assert run["capture_dropped"] == 0, (name, run)
+        assert run["packet_pairs"] > 500, (name, run)
+    assert fractions["rb"] >= 0.95, fractions
+    assert fractions["default"] <= 0.1, fractions
+
+
+def test_the_guest_writes_only_into_the_share(lab_kernel, tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    # a host folder outside the share, and not under /tmp (the guest has its own /tmp)
+    host_dir = uml.REPO_DIR / f".uml-write-test-{os.getpid()}"
+    host_dir.mkdir()
+    existing = host_dir / "existing"
+    existing.write_text("host\n")
+    script = (
+        f"touch {share}/inside && echo inside-ok; "
+        f"touch {host_dir}/new 2>/dev/null && echo outside-created; "
+        f"echo guest >> {existing} 2>/dev/null && echo outside-appended; "
+        # guest root remounts its hostfs root read-write: the host still refuses
+        f"mount -o remount,rw / ; touch {host_dir}/new 2>/dev/null && echo outside-created-rw; "
+        f"mount -t hostfs -o {host_dir} hostfs /mnt && touch /mnt/new2 2>/dev/null "
+        "&& echo outside-created-hostfs; "
+        "mkdir -p /tmp/x && touch /tmp/x/y && echo guest-tmp-ok; "
+        "echo 1 > /proc/sys/net/ipv4/ip_forward && echo guest-proc-ok"
+    )
+    try:
+        res = uml.run_in_uml(["sh", "-c", script], share=share, kernel=lab_kernel,
+                             timeout_s=300)
+        left = sorted(p.name for p in host_dir.iterdir())
+        content = existing.read_text()
+    finally:
+        shutil.rmtree(host_dir)
+    lines = res.stdout.split()
+    assert "inside-ok" in lines
+    assert (share / "inside").exists()
+    assert [w for w in lines if w.startswith("outside")] == []
+    assert left == ["existing"]
+    assert content == "host\n"
+    assert "guest-tmp-ok" in lines  # the guest's own /tmp (tmpfs), not the host's
+    assert not Path("/tmp/x/y").exists()
+    assert "guest-proc-ok" in lines  # the guest's own /proc
+
+
+def test_sigint_mid_run_leaves_no_uml_process(lab_kernel, tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom kernels import uml\n"
+        f"uml.run_in_uml(['sleep', '3600'], Path({str(share)!r}), Path({str(lab_kernel)!r}), "
+        "timeout_s=None, clock='real')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=uml.REPO_DIR)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(share.glob(".labkernel/*/release")):
+            time.sleep(0.5)  # the guest wrote its release: it booted and runs `sleep`
+        assert list(share.glob(".labkernel/*/release")), "the guest did not boot within 120 s"
+        assert _uml_processes(lab_kernel, share)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert _uml_processes(lab_kernel, share) == []
+
+
+def test_pathdiv_clean_ends_the_uml_of_a_killed_owner(lab_kernel, tmp_path):
+    from pathdiv.experiments.fabric.clean import clean
+
+    share = tmp_path / "share"
+    share.mkdir()
+    code = (
+        "from pathlib import Path\nfrom kernels import uml\n"
+        f"uml.run_in_uml(['sleep', '3600'], Path({str(share)!r}), Path({str(lab_kernel)!r}), "
+        "timeout_s=None, clock='real')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=uml.REPO_DIR)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(share.glob(".labkernel/*/release")):
+            time.sleep(0.5)
+        assert list(share.glob(".labkernel/*/release")), "the guest did not boot within 120 s"
+        proc.kill()  # SIGKILL: no finally runs in the owner
+        proc.wait()
+        assert _uml_processes(lab_kernel, share)
+        report = clean()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert report.killed
+    assert _uml_processes(lab_kernel, share) == []
+
+
+def test_a_guest_that_dies_is_reported_with_its_console_log(lab_kernel, tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    with pytest.raises(LabKernelError, match=r"ended without running the command to its end.*"
+                                       r"read .*console\.log") as err:
+        uml.run_in_uml(["sh", "-c", "echo c > /proc/sysrq-trigger; sleep 5"], share=share,
+                       kernel=lab_kernel, timeout_s=120)
+    print(str(err.value)[-600:])
+    assert list(share.glob(".labkernel/*/console.log"))
+    assert _uml_processes(lab_kernel, share) == []

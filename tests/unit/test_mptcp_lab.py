@@ -1,0 +1,80 @@
+"""The capture analysis of kernels/mptcp_lab.py (the scheduler checks run in the lab kernel)."""
+
+from __future__ import annotations
+
+import importlib.util
+import struct
+
+import dpkt
+
+from pathdiv.kernels.build import KERNELS_DIR
+
+
+def _load_mptcp_lab():
+    spec = importlib.util.spec_from_file_location("mptcp_lab", KERNELS_DIR / "mptcp_lab.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+mptcp_lab = _load_mptcp_lab()
+
+
+# ------------------------------------------------------------------ capture analysis
+
+
+def _dss(dsn: int, ssn: int, length: int) -> bytes:
+    # kind 30, len 20, subtype 2, flags: A (4-byte data ack), M, m (8-byte DSN)
+    return struct.pack("!BBBBIQIH", 30, 22, 0x20, 0x01 | 0x04 | 0x08, 7, dsn, ssn, length)
+
+
+def test_dss_mapping_is_parsed_after_nops_and_data_ack():
+    opts = b"\x01\x01" + _dss(123456789, 1, 1400) + b"\x00\x00"
+    assert mptcp_lab.dss_mapping(opts) == (123456789, 1, 1400)
+    assert mptcp_lab.dss_mapping(b"\x01\x01\x08\x0a" + b"\x00" * 8) is None
+
+
+def _segment(sport: int, dport: int, seq: int, flags: int, opts: bytes, payload: int) -> bytes:
+    opts += b"\x00" * (-len(opts) % 4)
+    tcp = dpkt.tcp.TCP(sport=sport, dport=dport, seq=seq, flags=flags, opts=opts,
+                       data=b"x" * payload)
+    tcp.off = (20 + len(opts)) // 4
+    ip = dpkt.ip.IP(src=bytes([10, 77, 0, 1]), dst=bytes([10, 77, 0, 10 + dport % 4]),
+                    p=dpkt.ip.IP_PROTO_TCP, data=tcp)
+    ip.len = 20 + len(bytes(tcp))
+    return bytes(dpkt.ethernet.Ethernet(type=dpkt.ethernet.ETH_TYPE_IP, data=ip))
+
+
+def test_data_sequence_numbers_from_a_capture(tmp_path):
+    pcap = tmp_path / "x.pcap"
+    with pcap.open("wb") as f:
+        w = dpkt.pcap.Writer(f)
+        for port, isn in ((40000, 1000), (40001, 5000)):
+            w.writepkt(_segment(mptcp_lab.PORT, port, isn, dpkt.tcp.TH_SYN | dpkt.tcp.TH_ACK,
+                                b"", 0))
+        # subflow A: one mapping of 2 segments at DSN 0; subflow B: DSN 2000 in one segment
+        w.writepkt(_segment(mptcp_lab.PORT, 40000, 1001, dpkt.tcp.TH_ACK, _dss(0, 1, 2000), 1000))
+        w.writepkt(_segment(mptcp_lab.PORT, 40000, 2001, dpkt.tcp.TH_ACK, _dss(0, 1, 2000), 1000))
+        w.writepkt(_segment(mptcp_lab.PORT, 40001, 5001, dpkt.tcp.TH_ACK, _dss(2000, 1, 1000),
+                            1000))
+    packets = mptcp_lab.data_packets(pcap)
+    assert [(dsn, flow[3], n) for dsn, flow, n in packets] == [
+        (0, 40000, 1000), (1000, 40000, 1000), (2000, 40001, 1000)]
+
+
+def test_interleave_fraction_counts_subflow_changes_between_consecutive_dsns():
+    a, b = ("a",), ("b",)
+    alternating = [(k * 1400, a if k % 2 else b, 1400) for k in range(10)]
+    # counting starts at DSN 1400, the first packet of the later subflow
+    assert mptcp_lab.interleave_fraction(alternating) == (1.0, 8)
+    runs = [(k * 1400, a if (k // 5) % 2 else b, 1400) for k in range(20)]
+    assert mptcp_lab.interleave_fraction(runs) == (2 / 14, 14)
+
+
+def test_interleave_fraction_skips_the_time_before_all_subflows_joined():
+    a, b = ("a",), ("b",)
+    early = [(k, a, 1) for k in range(50)]
+    steady = [(50 + k, a if k % 2 else b, 1) for k in range(11)]
+    # retransmitted copy of DSN 51 on the other subflow is ignored
+    frac, pairs = mptcp_lab.interleave_fraction([*early, *steady, (51, b, 1)])
+    assert (frac, pairs) == (1.0, 10)

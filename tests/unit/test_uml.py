@@ -1,0 +1,94 @@
+"""Running the lab kernel (UML): boot command line, guest init, the jail's argv."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pathdiv.kernels import uml
+from pathdiv.kernels.build import LabKernelError
+
+
+def test_boot_line_for_the_virtual_clock(tmp_path):
+    args = uml.boot_args(tmp_path / "init.sh", "virtual", 1536, tmp_path / "priv")
+    assert args[:4] == ["mem=1536M", "rootfstype=hostfs", "rootflags=/", "rw"]
+    assert f"init={tmp_path / 'init.sh'}" in args
+    assert f"uml_dir={tmp_path / 'priv'}" in args
+    assert args[-1] == "time-travel=inf-cpu"
+
+
+def test_boot_line_for_the_real_clock_has_no_time_travel(tmp_path):
+    args = uml.boot_args(tmp_path / "init.sh", "real", 1024, tmp_path)
+    assert "mem=1024M" in args
+    assert not any(a.startswith("time-travel") for a in args)
+
+
+def test_an_unknown_clock_is_refused_with_the_choices(tmp_path):
+    with pytest.raises(LabKernelError, match=r"clock 'wall' is not one of virtual, real"):
+        uml.boot_args(tmp_path / "init.sh", "wall", 1024, tmp_path)
+
+
+def test_jail_argv_wraps_the_uml_command(tmp_path):
+    share, private = tmp_path / "share", tmp_path / "priv"
+    argv = uml.jail_argv("/usr/bin/python3", share, private, 1600, ["/k/linux", "mem=1G"])
+    assert argv[:3] == ["/usr/bin/python3", "-S", str(uml.JAIL)]
+    assert argv[argv.index("--share") + 1] == str(share)
+    assert argv[argv.index("--private") + 1] == str(private)
+    assert argv[argv.index("--private-mb") + 1] == "1600"
+    assert argv[argv.index("--") + 1 :] == ["/k/linux", "mem=1G"]
+
+
+def test_the_jail_refuses_a_call_without_a_command():
+    res = subprocess.run(["python3", "-S", str(uml.JAIL), "--share", "/x", "--private", "/y",
+                          "--private-mb", "1", "--"], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert "no command after --" in res.stderr
+
+
+def _run_init_body(script: str, tmp_path: Path) -> None:
+    """Run the part of the guest init that runs the command (no mounts, no power-off)."""
+    start = script.index("hostname pathdiv-lab\n") + len("hostname pathdiv-lab\n")
+    body = tmp_path / "body.sh"
+    body.write_text("#!/bin/sh\n" + script[start : script.index("sync\n")])
+    subprocess.run(["sh", str(body)], check=True)
+
+
+def test_guest_init_returns_the_commands_own_status_and_output(tmp_path):
+    control = tmp_path / "ctl"
+    control.mkdir()
+    argv = ["sh", "-c", "echo out; echo err >&2; echo $PATHDIV_X; pwd; exit 3"]
+    script = uml.guest_init(argv, tmp_path, control, {"PATHDIV_X": "a b"})
+    assert script.startswith("#!/bin/sh\n")
+    assert "export PATHDIV_X='a b'\n" in script
+    _run_init_body(script, tmp_path)
+    assert (control / "rc").read_text().strip() == "3"
+    assert (control / "stdout").read_text() == f"out\na b\n{tmp_path}\n"
+    assert (control / "stderr").read_text() == "err\n"
+    assert (control / "release").read_text().strip()
+
+
+def test_guest_init_mounts_its_own_tmpfs_and_powers_off():
+    script = uml.guest_init(["true"], Path("/"), Path("/r/.labkernel/x"))
+    for d in ("/tmp", "/run", "/var/tmp", "/dev/shm"):
+        assert f"mount -t tmpfs -o mode=1777 tmpfs {d}" in script
+    assert "mount -t proc proc /proc\n" in script
+    assert script.index("echo $? > /r/.labkernel/x/rc.tmp") < script.index(
+        "echo o > /proc/sysrq-trigger")
+
+
+def test_run_in_uml_needs_a_kernel(tmp_path):
+    with pytest.raises(LabKernelError, match=r"does not exist; build it with `make kernel`"):
+        uml.run_in_uml(["true"], tmp_path, tmp_path / "linux", timeout_s=5)
+
+
+def test_a_share_under_tmp_is_mounted_again_over_the_guests_own_tmp():
+    assert uml.hidden_by_tmpfs([Path("/tmp/pytest/share"), Path("/work/repo")]) == [
+        Path("/tmp/pytest/share")]
+    assert uml.hidden_by_tmpfs([Path("/tmp/a"), Path("/tmp/a/b")]) == [Path("/tmp/a")]
+    assert uml.hidden_by_tmpfs([Path("/tmpx/a"), Path("/srv")]) == []
+    script = uml.guest_init(["true"], Path("/work"), Path("/tmp/s/.labkernel/x"),
+                            share=Path("/tmp/s"))
+    assert script.index("mount -t tmpfs -o mode=1777 tmpfs /tmp") < script.index(
+        "mkdir -p /tmp/s && mount -t hostfs -o /tmp/s hostfs /tmp/s\n")
