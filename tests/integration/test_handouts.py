@@ -70,7 +70,7 @@ def test_there_are_five_handouts_each_with_an_answer_key_and_a_config() -> None:
     assert [p.name[:2] for p in HANDOUTS] == ["01", "02", "03", "04", "05"]
     for page in HANDOUTS:
         assert (LABS / "answers" / page.name).is_file(), f"no answer key for {page.name}"
-        configs = set(re.findall(r"configs/lab-[a-z]+\.yaml", page.read_text()))
+        configs = set(re.findall(r"configs/class-[a-z]+\.yaml", page.read_text()))
         assert configs and all((REPO / c).is_file() for c in configs), page.name
 
 
