@@ -1,12 +1,14 @@
 """Subflows that share links, and what a transfer cost in CPU (pure).
 
-- `shared_subflows`: subflows of the connection whose data (server -> client) crossed
-  at least one fabric link (switch to switch) that data of another of its subflows
-  crossed too. Only subflows that carried payload count; the client's and the
-  server's access links are left out (with one interface per host every subflow
-  crosses them). In a k=4 fat tree two subflows on different cores still share a link
-  when their cores hang off the same aggregation switch; on one core they share four.
-- `distinct_paths`: distinct sets of fabric links among those subflows (between pods
+- `shared_subflows`: subflows of the connection whose server -> client packets crossed
+  at least one fabric link (switch to switch) that another of its subflows' crossed
+  too. A subflow's path is where its packets went, handshake included: a subflow
+  opened too late to carry payload still took its path (`subflows` counts those that
+  carried payload). The client's and the server's access links are left out (with one
+  interface per host every subflow crosses them). In a k=4 fat tree two subflows on
+  different cores still share a link when their cores hang off the same aggregation
+  switch; on one core they share four.
+- `distinct_paths`: distinct sets of fabric links among the subflows (between pods
   under ECMP: the number of distinct cores used).
 - `cpu_ms_per_mb`: CPU time of the client thread that received the transfer and of the
   server thread that sent it (CLOCK_THREAD_CPUTIME_ID: user + system, including the

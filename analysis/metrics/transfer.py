@@ -203,7 +203,7 @@ def measure_transfer(
     fabric = np.zeros(max(top, max(geo.fabric_links, default=0) + 1), dtype=bool)
     fabric[list(geo.fabric_links)] = True
     shared, distinct = link_sharing(
-        subflow_link_sets(subflows, link, data_dir & (payload > 0), fabric))
+        subflow_link_sets(subflows, link, data_dir, fabric))
     out.update(
         shared_subflows=float(shared),
         distinct_paths=float(distinct),

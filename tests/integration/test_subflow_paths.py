@@ -124,7 +124,7 @@ def test_link_sharing_agrees_with_the_probes_core_counters(root_fabric, tmp_path
             counters, packets = _one_connection(net, tmp_path / f"cap{n}")
             pk, table = split_subflows(packets)
             table = group_connections(table)
-            data = (pk["src"].to_numpy() == server_addr) & (pk["payload"].to_numpy() > 0)
+            data = pk["src"].to_numpy() == server_addr
             sets = subflow_link_sets(pk["subflow"].to_numpy(), pk["link"].to_numpy(), data,
                                      fabric)
             shared, distinct = link_sharing(sets)
