@@ -4,7 +4,8 @@
   at least one fabric link (switch to switch) that another of its subflows' crossed
   too. A subflow's path is where its packets went, handshake included: a subflow
   opened too late to carry payload still took its path (`subflows` counts those that
-  carried payload). The client's and the server's access links are left out (with one
+  carried payload); a subflow that was never set up (no SYN-ACK, no payload: a join
+  the peer refused) did not. The client's and the server's access links are left out (with one
   interface per host every subflow crosses them). In a k=4 fat tree two subflows on
   different cores still share a link when their cores hang off the same aggregation
   switch; on one core they share four.

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pathdiv.analysis.capture.pcap import TCP_FIN, TCP_RST
+from pathdiv.analysis.capture.pcap import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
 from pathdiv.analysis.metrics.sharing import SHARING_MEASURES, link_sharing, subflow_link_sets
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import Tier
@@ -202,8 +202,12 @@ def measure_transfer(
     subflows = pk["subflow"].to_numpy()
     fabric = np.zeros(max(top, max(geo.fabric_links, default=0) + 1), dtype=bool)
     fabric[list(geo.fabric_links)] = True
+    # subflows that were set up (a SYN-ACK) or carried payload: a join the peer refused
+    # (e.g. the server's in-kernel PM trying its own addresses) took no path
+    set_up = ((flags & (TCP_SYN | TCP_ACK)) == (TCP_SYN | TCP_ACK)) | (payload > 0)
+    live = np.isin(subflows, np.unique(subflows[set_up]))
     shared, distinct = link_sharing(
-        subflow_link_sets(subflows, link, data_dir, fabric))
+        subflow_link_sets(subflows, link, data_dir & live, fabric))
     out.update(
         shared_subflows=float(shared),
         distinct_paths=float(distinct),
