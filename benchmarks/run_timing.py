@@ -58,7 +58,7 @@ def summarise(manifests: list[dict]) -> list[dict]:
     for m in manifests:
         if m.get("status") != "complete":
             continue
-        vm = m.get("lab_vm") or {}
+        vm = m.get("lab_kernel") or {}
         where = f"lab-{vm['accel']}" if vm else "host"
         key = (where, m["config"]["workload"]["pattern"], m["flow_type"])
         cells.setdefault(key, []).append(m["timings"])

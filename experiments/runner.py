@@ -74,7 +74,13 @@ from pathdiv.experiments.runstate import (
     run_state,
     write_status,
 )
-from pathdiv.experiments.traffic.rounds import COLUMNS, Traffic, row_dicts, run_workload
+from pathdiv.experiments.traffic.rounds import (
+    COLUMNS,
+    Traffic,
+    row_dicts,
+    run_workload,
+    with_placement,
+)
 from pathdiv.experiments.traffic.workloads import rounds
 from pathdiv.kernels.runs import (
     LabKernelUnavailable,
@@ -198,6 +204,7 @@ def execute_run(run: Run, run_dir: Path,
         traffic = Traffic(run.flow_type, cfg.flow_sizes()[run.flow_type], cfg.transport,
                           int(workload["server_port"]), float(workload["timeout_s"]))
         with Network(cfg, cls, run_dir / "lab") as net:
+            traffic = with_placement(traffic, cfg.subflow_paths, cfg.subflows, net, run.seed)
             timings["build_s"] = round(net.build_s, 3)
             manifest["dataplane"].update(net.dp.describe())
             failed = net.ping_all()

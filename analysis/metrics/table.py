@@ -31,6 +31,7 @@ from pathdiv.analysis.capture.flows import (
 )
 from pathdiv.analysis.capture.pcap import ip_to_int
 from pathdiv.analysis.metrics.columns import METRIC_COLUMNS
+from pathdiv.analysis.metrics.sharing import cpu_ms_per_mb
 from pathdiv.analysis.metrics.transfer import (
     MEASURES,
     PairGeometry,
@@ -49,6 +50,9 @@ GROUP_COLUMNS = [
     "ok",
     "payload_bytes",
     *METRIC_COLUMNS,
+    "shared_subflows",
+    "distinct_paths",
+    "cpu_ms_per_mb",
     "subflows_opened",
     "paths",
     "paths_used",
@@ -98,6 +102,7 @@ def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
     run_dir = Path(run_dir)
     manifest = load_manifest(run_dir)
     topo = topology_of(manifest.get("config", {}))
+    clock = str(manifest.get("clock") or "real")  # lab-kernel runs in a UML guest: virtual
     transfers = load_transfers(run_dir).rename(columns={"subflows": "subflows_app"})
     log.info("run %s: reading captures", manifest.get("run_id", run_dir.name))
     full = ((manifest.get("capture") or {}).get("stop") or {}).get("files_full")
@@ -130,8 +135,12 @@ def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
         tp = pk.iloc[np.sort(np.concatenate(rows_of))] if rows_of else pk.iloc[0:0]
         m = measure_transfer(tp, geometry[pair], client_addrs, int(tr.size_bytes))
         m["measured"] = bool(sfs) and bool(np.isfinite(m["fct_s"]))
+        m["cpu_ms_per_mb"] = cpu_ms_per_mb(
+            float(getattr(tr, "cpu_ms", float("nan"))),
+            float(getattr(tr, "server_cpu_ms", float("nan"))), float(tr.size_bytes), clock)
         rows.append(m)
-    measures = pd.DataFrame(rows, columns=[*MEASURES, "measured"], index=transfers.index)
+    columns = [*MEASURES, "cpu_ms_per_mb", "measured"]
+    measures = pd.DataFrame(rows, columns=columns, index=transfers.index)
     log.info("run %s: measured %d transfers", manifest.get("run_id"), len(transfers))
     return pd.concat([transfers, measures], axis=1)
 
@@ -150,6 +159,7 @@ def _group_row(g: pd.DataFrame) -> dict[str, Any]:
     sent, retx = total("data_bytes_sent"), total("retrans_bytes")
     received, late = total("data_pkts_received"), total("reordered_pkts")
     nan = float("nan")
+    cpu_ms = (g["cpu_ms_per_mb"] * g["payload_bytes"] / 1e6).sum(min_count=len(g))
     ok = bool(g["ok"].all() and g["measured"].all())
     return {
         "flow_type": "+".join(sorted(set(g["flow_type"].astype(str)))),
@@ -164,6 +174,9 @@ def _group_row(g: pd.DataFrame) -> dict[str, Any]:
         "retrans_pct": 100.0 * retx / sent if sent > 0 else nan,
         "reorder_pct": 100.0 * late / received if received > 0 else nan,
         "subflows": mean("subflows"),
+        "shared_subflows": mean("shared_subflows"),
+        "distinct_paths": mean("distinct_paths"),
+        "cpu_ms_per_mb": float(cpu_ms / (payload / 1e6)) if payload > 0 else nan,
         "subflows_opened": mean("subflows_opened"),
         "paths": mean("paths"),
         "paths_used": mean("paths_used"),

@@ -29,6 +29,8 @@ Definitions (also in docs/measurement.md):
   Packets are matched between the two links by subflow, sequence number, length and
   IP ID, so a retransmission is not counted as reordering.
 - `subflows`: subflows that carried payload; `subflows_opened`: all of them.
+- `shared_subflows`, `distinct_paths`: subflows whose data shares a fabric link with
+  another subflow's, and distinct fabric paths used (`analysis/metrics/sharing.py`).
 - `links_used`: links that carried any packet of the transfer; `path_bytes` and
   `path_pkts`: the data direction's frame bytes and packets per shortest path, in the
   order of `topo.paths(server, client)`, joined with ';'.
@@ -42,12 +44,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pathdiv.analysis.capture.pcap import TCP_FIN, TCP_RST
+from pathdiv.analysis.capture.pcap import TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN
 from pathdiv.analysis.metrics.columns import METRIC_COLUMNS
+from pathdiv.analysis.metrics.sharing import SHARING_MEASURES, link_sharing, subflow_link_sets
 from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.model import Tier
 
 MEASURES = [
     *METRIC_COLUMNS,
+    *SHARING_MEASURES,
     "subflows_opened",
     "wire_bytes",
     "payload_bytes",
@@ -71,6 +76,7 @@ class PairGeometry:
     server_link: int
     hops: int
     path_links: tuple[tuple[int, ...], ...]  # per shortest path, links unique to it
+    fabric_links: frozenset[int] = frozenset()  # switch-to-switch links of the topology
 
     @classmethod
     def of(cls, topo: FatTree, client: str, server: str) -> PairGeometry:
@@ -86,6 +92,8 @@ class PairGeometry:
             server_link=index[topo.links_of(server)[0].name],
             hops=len(paths[0]) - 1,
             path_links=tuple(unique),
+            fabric_links=frozenset(i for i, lk in enumerate(topo.links)
+                                   if lk.tier is not Tier.HOST),
         )
 
 
@@ -182,7 +190,17 @@ def measure_transfer(
     retx, sent_bytes = retransmitted_bytes(sent)
     late, received = reordered_packets(sent, recv)
     subflows = pk["subflow"].to_numpy()
+    fabric = np.zeros(max(top, max(geo.fabric_links, default=0) + 1), dtype=bool)
+    fabric[list(geo.fabric_links)] = True
+    # subflows that were set up (a SYN-ACK) or carried payload: a join the peer refused
+    # (e.g. the server's in-kernel PM trying its own addresses) took no path
+    set_up = ((flags & (TCP_SYN | TCP_ACK)) == (TCP_SYN | TCP_ACK)) | (payload > 0)
+    live = np.isin(subflows, np.unique(subflows[set_up]))
+    shared, distinct = link_sharing(
+        subflow_link_sets(subflows, link, data_dir & live, fabric))
     out.update(
+        shared_subflows=float(shared),
+        distinct_paths=float(distinct),
         fct_s=fct,
         wire_bytes=float(wire_bytes),
         utilization=balance_utilization(path_bytes),

@@ -288,6 +288,18 @@ def excess_blocks(results: StudyResults) -> list[Block]:
                                   "configuration and test cluster")]
 
 
+def subflow_blocks(results: StudyResults) -> list[Block]:
+    t = results.subflow_paths
+    if t.empty or "shared_subflows" not in t:
+        return []
+    note = ("Per configuration, means over transfer groups: subflows that carried data, "
+            "subflows whose data shared a switch-to-switch link with another subflow of "
+            "the connection, distinct paths used, and CPU ms (client + server threads) "
+            "per MB of payload (empty in virtual time).")
+    return [Heading("Subflow paths and CPU cost", 2), Paragraph(note, "note"),
+            Table(t.round(3), "Subflows, link sharing and CPU cost per configuration")]
+
+
 def plot_blocks(plots: Sequence[Plot], notes: Sequence[str]) -> list[Block]:
     blocks: list[Block] = [Heading("Plots", 2)]
     blocks += [Paragraph(n, "note") for n in notes]
@@ -305,5 +317,6 @@ def build_report(results: StudyResults, prov: Provenance, plots: Sequence[Plot],
     for cluster in results.clusters:
         blocks += cluster_blocks(cluster, results.spec.alpha)
     blocks += excess_blocks(results)
+    blocks += subflow_blocks(results)
     blocks += plot_blocks(plots, plot_notes)
     return blocks

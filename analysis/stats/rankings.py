@@ -94,3 +94,17 @@ def excess_traffic_table(
     table = table.rename(columns={"std": "sd", "count": "n"})
     table["sd"] = table["sd"].fillna(0.0)
     return table[out_columns]
+
+
+SUBFLOW_COLUMNS = ("subflows", "shared_subflows", "distinct_paths", "cpu_ms_per_mb")
+
+
+def subflow_table(metrics: pd.DataFrame, ivs: Sequence[str]) -> pd.DataFrame:
+    """Per configuration, the means of the subflow columns metrics.csv has (subflows that
+    carried data, subflows sharing a fabric link, distinct paths, CPU ms per MB)."""
+    frames = []
+    for column in SUBFLOW_COLUMNS:
+        t = excess_traffic_table(metrics, [], ivs, column=column)
+        if not t.empty:
+            frames.append(t.set_index(CONFIGURATION)["mean"].rename(column))
+    return pd.concat(frames, axis=1).reset_index() if frames else pd.DataFrame()

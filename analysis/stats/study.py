@@ -21,7 +21,12 @@ from pathdiv.analysis.stats.anova import ANOVA_COLUMNS, type3_anova
 from pathdiv.analysis.stats.assumptions import AssumptionCheck, check_assumptions
 from pathdiv.analysis.stats.manova import MANOVA_COLUMNS, manova_table
 from pathdiv.analysis.stats.posthoc import POSTHOC_COLUMNS, pairwise_comparisons
-from pathdiv.analysis.stats.rankings import RANKING_COLUMNS, excess_traffic_table, rank_levels
+from pathdiv.analysis.stats.rankings import (
+    RANKING_COLUMNS,
+    excess_traffic_table,
+    rank_levels,
+    subflow_table,
+)
 from pathdiv.analysis.stats.screen import screen_cluster
 from pathdiv.analysis.stats.spec import AnalysisSpec, check_columns, present
 
@@ -85,6 +90,7 @@ class StudyResults:
     clusters: list[ClusterResult]
     excess_traffic: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    subflow_paths: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def table(self, name: str) -> pd.DataFrame:
         """One tidy table over all clusters (`manova`, `anova`, `posthoc`, `rankings`),
@@ -240,4 +246,5 @@ def analyze_metrics(metrics: pd.DataFrame, spec: AnalysisSpec | None = None) -> 
     else:
         clusters.append(analyze_cluster(metrics, {}, spec, dvs))
     excess = excess_traffic_table(metrics, spec.clusters, spec.ivs)
-    return StudyResults(spec, len(metrics), clusters, excess, notes)
+    return StudyResults(spec, len(metrics), clusters, excess, notes,
+                        subflow_table(metrics, spec.ivs))

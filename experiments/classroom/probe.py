@@ -4,17 +4,21 @@ For one client/server pair in different pods it measures, per core switch, the
 packets forwarded towards the client's pod (the data direction: the server sends,
 the client fetches) during (a) 16 concurrent TCP flows, (b) one MPTCP connection
 with N subflows and (c) one TCP flow, and the goodput of (c), a 25 MB transfer, as a
-fraction of the path's configured rate.
+fraction of the path's configured rate. Under `hosts.subflow_paths: disjoint |
+eliminate` (b) opens its subflows where the placement says (`placed` in the output).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 from dataclasses import dataclass
 from typing import Any
 
+from pathdiv.experiments.dataplane.ecmp_model import PathModel
 from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
+from pathdiv.experiments.traffic.placement import Placement, place_argv
 from pathdiv.topologies.fattree import FatTree
 
 PORT = 5001
@@ -73,6 +77,8 @@ def _fetch(net: Network, plan: ProbePlan, sizes: list[int], mptcp: bool) -> list
     args = [f"{addr}:{PORT}:{n}" for n in sizes] + ["--timeout", "300"]
     if mptcp:
         args.append("--mptcp")
+        args += place_argv(placement_of(net), plan.client, [(addr, PORT)] * len(sizes),
+                           random.Random(f"pathdiv-probe|{net.cfg.seed}"))
     proc = net.transfer(plan.client, ["fetch", *args])
     out, err = proc.communicate(timeout=330)
     results = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
@@ -83,10 +89,21 @@ def _fetch(net: Network, plan: ProbePlan, sizes: list[int], mptcp: bool) -> list
     return results
 
 
+def placement_of(net: Network) -> Placement | None:
+    """The network's subflow placement (None when the kernel's path manager places)."""
+    if net.cfg.subflow_paths == "hashed" or net.cfg.transport != "mptcp":
+        return None
+    return Placement(PathModel(net.topo, net.tables, net.dp.name), net.cfg.subflow_paths,
+                     net.cfg.subflows)
+
+
 def run_probe(net: Network) -> dict[str, Any]:
     topo = net.topo
     plan = ProbePlan.for_topology(topo)
-    server = net.transfer(plan.server, ["serve", "--port", str(PORT), "--mptcp"])
+    argv = ["serve", "--port", str(PORT), "--mptcp"]
+    if placement_of(net) is not None:
+        argv.append("--userspace-pm")
+    server = net.transfer(plan.server, argv)
     try:
         return _measure(net, plan, server)
     finally:
@@ -118,7 +135,9 @@ def _measure(net: Network, plan: ProbePlan, server: Any) -> dict[str, Any]:
         "pair": [plan.client, plan.server],
         "direction": "server->client packets forwarded by each core towards the client pod",
         "tcp_flows": {"flows": TCP_FLOWS, "bytes_each": TCP_FLOW_BYTES, "per_core": flows},
-        "mptcp": {"bytes": MPTCP_BYTES, "per_core": mp, "subflows": mp_res[0]["subflows"]},
+        "mptcp": {"bytes": MPTCP_BYTES, "per_core": mp, "subflows": mp_res[0]["subflows"],
+                  "subflow_paths": net.cfg.subflow_paths,
+                  "placed": mp_res[0].get("placed", "")},
         "tcp_single": {"bytes": SINGLE_BYTES, "per_core": single},
         "goodput_mbps": round(goodput_mbps, 3),
         "link_rate_mbps": rate,

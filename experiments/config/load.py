@@ -202,6 +202,10 @@ class Config:
         return str(self.data["hosts"]["scheduler"])
 
     @property
+    def subflow_paths(self) -> str:
+        return str(self.data["hosts"]["subflow_paths"])
+
+    @property
     def host_kernel(self) -> str:
         return str(self.data["hosts"]["kernel"])
 

@@ -171,6 +171,13 @@ SCHEMA = Section(
                 "scheduler": Leaf(str, "default", "MPTCP packet scheduler "
                                   "(net.mptcp.scheduler)",
                                   choices=("default", "rb", "roundrobin")),
+                "subflow_paths": Leaf(str, "hashed", "where MPTCP subflows go: hashed = "
+                                      "kernel path manager, ECMP's hash decides; disjoint "
+                                      "= source ports chosen so the hash puts them on "
+                                      "distinct paths (switching.mode ecmp); eliminate = "
+                                      "subflows whose path shares a fabric link with an "
+                                      "earlier one are not opened",
+                                      choices=("hashed", "disjoint", "eliminate")),
             }
         ),
         "lab": Section(

@@ -5,6 +5,10 @@ N-1 alias addresses are /32s on that interface; the edge switch is the on-link
 gateway. Each alias is an MPTCP `subflow` endpoint, so a connection opens its extra
 subflows from distinct source addresses over the one interface (the `ndiffports`
 behaviour): the 5-tuples differ, so ECMP can place them on different paths.
+
+With `subflow_paths` other than `hashed` the namespace runs MPTCP's userspace path
+manager instead (`net.mptcp.pm_type=1`, no endpoints): the transfer tool opens the
+subflows itself from source ports pathdiv chose (`experiments/traffic/placement.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ class HostSpec:
     subflows: int  # subflows per MPTCP connection (1 for TCP)
     cc: str
     scheduler: str = "default"
+    subflow_paths: str = "hashed"  # hashed | disjoint | eliminate
+
+    @property
+    def userspace_pm(self) -> bool:
+        return self.transport == "mptcp" and self.subflow_paths != "hashed"
 
 
 def host_sysctls(intf: str, spec: HostSpec) -> list[str]:
@@ -39,6 +48,8 @@ def host_sysctls(intf: str, spec: HostSpec) -> list[str]:
     ]
     if spec.transport == "mptcp" and spec.scheduler != "default":
         sysctls.append(f"net.mptcp.scheduler={spec.scheduler}")
+    if spec.transport == "mptcp":
+        sysctls.append(f"net.mptcp.pm_type={1 if spec.userspace_pm else 0}")
     return sysctls
 
 
@@ -57,7 +68,7 @@ def host_commands(topo: FatTree, host: str, spec: HostSpec) -> list[list[str]]:
                  "dev", intf, "nud", "permanent"])
     cmds.append(["ip", "route", "replace", "default", "via", gateway, "dev", intf, "onlink",
                  "src", addrs[0]])
-    if spec.transport == "mptcp":
+    if spec.transport == "mptcp" and not spec.userspace_pm:
         extra = spec.subflows - 1
         cmds.append(["ip", "mptcp", "endpoint", "flush"])
         cmds.append(["ip", "mptcp", "limits", "set", "subflow", str(extra),

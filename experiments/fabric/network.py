@@ -78,7 +78,8 @@ class Network(StartStop):
         for name in self.topo.hosts:
             self.net.addHost(name, ip=None)
         self._add_links()
-        spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler)
+        spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler,
+                        self.cfg.subflow_paths)
         self.run_scripts("setup", {
             name: (host_commands(self.topo, name, spec) if name in self.topo.hosts else [])
             + self._link_commands(name)

@@ -7,14 +7,22 @@ with all its servers as targets; a round's fetches start together and the next r
 starts when they all ended. A failed transfer (refused, timeout, short read, a fetch
 that never answered) becomes a row with ok=False and the reason; the run goes on.
 
-`plan_rows`, `fetch_argv` and `merge_fetch_output` are pure; `start_servers` and
-`run_workload` run processes.
+Each server logs the CPU time of every request it answered (`server-<host>.cpu.jsonl`);
+`merge_server_cpu` puts it on the transfer's row beside the client's (`cpu_ms`). With
+`hosts.subflow_paths` other than `hashed`, every fetch gets its subflows' addresses and
+ports from `experiments/traffic/placement.py` and the servers accept joins under the
+userspace path manager.
+
+`plan_rows`, `fetch_argv`, `merge_fetch_output` and `merge_server_cpu` are pure;
+`start_servers` and `run_workload` run processes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import random
 import subprocess
 import time
 from collections.abc import Callable
@@ -22,7 +30,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from pathdiv.experiments.dataplane.ecmp_model import PathModel
 from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
+from pathdiv.experiments.traffic.placement import Placement, place_argv
 from pathdiv.experiments.traffic.workloads import Request, Round
 from pathdiv.topologies.fattree import FatTree
 
@@ -52,6 +62,9 @@ class TransferRow:
     ok: bool = False
     error: str = ""
     subflows: int = 0
+    cpu_ms: float = float("nan")  # client thread CPU (user + system), real clock
+    server_cpu_ms: float = float("nan")  # server thread CPU for this request
+    placed: str = ""  # subflows pathdiv opened, addr:port;... (empty for hashed)
 
 
 COLUMNS = [f.name for f in fields(TransferRow)]
@@ -66,6 +79,18 @@ class Traffic:
     transport: str
     port: int
     timeout_s: float
+    placement: Placement | None = None
+    seed: int = 0  # draws the placement's ports and path offsets
+
+
+def with_placement(traffic: Traffic, subflow_paths: str, subflows: int, net: Network,
+                   seed: int) -> Traffic:
+    """`traffic` with the run's subflow placement (hash model of the running network)."""
+    if traffic.transport != "mptcp" or subflow_paths == "hashed":
+        return traffic
+    model = PathModel(net.topo, net.tables, net.dp.name)
+    return dataclasses.replace(traffic, placement=Placement(model, subflow_paths, subflows),
+                               seed=seed)
 
 
 def plan_rows(topo: FatTree, plan: list[Round], traffic: Traffic) -> list[list[TransferRow]]:
@@ -87,10 +112,17 @@ def plan_rows(topo: FatTree, plan: list[Round], traffic: Traffic) -> list[list[T
     return out
 
 
-def fetch_argv(rows: list[TransferRow], traffic: Traffic) -> list[str]:
+def fetch_argv(rows: list[TransferRow], traffic: Traffic,
+               rng: random.Random | None = None) -> list[str]:
     argv = ["fetch", *(f"{r.server_addr}:{r.server_port}:{r.size_bytes}" for r in rows),
             "--timeout", f"{traffic.timeout_s:g}"]
-    return [*argv, "--mptcp"] if traffic.transport == "mptcp" else argv
+    if traffic.transport != "mptcp":
+        return argv
+    if rows and traffic.placement is not None:
+        argv += place_argv(traffic.placement, rows[0].client,
+                           [(r.server_addr, r.server_port) for r in rows],
+                           rng or random.Random(traffic.seed))
+    return [*argv, "--mptcp"]
 
 
 def merge_fetch_output(rows: list[TransferRow], stdout: str, failure: str) -> None:
@@ -117,10 +149,35 @@ def merge_fetch_output(rows: list[TransferRow], stdout: str, failure: str) -> No
         row.start_s = float(res.get("start_s", 0.0))
         row.end_s = float(res.get("end_s", 0.0))
         row.subflows = int(res.get("subflows", 0))
+        row.cpu_ms = float(res.get("cpu_ms", float("nan")))
+        row.placed = str(res.get("placed", ""))
         received = int(res.get("received", 0))
         row.ok = bool(res.get("ok")) and received == row.size_bytes
         row.error = "" if row.ok else (str(res.get("error") or "")
                                        or f"received {received} of {row.size_bytes} bytes")
+
+
+def merge_server_cpu(rows: list[TransferRow], logs: dict[str, list[dict[str, Any]]]) -> None:
+    """Give each row its server's CPU time: `logs` maps a server host to its CPU log's
+    records, matched by the client's address and port (first unused record wins)."""
+    used: set[tuple[str, int]] = set()
+    for row in rows:
+        for i, rec in enumerate(logs.get(row.server, [])):
+            if ((row.server, i) not in used and rec.get("client_addr") == row.client_addr
+                    and int(rec.get("client_port", -1)) == row.client_port):
+                row.server_cpu_ms = float(rec.get("cpu_ms", float("nan")))
+                used.add((row.server, i))
+                break
+
+
+def read_cpu_logs(logdir: Path, hosts: list[str]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for host in hosts:
+        path = logdir / f"server-{host}.cpu.jsonl"
+        if path.exists():
+            out[host] = [json.loads(line) for line in path.read_text().splitlines()
+                         if line.startswith("{")]
+    return out
 
 
 def start_servers(net: Network, traffic: Traffic, logdir: Path) -> None:
@@ -129,10 +186,13 @@ def start_servers(net: Network, traffic: Traffic, logdir: Path) -> None:
     args = ["serve", "--port", str(traffic.port)]
     if traffic.transport == "mptcp":
         args.append("--mptcp")
+        if traffic.placement is not None and traffic.placement.active:
+            args.append("--userspace-pm")
     procs = []
     for host in net.topo.hosts:
+        cpu_log = ["--cpu-log", str(logdir / f"server-{host}.cpu.jsonl")]
         with (logdir / f"server-{host}.log").open("w") as err:
-            procs.append((host, net.transfer(host, args, stderr=err)))
+            procs.append((host, net.transfer(host, args + cpu_log, stderr=err)))
     for host, proc in procs:
         wait_for_line(proc, proc.stdout, "ready", SERVER_READY_S,
                       f"transfer server on {host} (log: {logdir / f'server-{host}.log'})")
@@ -145,22 +205,25 @@ def run_workload(
     """Start the servers, run every round, return every transfer's row."""
     start_servers(net, traffic, logdir)
     per_request = plan_rows(net.topo, plan, traffic)
+    rng = random.Random(f"pathdiv-placement|{traffic.seed}")
     index = 0
     for n, rnd in enumerate(plan):
         batch = per_request[index:index + len(rnd)]
         index += len(rnd)
-        _run_round(net, list(rnd), batch, traffic)
+        _run_round(net, list(rnd), batch, traffic, rng)
         if on_round is not None:
             on_round(n + 1, len(plan))
-    return [row for rows in per_request for row in rows]
+    rows = [row for rows in per_request for row in rows]
+    merge_server_cpu(rows, read_cpu_logs(logdir, net.topo.hosts))
+    return rows
 
 
 def _run_round(net: Network, requests: list[Request], batch: list[list[TransferRow]],
-               traffic: Traffic) -> None:
+               traffic: Traffic, rng: random.Random) -> None:
     procs = []
     for req, rows in zip(requests, batch, strict=True):
         try:
-            procs.append(net.transfer(req.client, fetch_argv(rows, traffic)))
+            procs.append(net.transfer(req.client, fetch_argv(rows, traffic, rng)))
         except (OSError, NetworkError) as exc:
             procs.append(None)
             for row in rows:

@@ -7,19 +7,35 @@ client sends `GET /<bytes> HTTP/1.0`, the server answers with a Content-Length h
 and exactly that many payload bytes, then closes (its FIN ends the transfer). `fetch`
 runs several requests at once (partition-aggregate) and prints one JSON object per
 transfer: start/end wall-clock times (the capture clock), bytes received, the local
-port, and for MPTCP the most subflows the connection had while it ran.
+port, for MPTCP the most subflows the connection had while it ran, and the CPU time
+(user + system, CLOCK_THREAD_CPUTIME_ID) of the thread that received it.
+
+Path-aware subflows (`hosts.subflow_paths: disjoint | eliminate`): `--place` gives,
+per target, the subflows' source addresses and candidate ports (computed by pathdiv's
+hash model); the initial subflow is bound to its address and port, and once the
+connection is fully established (the first bytes arrived) the others are opened
+through the userspace path manager (`mptcp_pm.py`). `serve --userspace-pm` keeps a
+path-manager event listener open so that the server's connections accept the joins,
+and `serve --cpu-log FILE` appends one JSON line per answered request with the CPU
+time of the thread that sent it.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import socket
 import struct
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+try:  # the package when imported; the sibling module when run as a script with -S
+    from pathdiv.experiments.traffic import mptcp_pm
+except ImportError:  # pragma: no cover - exercised by the integration tests
+    import mptcp_pm  # type: ignore[no-redef]
 
 SOL_MPTCP = 284
 MPTCP_INFO = 1
@@ -57,21 +73,48 @@ def parse_request(head: bytes) -> int:
     return int(parts[1].lstrip("/"))
 
 
-def _serve_one(conn: socket.socket) -> None:
+class CpuLog:
+    """Appends one JSON line per answered request (thread-safe)."""
+
+    def __init__(self, path: str | None) -> None:
+        self.fh = open(path, "a", buffering=1) if path else None
+        self.lock = threading.Lock()
+
+    def write(self, record: dict[str, object]) -> None:
+        if self.fh is None:
+            return
+        with self.lock:
+            self.fh.write(json.dumps(record) + "\n")
+
+
+def _serve_one(conn: socket.socket, log: CpuLog | None = None) -> None:
+    cpu0 = time.thread_time()
+    try:
+        peer = conn.getpeername()
+    except OSError:
+        peer = ("", 0)
+    size = _answer(conn)
+    if log is not None and size:
+        log.write({"client_addr": peer[0], "client_port": peer[1], "bytes": size,
+                   "cpu_ms": round((time.thread_time() - cpu0) * 1000, 3)})
+
+
+def _answer(conn: socket.socket) -> int:
+    """Serve one request; the payload size sent (0 when there was none)."""
     with conn:
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = conn.recv(4096)
             if not chunk:
-                return
+                return 0
             head += chunk
             if len(head) > 65536:
-                return
+                return 0
         try:
             size = parse_request(head)
         except ValueError:
             conn.sendall(b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-            return
+            return 0
         conn.sendall(
             f"HTTP/1.0 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n".encode()
         )
@@ -79,9 +122,14 @@ def _serve_one(conn: socket.socket) -> None:
         while left > 0:
             n = conn.send(_ZEROS[: min(CHUNK, left)])
             left -= n
+        return size
 
 
-def serve(address: str, port: int, mptcp: bool) -> None:
+def serve(address: str, port: int, mptcp: bool, userspace_pm: bool = False,
+          cpu_log: str | None = None) -> None:
+    if userspace_pm:
+        mptcp_pm.EventDrain()  # lives as long as the server
+    log = CpuLog(cpu_log)
     srv = make_socket(mptcp)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind((address, port))
@@ -89,7 +137,7 @@ def serve(address: str, port: int, mptcp: bool) -> None:
     print(f"ready {address}:{port}", flush=True)
     while True:
         conn, _ = srv.accept()
-        threading.Thread(target=_serve_one, args=(conn,), daemon=True).start()
+        threading.Thread(target=_serve_one, args=(conn, log), daemon=True).start()
 
 
 @dataclass
@@ -104,18 +152,84 @@ class Result:
     ok: bool = False
     error: str = ""
     subflows: int = 0
+    cpu_ms: float = 0.0
+    placed: str = ""  # the subflows opened through the path manager, addr:port;...
 
 
-def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float) -> Result:
+@dataclass(frozen=True)
+class PlannedSubflow:
+    address: str
+    ports: tuple[int, ...] = field(default=())
+
+
+def parse_place(text: str) -> list[PlannedSubflow]:
+    """'10.0.0.2:20001/20007,10.0.0.34:21000' -> subflows with candidate ports."""
+    out = []
+    for item in text.split(","):
+        addr, _, ports = item.rpartition(":")
+        try:
+            out.append(PlannedSubflow(addr, tuple(int(p) for p in ports.split("/"))))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{item!r}: expected ADDR:PORT[/PORT...] per subflow, comma-separated"
+            ) from None
+        if not addr:
+            raise argparse.ArgumentTypeError(f"{item!r}: no address")
+    return out
+
+
+def _connect_placed(sock: socket.socket, first: PlannedSubflow, server: tuple[str, int]
+                    ) -> None:
+    """Bind the initial subflow to the first free candidate port, then connect."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    for i, port in enumerate(first.ports):
+        try:
+            sock.bind((first.address, port))
+            break
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or i == len(first.ports) - 1:
+                raise
+    sock.connect(server)
+
+
+def _open_subflows(sock: socket.socket, extra: list[PlannedSubflow],
+                   server: tuple[str, int]) -> list[str]:
+    """Open the extra subflows through the userspace path manager; 'addr:port' each."""
+    pm = mptcp_pm.PathManager()
+    try:
+        token = mptcp_pm.connection_token(sock)
+        opened = []
+        for local_id, sub in enumerate(extra, start=1):
+            for i, port in enumerate(sub.ports):
+                try:
+                    pm.create_subflow(token, (sub.address, port), local_id, server)
+                    opened.append(f"{sub.address}:{port}")
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.EADDRINUSE or i == len(sub.ports) - 1:
+                        raise
+        return opened
+    finally:
+        pm.close()
+
+
+def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
+              place: list[PlannedSubflow] | None = None) -> Result:
     res = Result(server, port, size)
+    cpu0 = time.thread_time()
     sock = make_socket(mptcp)
     sock.settimeout(timeout_s)
     deadline = time.monotonic() + timeout_s
     try:
         res.start_s = time.time()
-        sock.connect((server, port))
+        if place:
+            _connect_placed(sock, place[0], (server, port))
+            res.placed = f"{place[0].address}:{sock.getsockname()[1]}"
+        else:
+            sock.connect((server, port))
         res.client_port = sock.getsockname()[1]
         sock.sendall(f"GET /{size} HTTP/1.0\r\nHost: {server}\r\n\r\n".encode())
+        pending = place[1:] if place and mptcp else []
         buf = bytearray()
         header_done = False
         body = 0
@@ -126,6 +240,10 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float) 
             chunk = sock.recv(CHUNK)
             if not chunk:
                 break
+            if pending:  # data arrived: the connection is fully established
+                opened = _open_subflows(sock, pending, (server, port))
+                res.placed = ";".join([res.placed, *opened])
+                pending = []
             if mptcp:
                 most = max(most, mptcp_subflows(sock))
             if header_done:
@@ -149,17 +267,22 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float) 
         res.error = f"{type(exc).__name__}: {exc}"
     finally:
         sock.close()
+        res.cpu_ms = round((time.thread_time() - cpu0) * 1000, 3)
     return res
 
 
 def fetch_many(
-    targets: list[tuple[str, int, int]], mptcp: bool, timeout_s: float
+    targets: list[tuple[str, int, int]], mptcp: bool, timeout_s: float,
+    places: list[list[PlannedSubflow]] | None = None,
 ) -> list[Result]:
-    """Fetch from every (server, port, size) at the same time."""
+    """Fetch from every (server, port, size) at the same time (`places`: per target,
+    the subflows to open, or none for the kernel's own choice)."""
     results: list[Result | None] = [None] * len(targets)
+    plan = places or []
 
     def work(i: int, t: tuple[str, int, int]) -> None:
-        results[i] = fetch_one(t[0], t[1], t[2], mptcp, timeout_s)
+        results[i] = fetch_one(t[0], t[1], t[2], mptcp, timeout_s,
+                               plan[i] if i < len(plan) else None)
 
     threads = [threading.Thread(target=work, args=(i, t)) for i, t in enumerate(targets)]
     for t in threads:
@@ -184,15 +307,25 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--address", default="0.0.0.0")
     s.add_argument("--port", type=int, default=8080)
     s.add_argument("--mptcp", action="store_true")
+    s.add_argument("--userspace-pm", action="store_true",
+                   help="listen to MPTCP path-manager events so joins are accepted "
+                   "under net.mptcp.pm_type=1")
+    s.add_argument("--cpu-log", metavar="FILE", help="append one JSON line per request")
     f = sub.add_parser("fetch", help="fetch from several servers at once, print JSON lines")
     f.add_argument("targets", nargs="+", type=parse_target, metavar="ADDR:PORT:BYTES")
     f.add_argument("--mptcp", action="store_true")
     f.add_argument("--timeout", type=float, default=120.0)
+    f.add_argument("--place", type=parse_place, action="append", metavar="SUBFLOWS",
+                   help="per target, in order: ADDR:PORT[/PORT..] of each subflow, "
+                   "comma-separated (the first is the initial subflow)")
     args = ap.parse_args(argv)
     if args.cmd == "serve":
-        serve(args.address, args.port, args.mptcp)
+        serve(args.address, args.port, args.mptcp, args.userspace_pm, args.cpu_log)
         return 0
-    results = fetch_many(args.targets, args.mptcp, args.timeout)
+    if args.place and len(args.place) != len(args.targets):
+        ap.error(f"{len(args.place)} --place for {len(args.targets)} targets; give one "
+                 "per target or none")
+    results = fetch_many(args.targets, args.mptcp, args.timeout, args.place)
     for r in results:
         print(json.dumps(asdict(r)), flush=True)
     return 0 if all(r.ok for r in results) else 1

@@ -112,7 +112,7 @@ def test_a_config_name_resolves_against_configs(tmp_path):
         (tmp_path / "configs").mkdir() or True) else None
     assert resolve_config("noisy", cwd=tmp_path) == own  # the user's folder first
     with pytest.raises(ConfigError, match=r"no config 'nosuch': it is not a file, nor a "
-                       r"config in .*; configs there: .*class-quick, .*noisy, silent"):
+                       r"config in .*; configs there: .*class-quick, .*noisy, .*silent"):
         resolve_config("nosuch", cwd=tmp_path)
 
 

@@ -115,7 +115,8 @@ def test_atomic_writes_leave_the_old_file_when_interrupted(tmp_path, monkeypatch
 def test_transfers_csv_has_the_columns_analysis_reads(tmp_path):
     assert COLUMNS == ["transfer_id", "group_id", "flow_type", "transport", "client", "server",
                        "client_addr", "server_addr", "server_port", "client_port",
-                       "size_bytes", "start_s", "end_s", "ok", "error", "subflows"]
+                       "size_bytes", "start_s", "end_s", "ok", "error", "subflows", "cpu_ms",
+                       "server_cpu_ms", "placed"]
     row = dict.fromkeys(COLUMNS, 0) | {"ok": False, "error": "refused, twice"}
     write_csv_atomic(tmp_path / "t.csv", COLUMNS, [row])
     back = list(csv.DictReader((tmp_path / "t.csv").open()))

@@ -1,0 +1,54 @@
+"""Subflows that share links, and what a transfer cost in CPU (pure).
+
+- `shared_subflows`: subflows of the connection whose server -> client packets crossed
+  at least one fabric link (switch to switch) that another of its subflows' crossed
+  too. A subflow's path is where its packets went, handshake included: a subflow
+  opened too late to carry payload still took its path (`subflows` counts those that
+  carried payload); a subflow that was never set up (no SYN-ACK, no payload: a join
+  the peer refused) did not. The client's and the server's access links are left out (with one
+  interface per host every subflow crosses them). In a k=4 fat tree two subflows on
+  different cores still share a link when their cores hang off the same aggregation
+  switch; on one core they share four.
+- `distinct_paths`: distinct sets of fabric links among the subflows (between pods
+  under ECMP: the number of distinct cores used).
+- `cpu_ms_per_mb`: CPU time of the client thread that received the transfer and of the
+  server thread that sent it (CLOCK_THREAD_CPUTIME_ID: user + system, including the
+  softirq work the kernel ran in those threads' context), per MB (10^6 bytes) of
+  payload. Only on the real clock; NaN for runs whose manifest says `clock: virtual`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SHARING_MEASURES = ["shared_subflows", "distinct_paths"]
+
+
+def subflow_link_sets(subflow: np.ndarray, link: np.ndarray, carries: np.ndarray,
+                      fabric: np.ndarray) -> dict[int, frozenset[int]]:
+    """subflow id -> the fabric links its data packets (`carries`) crossed; `fabric`
+    is a boolean mask over link indices."""
+    keep = carries & fabric[link]
+    out: dict[int, set[int]] = {}
+    for sf, lk in zip(subflow[keep].tolist(), link[keep].tolist(), strict=True):
+        out.setdefault(sf, set()).add(lk)
+    return {sf: frozenset(links) for sf, links in out.items()}
+
+
+def link_sharing(sets: dict[int, frozenset[int]]) -> tuple[int, int]:
+    """(shared_subflows, distinct_paths) of one connection's subflow link sets."""
+    items = list(sets.values())
+    shared = sum(
+        1 for i, mine in enumerate(items)
+        if any(mine & other for j, other in enumerate(items) if j != i)
+    )
+    return shared, len(set(items))
+
+
+def cpu_ms_per_mb(client_ms: float, server_ms: float, payload_bytes: float,
+                  clock: str = "real") -> float:
+    """(client + server CPU ms) per MB of payload; NaN in virtual time or unknown."""
+    if clock == "virtual" or payload_bytes <= 0:
+        return float("nan")
+    total = client_ms + server_ms
+    return float(total / (payload_bytes / 1e6)) if np.isfinite(total) else float("nan")

@@ -1,0 +1,72 @@
+"""Link sharing between subflows, CPU per MB, the path-manager messages, CPU logs."""
+
+from __future__ import annotations
+
+import math
+import socket
+import struct
+
+import numpy as np
+
+from pathdiv.analysis.metrics.sharing import cpu_ms_per_mb, link_sharing, subflow_link_sets
+from pathdiv.experiments.traffic import mptcp_pm
+from pathdiv.experiments.traffic.rounds import TransferRow, merge_server_cpu
+
+
+def test_link_sets_keep_data_packets_on_fabric_links_only() -> None:
+    subflow = np.array([0, 0, 0, 1, 1, 2])
+    link = np.array([0, 5, 6, 0, 7, 5])
+    carries = np.array([True, True, True, True, True, False])
+    fabric = np.zeros(8, dtype=bool)
+    fabric[[5, 6, 7]] = True
+    assert subflow_link_sets(subflow, link, carries, fabric) == {0: {5, 6}, 1: {7}}
+
+
+def test_link_sharing_counts_subflows_and_distinct_paths() -> None:
+    a, b, c = frozenset({1, 2}), frozenset({2, 3}), frozenset({4, 5})
+    assert link_sharing({0: a, 1: b, 2: c}) == (2, 3)
+    assert link_sharing({0: a, 1: a, 2: c, 3: c}) == (4, 2)
+    assert link_sharing({0: a, 1: c}) == (0, 2)
+    assert link_sharing({}) == (0, 0)
+
+
+def test_cpu_per_mb_is_not_applicable_in_virtual_time() -> None:
+    assert cpu_ms_per_mb(30.0, 10.0, 2_000_000) == 20.0
+    assert math.isnan(cpu_ms_per_mb(30.0, 10.0, 2_000_000, clock="virtual"))
+    assert math.isnan(cpu_ms_per_mb(float("nan"), 10.0, 2_000_000))
+
+
+def test_subflow_create_message_layout() -> None:
+    msg = mptcp_pm.subflow_message(0x1F, mptcp_pm.CMD_SUBFLOW_CREATE, 0xD493BC4B,
+                                   ("10.0.0.34", 24567), 1, ("10.0.0.3", 8080), seq=9)
+    length, family, flags, seq, _ = struct.unpack_from("=IHHII", msg)
+    assert (length, family, seq) == (len(msg), 0x1F, 9)
+    assert flags == mptcp_pm.NLM_F_REQUEST | mptcp_pm.NLM_F_ACK
+    assert msg[16:18] == bytes([mptcp_pm.CMD_SUBFLOW_CREATE, 1])
+    attrs = mptcp_pm.parse_attrs(msg[20:])
+    assert struct.unpack("=I", attrs[mptcp_pm.ATTR_TOKEN])[0] == 0xD493BC4B
+    local = mptcp_pm.parse_attrs(attrs[mptcp_pm.ATTR_ADDR])
+    assert struct.unpack("=H", local[mptcp_pm.ADDR_ATTR_FAMILY])[0] == socket.AF_INET
+    assert local[mptcp_pm.ADDR_ATTR_ADDR4] == socket.inet_aton("10.0.0.34")
+    assert struct.unpack("=H", local[mptcp_pm.ADDR_ATTR_PORT])[0] == 24567  # host order
+    assert local[mptcp_pm.ADDR_ATTR_ID] == b"\x01"
+    remote = mptcp_pm.parse_attrs(attrs[mptcp_pm.ATTR_ADDR_REMOTE])
+    assert mptcp_pm.ADDR_ATTR_ID not in remote
+    assert struct.unpack("=H", remote[mptcp_pm.ADDR_ATTR_PORT])[0] == 8080
+    # nested attributes carry NLA_F_NESTED (strict parsing in the kernel needs it)
+    assert struct.unpack_from("=HH", msg, 20 + 8)[1] & mptcp_pm.NLA_F_NESTED
+
+
+def test_ack_error_reads_the_errno() -> None:
+    err = struct.pack("=IHHII", 36, mptcp_pm.NLMSG_ERROR, 0, 1, 0) + struct.pack("=i", -98)
+    assert mptcp_pm.ack_error(err + bytes(16)) == 98
+
+
+def test_server_cpu_goes_to_the_row_of_the_same_client_port() -> None:
+    rows = [TransferRow(i, 0, "q", "mptcp", "h1", "h16", "10.0.0.2", "10.3.1.3", 8080,
+                        client_port=port) for i, port in enumerate((4000, 4001, 4000))]
+    logs = {"h16": [{"client_addr": "10.0.0.2", "client_port": 4001, "cpu_ms": 2.0},
+                    {"client_addr": "10.0.0.2", "client_port": 4000, "cpu_ms": 1.0},
+                    {"client_addr": "10.0.0.2", "client_port": 4000, "cpu_ms": 3.0}]}
+    merge_server_cpu(rows, logs)
+    assert [r.server_cpu_ms for r in rows] == [1.0, 2.0, 3.0]
