@@ -249,6 +249,9 @@ def validate(raw: Any, source: str = "config") -> Config:
                 sub: list[str] = []
                 _validate(node, value, dotted, sub)
                 problems += [f"factors.{factor}.{level}: {p}" for p in sub]
+    from experiments.fidelity.verdict import threshold_problems
+
+    problems += threshold_problems(data.get("fidelity", {}))
     if problems:
         raise ConfigError(problems, source)
     return Config(data, source)

@@ -143,7 +143,7 @@ def _measure(lab: Lab, plan: ProbePlan, server: Any) -> dict[str, Any]:
         "goodput_fraction_max": max(fractions) if fractions else None,
         "transfers": series,
         "steal_pct": record["figures"]["steal_pct"],
-        "fidelity": {k: record[k] for k in ("verdict", "reasons", "figures")},
+        "fidelity": {k: record[k] for k in ("verdict", "reasons", "figures", "monitor")},
     }
 
 
