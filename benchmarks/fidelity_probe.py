@@ -25,10 +25,9 @@ from pathlib import Path
 
 from experiments.config import load
 from experiments.dataplane.kernel import KernelDataPlane
-from experiments.fidelity.hog import CpuHog
+from experiments.fidelity.hog import CpuHog, slow_links
 from experiments.network import Lab
 from experiments.probe import run_probe
-from tests.integration.test_fidelity import _slow_switches
 
 REPO = Path(__file__).resolve().parent.parent
 DISTURBANCES = ("none", "hog-nice", "hog-fifo", "slow-links")
@@ -43,7 +42,7 @@ def probe(disturbance: str) -> dict:
         elif disturbance == "hog-fifo":
             hog = CpuHog("fifo", 50, 10)
         elif disturbance == "slow-links":
-            _slow_switches(lab)
+            slow_links(lab, 0.4)
         with hog:
             return run_probe(lab)
 

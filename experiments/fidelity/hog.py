@@ -1,4 +1,8 @@
-"""A planted CPU disturbance, for tests and benchmarks of the fidelity monitor.
+"""Planted disturbances, for tests and benchmarks of the fidelity monitor.
+
+`slow_links(lab, share)` makes every switch egress of a running lab drain at `share` of
+its configured rate (its HTB class lowered behind the config's back): the symptom a
+starved data plane, or CPU steal, gives a link, planted deterministically.
 
 `CpuHog(policy)` starts one spinning process pinned to each core, at a priority above
 the lab's processes and the kernel's softirq threads, spinning `on_ms` then sleeping
@@ -13,6 +17,7 @@ import contextlib
 import os
 import subprocess
 import sys
+from typing import Any
 
 SPIN = """
 import os, sys, time
@@ -60,3 +65,16 @@ class CpuHog:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def slow_links(lab: Any, share: float) -> None:
+    """Lower the HTB rate of every switch port of `lab` to `share` of its link's rate."""
+    for switch in lab.topo.switches:
+        for link in lab.topo.links_of(switch):
+            port, bw = link.port_of(switch), link.params.bw_mbps
+            if bw is None:
+                continue
+            rate = f"{bw * share:g}mbit"
+            lab.cmd(switch, ["tc", "class", "change", "dev", port.intf, "parent", "1:",
+                             "classid", "1:1", "htb", "rate", rate, "ceil", rate,
+                             "quantum", "1514"])

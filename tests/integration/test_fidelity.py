@@ -18,6 +18,7 @@ import pytest
 
 from experiments.config import load
 from experiments.fidelity import runhooks
+from experiments.fidelity.hog import slow_links
 from experiments.plan import expand
 from experiments.runner import prepare_folder, quick_config, run_plan
 from tests.conftest import REPO
@@ -35,16 +36,6 @@ def _plan(tmp_path):
     return cfg, runs, prepare_folder(cfg, tmp_path / "results")
 
 
-def _slow_switches(lab) -> None:
-    for switch in lab.topo.switches:
-        for link in lab.topo.links_of(switch):
-            port, bw = link.port_of(switch), link.params.bw_mbps
-            rate = f"{bw * SLOW:g}mbit"
-            lab.cmd(switch, ["tc", "class", "change", "dev", port.intf, "parent", "1:",
-                             "classid", "1:1", "htb", "rate", rate, "ceil", rate,
-                             "quantum", "1514"])
-
-
 def test_a_starved_data_plane_is_invalid_repeated_and_kept(root_lab, tmp_path, monkeypatch):
     cfg, runs, folder = _plan(tmp_path)
     original = runhooks.start
@@ -53,7 +44,7 @@ def test_a_starved_data_plane_is_invalid_repeated_and_kept(root_lab, tmp_path, m
     def start_disturbed(lab, section, manifest):
         attempts.append(len(attempts) + 1)
         if len(attempts) == 1:
-            _slow_switches(lab)
+            slow_links(lab, SLOW)
         return original(lab, section, manifest)
 
     monkeypatch.setattr(runhooks, "start", start_disturbed)
