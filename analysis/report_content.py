@@ -29,6 +29,7 @@ STATISTIC_NAMES = {
 PROVENANCE_KEYS = (
     "dataplane", "backend", "mode", "spray", "transport", "subflows", "cc", "scheduler",
     "kernel", "kernel_release", "release", "host_kernel", "git_revision", "p4_hash", "status",
+    "clock",
 )
 
 
