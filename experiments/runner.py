@@ -271,9 +271,9 @@ def execute_run(run: Run, run_dir: Path,
             t0 = time.monotonic()
             try:
                 rows = run_workload(lab, plan, traffic, run_dir / "lab" / "logs", on_round)
+                timings["traffic_s"] = round(time.monotonic() - t0, 3)
             finally:
                 samples = fidelity.stop(monitor)
-            timings["traffic_s"] = round(time.monotonic() - t0, 3)
             fidelity.finish(monitor, samples, cfg.data["fidelity"], manifest, run_dir)
             if capture["enabled"]:
                 lab.wait_quiet()  # the last FINs and ACKs belong in the captures
@@ -440,7 +440,7 @@ def execute_attempts(run: Run, run_dir: Path,
                 f"kept in {kept}; repeating (attempt {attempt + 1} of at most "
                 f"{max_repeats + 1})")
         attempt += 1
-    if "fidelity" in manifest:
+    if attempts or "fidelity" in manifest:
         manifest["attempts"] = [*attempts, attempt_entry(manifest, attempt, ".")]
         write_json_atomic(run_dir / "manifest.json", manifest)
     return manifest

@@ -261,6 +261,28 @@ def test_repeats_are_bounded_and_other_verdicts_are_not_repeated(tmp_path, monke
         assert manifest["fidelity"]["verdict"] == verdicts[0]
 
 
+def test_a_repeat_that_fails_still_lists_the_kept_attempt(tmp_path, monkeypatch):
+    cfg = validate({"fidelity": {"max_repeats": 1}})
+    run = expand(cfg, repetitions=1, flow_types=["query"])[0]
+    executed: list[str] = []
+    invalid_first = _fake_execute(["invalid"], executed)
+
+    def fake(run, run_dir, on_round=None):
+        if executed:  # the repeat: the network broke
+            manifest = {**runner.base_manifest(run), "error": "LabError: broken"}
+            write_json_atomic(run_dir / "manifest.json", manifest)
+            return manifest
+        return invalid_first(run, run_dir, on_round)
+
+    monkeypatch.setattr(runner, "execute_run", fake)
+    run_dir = tmp_path / run.run_id
+    run_dir.mkdir()
+    manifest = runner.execute_attempts(run, run_dir)
+    assert [(a["folder"], a["status"], a["verdict"]) for a in manifest["attempts"]] == [
+        ("attempt-1", "complete", "invalid"), (".", "failed", "unknown")]
+    assert runner.run_state(run_dir) == "failed"  # resume redoes it from scratch
+
+
 def test_an_earlier_attempt_is_never_overwritten(tmp_path):
     (tmp_path / "attempt-1").mkdir()
     (tmp_path / "manifest.json").write_text("{}")
