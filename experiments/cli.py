@@ -138,7 +138,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
-def analyze_folder(folder: Path, stats_only: bool = False) -> Path:
+def analyze_folder(folder: Path, stats_only: bool = False,
+                   include_invalid: bool = False) -> Path:
     """Metrics from the captures (unless stats_only), then statistics and the report.
 
     Reads only files, so a results folder can be re-analysed anywhere, any time."""
@@ -156,11 +157,12 @@ def analyze_folder(folder: Path, stats_only: bool = False) -> Path:
         log.info("metrics: %s", path)
     elif not (folder / "metrics.csv").is_file():
         raise ValueError(f"{folder} has no metrics.csv to analyse")
-    return write_report(folder, stats_only=stats_only)
+    return write_report(folder, stats_only=stats_only, include_invalid=include_invalid)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    report = analyze_folder(args.folder, stats_only=args.stats_only)
+    report = analyze_folder(args.folder, stats_only=args.stats_only,
+                            include_invalid=args.include_invalid)
     print(f"report: {report}")
     return 0
 
@@ -395,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stats-only", action="store_true",
                    help="skip the captures: analyse an existing metrics.csv (data from "
                         "elsewhere)")
+    p.add_argument("--include-invalid", action="store_true",
+                   help="also analyse runs the fidelity monitor judged invalid (left out "
+                        "by default; see docs/fidelity.md)")
     p.set_defaults(func=cmd_analyze)
     sub.add_parser("clean", help="remove processes/namespaces a killed run left behind") \
         .set_defaults(func=cmd_clean)

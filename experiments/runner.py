@@ -9,6 +9,8 @@ Layout (every file written atomically):
         runs/<run_id>/transfers.csv one row per transfer
         runs/<run_id>/captures/     one pcap per link (headers only)
         runs/<run_id>/lab/          node scripts and server logs of the run
+        runs/<run_id>/fidelity.json the fidelity monitor's record and verdict
+        runs/<run_id>/attempt-<n>/  an earlier attempt judged invalid, kept whole
 
 A run's status is `complete`, `failed` (the network or the workload broke; the reason is
 in `error`) or `skipped` (this machine cannot run it as configured, e.g. hosts.kernel:
@@ -57,6 +59,7 @@ from pathdiv.experiments.config.plan import Run, expand
 from pathdiv.experiments.dataplane.select import select_dataplane
 from pathdiv.experiments.fabric.environment import kernel_release, preflight
 from pathdiv.experiments.fabric.network import Network, NetworkError
+from pathdiv.experiments.fidelity import runhooks as fidelity
 from pathdiv.experiments.manifest import (
     counter_deltas,
     counter_snapshot,
@@ -223,9 +226,14 @@ def execute_run(run: Run, run_dir: Path,
                 before = _counters(net, captured, manifest)
             plan = rounds(str(workload["pattern"]), net.topo.hosts, run.seed,
                           int(workload["iterations"]), int(workload["requests"]))
+            monitor = fidelity.start(net, cfg.data["fidelity"], manifest)
             t0 = time.monotonic()
-            rows = run_workload(net, plan, traffic, run_dir / "lab" / "logs", on_round)
-            timings["traffic_s"] = round(time.monotonic() - t0, 3)
+            try:
+                rows = run_workload(net, plan, traffic, run_dir / "lab" / "logs", on_round)
+                timings["traffic_s"] = round(time.monotonic() - t0, 3)
+            finally:
+                samples = fidelity.stop(monitor)
+            fidelity.finish(monitor, samples, cfg.data["fidelity"], manifest, run_dir)
             if capture["enabled"]:
                 net.wait_quiet()  # the last FINs and ACKs belong in the captures
                 after = _counters(net, captured, manifest)
@@ -357,7 +365,7 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
             def on_round(n: int, total: int, label: str = label) -> None:
                 show(f"{label} round {n}/{total}")
 
-            finished(run, execute_run(run, run_dir, on_round))
+            finished(run, execute_attempts(run, run_dir, on_round, say))
         for clock, group in lab_groups(lab_todo if image is not None else []):
             say(f"booting the lab kernel ({image.parent.name}, {clock} clock) for "
                 f"{len(group)} run(s)")
@@ -380,14 +388,50 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
     return outcome
 
 
+def execute_attempts(run: Run, run_dir: Path,
+                     on_round: Callable[[int, int], None] | None = None,
+                     say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """`execute_run`, repeated while its fidelity verdict is invalid (at most
+    fidelity.max_repeats more times); earlier attempts move to attempt-<n>/ beside the
+    last one, and the last manifest lists them all (experiments.fidelity.attempts)."""
+    from pathdiv.experiments.fidelity.attempts import attempt_entry, shelve, should_repeat
+
+    max_repeats = int(run.config.data.get("fidelity", {}).get("max_repeats", 0))
+    attempts: list[dict[str, Any]] = []
+    attempt = 1
+    while True:
+        manifest = execute_run(run, run_dir, on_round)
+        if not should_repeat(manifest, attempt, max_repeats):
+            break
+        kept = shelve(run_dir, attempt)
+        attempts.append(attempt_entry(manifest, attempt, kept.name))
+        if say is not None:
+            reasons = "; ".join(manifest["fidelity"].get("reasons", []))
+            say(f"run {run.order + 1} {run.run_id}: attempt {attempt} invalid ({reasons}); "
+                f"kept in {kept}; repeating (attempt {attempt + 1} of at most "
+                f"{max_repeats + 1})")
+        attempt += 1
+    if attempts or "fidelity" in manifest:
+        manifest["attempts"] = [*attempts, attempt_entry(manifest, attempt, ".")]
+        write_json_atomic(run_dir / "manifest.json", manifest)
+    return manifest
+
+
 def _run_line(run: Run, manifest: dict[str, Any]) -> str:
     status = manifest["status"]
     head = f"run {run.order + 1} {run.run_id}: {status}"
     if status == "complete":
         t = manifest["transfers"]
         tm = manifest["timings"]
+        fid = manifest.get("fidelity") or {}
+        verdict = (f", fidelity {fid['verdict']}"
+                   + (f" ({'; '.join(fid['reasons'])})" if fid.get("reasons") else "")
+                   if fid else "")
+        tries = len(manifest.get("attempts", []))
+        tries_text = f", {tries} attempts" if tries > 1 else ""
         return (f"{head} ({t['ok']}/{t['total']} transfers ok, build {tm['build_s']:.1f} s, "
-                f"traffic {tm['traffic_s']:.1f} s, teardown {tm['teardown_s']:.1f} s)")
+                f"traffic {tm['traffic_s']:.1f} s, teardown {tm['teardown_s']:.1f} s"
+                f"{verdict}{tries_text})")
     return f"{head}: {manifest['error'][:300]}"
 
 
@@ -415,7 +459,7 @@ def find_run(folder: Path, run_id: str) -> tuple[Config, Run]:
 
 
 def lab_groups(runs: list[Run]) -> list[tuple[str, list[Run]]]:
-    """Lab-kernel runs by clock (lab.clock), each group in plan order: one boot each."""
+    """Lab-kernel runs by clock (net.clock), each group in plan order: one boot each."""
     groups: dict[str, list[Run]] = {}
     for run in runs:
         groups.setdefault(str(run.config.data["lab"]["clock"]), []).append(run)
@@ -479,7 +523,8 @@ def main(argv: list[str] | None = None) -> int:
 
         on_round(0, 0)
         try:
-            manifest = execute_run(run, run_dir, on_round)
+            manifest = execute_attempts(run, run_dir, on_round,
+                                        lambda text: print(text, flush=True))
         except KeyboardInterrupt:
             return 130
         print(_run_line(run, manifest), flush=True)

@@ -195,6 +195,7 @@ def group_metrics(transfers: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataF
         "repetition": manifest.get("repetition"),
         "seed": manifest.get("seed"),
         "condition": config.get("workload", {}).get("pattern"),
+        "fidelity": (manifest.get("fidelity") or {}).get("verdict", "unknown"),
     }
     rows = [
         {**lead, "group_id": gid, **_group_row(g)}

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from pathdiv.analysis.report import fidelity
 from pathdiv.analysis.report.blocks import render_html, render_markdown
 from pathdiv.analysis.report.content import Provenance, build_report
 from pathdiv.analysis.report.plots import Plot, box_plots, fct_cdfs, path_heatmap
@@ -115,9 +116,11 @@ def _write_text(path: Path, text: str) -> None:
         raise
 
 
-def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: bool = False) -> Path:
+def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: bool = False,
+                 include_invalid: bool = False) -> Path:
     """Analyse `folder/metrics.csv`, write stats.json, report.md, report.html (and
-    plots/*.png); return the path of report.html."""
+    plots/*.png); return the path of report.html. Runs whose fidelity verdict is
+    invalid are left out unless `include_invalid` (analysis/report/fidelity.py)."""
     folder = Path(folder)
     metrics_path = folder / "metrics.csv"
     if not metrics_path.is_file():
@@ -131,18 +134,27 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
         raise ValueError(f"{metrics_path} has no rows; nothing to analyse")
     prov = read_provenance(folder, stats_only)
     spec = spec or spec_from_config(prov.config)
-    log.info("analysis: %d observations from %s", len(metrics), metrics_path)
-    results: StudyResults = analyze_metrics(metrics, spec)
+    chosen = fidelity.split(metrics, include_invalid)
+    if chosen.kept.empty:
+        raise ValueError(f"every run in {metrics_path} was judged invalid by the fidelity "
+                         "monitor (reasons in runs/*/manifest.json); rerun them on a quieter "
+                         "machine, or analyse them anyway with --include-invalid")
+    log.info("analysis: %d observations from %s", len(chosen.kept), metrics_path)
+    results: StudyResults = analyze_metrics(chosen.kept, spec)
+    if chosen.note():
+        results.notes.append(str(chosen.note()))
     _write_text(folder / "stats.json", json.dumps(results.to_dict(), indent=2, allow_nan=False))
     log.info("analysis: plotting")
-    plots, plot_notes = make_plots(metrics, spec)
+    plots, plot_notes = make_plots(chosen.kept, spec)
     plot_dir = folder / PLOT_DIR
     plot_dir.mkdir(exist_ok=True)
     for plot in plots:
         (plot_dir / f"{plot.name}.png").write_bytes(plot.png)
     name = (prov.config or {}).get("name") or folder.resolve().name
     title = f"pathdiv report: {name}"
-    blocks = build_report(results, prov, plots, plot_notes, title)
+    blocks = build_report(results, prov, plots, plot_notes, title,
+                          fidelity.fidelity_blocks(metrics, chosen, spec.clusters,
+                                                   prov.manifests))
     _write_text(folder / "report.md", render_markdown(blocks, PLOT_DIR))
     html_path = folder / "report.html"
     _write_text(html_path, render_html(blocks, title))

@@ -29,6 +29,7 @@ STATISTIC_NAMES = {
 PROVENANCE_KEYS = (
     "dataplane", "backend", "mode", "spray", "transport", "subflows", "cc", "scheduler",
     "kernel", "kernel_release", "release", "host_kernel", "git_revision", "p4_hash", "status",
+    "clock",
 )
 
 
@@ -308,10 +309,12 @@ def plot_blocks(plots: Sequence[Plot], notes: Sequence[str]) -> list[Block]:
 
 
 def build_report(results: StudyResults, prov: Provenance, plots: Sequence[Plot],
-                 plot_notes: Sequence[str], title: str) -> list[Block]:
+                 plot_notes: Sequence[str], title: str,
+                 fidelity: Sequence[Block] = ()) -> list[Block]:
     blocks: list[Block] = [Heading(title, 1)]
     blocks += [Paragraph(n, "note") for n in results.notes]
     blocks += provenance_blocks(prov, results)
+    blocks += list(fidelity)
     blocks += reading_guide(results)
     blocks += overview_blocks(results)
     for cluster in results.clusters:

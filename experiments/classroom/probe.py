@@ -3,9 +3,12 @@
 For one client/server pair in different pods it measures, per core switch, the
 packets forwarded towards the client's pod (the data direction: the server sends,
 the client fetches) during (a) 16 concurrent TCP flows, (b) one MPTCP connection
-with N subflows and (c) one TCP flow, and the goodput of (c), a 25 MB transfer, as a
-fraction of the path's configured rate. Under `hosts.subflow_paths: disjoint |
-eliminate` (b) opens its subflows where the placement says (`placed` in the output).
+with N subflows and (c) one TCP flow; then the goodput of (c) and of four more such
+single-flow transfers, each as a fraction of the path's configured rate, with the CPU
+the hypervisor stole during each (/proc/stat). The median is `goodput_fraction`; the
+fidelity monitor watches the five and gives them a verdict (docs/fidelity.md). Under
+`hosts.subflow_paths: disjoint | eliminate` (b) opens its subflows where the placement
+says (`placed` in the output).
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ from __future__ import annotations
 import json
 import logging
 import random
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
 from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
+from pathdiv.experiments.fidelity.monitor import core_shares, parse_proc_stat, read_text
+from pathdiv.experiments.fidelity.record import build_record, lab_monitor, machine_clock
 from pathdiv.experiments.traffic.placement import Placement, place_argv
 from pathdiv.topologies.fattree import FatTree
 
@@ -26,7 +32,8 @@ log = logging.getLogger("pathdiv")
 TCP_FLOWS = 16
 TCP_FLOW_BYTES = 512_000
 MPTCP_BYTES = 4_000_000
-SINGLE_BYTES = 25_000_000
+SINGLE_BYTES = 10_000_000
+SERIES = 5  # single-flow transfers measured for goodput, one after another
 
 
 @dataclass(frozen=True)
@@ -124,10 +131,19 @@ def _measure(net: Network, plan: ProbePlan, server: Any) -> dict[str, Any]:
 
     flows, _ = phase([TCP_FLOW_BYTES] * TCP_FLOWS, mptcp=False)
     mp, mp_res = phase([MPTCP_BYTES], mptcp=True)
-    single, single_res = phase([SINGLE_BYTES], mptcp=False)
-    r = single_res[0]
     rate = path_rate_mbps(topo, plan.client, plan.server)
-    goodput_mbps = r["received"] * 8 / (r["end_s"] - r["start_s"]) / 1e6
+    section = net.cfg.data["fidelity"]
+    monitor = lab_monitor(net, section).start()
+    try:
+        before = _settled_core_tx(net, ports)
+        series = [_timed_fetch(net, plan, rate)]
+        single = per_core_delta(before, _settled_core_tx(net, ports))
+        series += [_timed_fetch(net, plan, rate) for _ in range(SERIES - 1)]
+    finally:
+        samples = monitor.stop()
+    record = build_record(samples, monitor, section, machine_clock())
+    goodput_mbps = statistics.median(t["goodput_mbps"] for t in series)
+    fractions = [t["fraction"] for t in series if t["fraction"] is not None]
     return {
         "dataplane": net.dp.name,
         "mode": net.dp.mode,
@@ -142,7 +158,24 @@ def _measure(net: Network, plan: ProbePlan, server: Any) -> dict[str, Any]:
         "goodput_mbps": round(goodput_mbps, 3),
         "link_rate_mbps": rate,
         "goodput_fraction": None if rate is None else round(goodput_mbps / rate, 4),
+        "goodput_fraction_min": min(fractions) if fractions else None,
+        "goodput_fraction_max": max(fractions) if fractions else None,
+        "transfers": series,
+        "steal_pct": record["figures"]["steal_pct"],
+        "fidelity": {k: record[k] for k in ("verdict", "reasons", "figures", "monitor")},
     }
+
+
+def _timed_fetch(net: Network, plan: ProbePlan, rate: float | None) -> dict[str, Any]:
+    """One single-flow transfer: its goodput, fraction of `rate` and the steal during it."""
+    cpu0 = parse_proc_stat(read_text("/proc/stat"))
+    r = _fetch(net, plan, [SINGLE_BYTES], mptcp=False)[0]
+    shares = core_shares(cpu0, parse_proc_stat(read_text("/proc/stat")))
+    mbps = r["received"] * 8 / (r["end_s"] - r["start_s"]) / 1e6
+    steal = 100 * sum(c.steal for c in shares) / len(shares) if shares else None
+    return {"goodput_mbps": round(mbps, 3),
+            "fraction": None if rate is None else round(mbps / rate, 4),
+            "steal_pct": None if steal is None else round(steal, 2)}
 
 
 def format_probe(result: dict[str, Any]) -> str:
@@ -155,6 +188,16 @@ def format_probe(result: dict[str, Any]) -> str:
         lines.append(f"{label:<28}" + "".join(f"{result[key]['per_core'][c]:>9}" for c in cores))
     lines.append(f"MPTCP subflows used: {result['mptcp']['subflows']}")
     frac = result["goodput_fraction"]
-    lines.append(f"goodput of (c): {result['goodput_mbps']} Mbit/s"
-                 + ("" if frac is None else f" = {frac:.3f} of {result['link_rate_mbps']:g}"))
+    series = result.get("transfers", [])
+    lines.append(f"goodput of {len(series)} single-flow transfers (median): "
+                 f"{result['goodput_mbps']} Mbit/s"
+                 + ("" if frac is None else f" = {frac:.3f} of {result['link_rate_mbps']:g}, "
+                    f"min {result['goodput_fraction_min']:.3f}, "
+                    f"max {result['goodput_fraction_max']:.3f}"))
+    lines.append("  per transfer (fraction, steal %): " + ", ".join(
+        f"{t['fraction']} ({t['steal_pct']})" for t in series))
+    fid = result.get("fidelity")
+    if fid:
+        lines.append(f"steal during them: {result['steal_pct']} %; fidelity {fid['verdict']}"
+                     + (f": {'; '.join(fid['reasons'])}" if fid["reasons"] else ""))
     return "\n".join(lines)

@@ -19,6 +19,7 @@ import yaml
 
 from pathdiv.analysis.metrics.columns import DEPENDENT_VARIABLES
 from pathdiv.experiments.config.schema import SCHEMA, Leaf, MapOf, Section, parse_size
+from pathdiv.experiments.fidelity.verdict import threshold_problems
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import LinkParams, Tier
 
@@ -254,6 +255,7 @@ def validate(raw: Any, source: str = "config") -> Config:
                 sub: list[str] = []
                 _validate(node, value, dotted, sub)
                 problems += [f"factors.{factor}.{level}: {p}" for p in sub]
+    problems += threshold_problems(data.get("fidelity", {}))
     if not problems:
         problems += _cross_problems(data)
     if problems:

@@ -106,6 +106,12 @@ def _at_least_one(value: Any) -> str | None:
 
 def _at_least_256(value: Any) -> str | None:
     return None if value >= 256 else "an integer >= 256"
+def _percent(value: Any) -> str | None:
+    return None if 0 <= value <= 100 else "a percentage 0..100"
+
+
+def _fraction(value: Any) -> str | None:
+    return None if 0 < value <= 1 else "a fraction of the link rate, > 0 and <= 1"
 
 
 def _link(bw_default: float | None) -> Section:
@@ -166,7 +172,7 @@ SCHEMA = Section(
                                  "interface (ndiffports)", check=_subflows),
                 "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows)",
                            choices=KNOWN_CCS),
-                "kernel": Leaf(str, "host", "host: this machine's kernel; lab: the pathdiv lab "
+                "kernel": Leaf(str, "host", "host: this machine's kernel; net: the pathdiv lab "
                                "kernel (RB scheduler)", choices=("host", "lab")),
                 "scheduler": Leaf(str, "default", "MPTCP packet scheduler "
                                   "(net.mptcp.scheduler)",
@@ -182,7 +188,7 @@ SCHEMA = Section(
         ),
         "lab": Section(
             {
-                "clock": Leaf(str, "virtual", "clock of the lab kernel (hosts.kernel: lab): "
+                "clock": Leaf(str, "virtual", "clock of the lab kernel (hosts.kernel: net): "
                               "virtual = User-Mode Linux time-travel, CPU work takes no "
                               "time and links are the only bottleneck; real = the wall "
                               "clock (for CPU-cost measures)", choices=("virtual", "real")),
@@ -222,6 +228,35 @@ SCHEMA = Section(
                 "budget_mb": Leaf(int, 2000, "capture size limit per run, all links together",
                                   check=_at_least_one),
             }
+        ),
+        "fidelity": Section(
+            {
+                "enabled": Leaf(bool, True, "sample host CPU, qdiscs and TCP timeouts during "
+                                "each run's traffic and give it a verdict (docs/fidelity.md)"),
+                "sample_interval_s": Leaf((int, float), 0.2, "seconds between qdisc samples",
+                                          check=_positive),
+                "steal_degraded_pct": Leaf((int, float), 3, "CPU stolen by the hypervisor "
+                                           "during traffic (percent, mean of the cores) from "
+                                           "which a run is degraded", check=_percent),
+                "steal_invalid_pct": Leaf((int, float), 10, "steal (percent) from which a run "
+                                          "is invalid", check=_percent),
+                "link_rate_degraded": Leaf((int, float), 0.9, "a backlogged link sending "
+                                           "below this fraction of its rate makes the run "
+                                           "degraded", check=_fraction),
+                "link_rate_invalid": Leaf((int, float), 0.75, "below this fraction of its "
+                                          "rate: invalid", check=_fraction),
+                "min_backlogged_s": Leaf((int, float), 1.0, "seconds a link must be "
+                                         "backlogged before its rate is judged",
+                                         check=_positive),
+                "rto_degraded": Leaf(int, 3, "TCP timeouts beyond the qdisc drops (all hosts) "
+                                     "from which a run is degraded", check=_at_least_one),
+                "rto_invalid": Leaf(int, 20, "unexplained TCP timeouts from which a run is "
+                                    "invalid", check=_at_least_one),
+                "max_repeats": Leaf(int, 2, "times an invalid run is repeated (earlier "
+                                    "attempts kept in runs/<run_id>/attempt-<n>/)",
+                                    check=_non_negative),
+            },
+            "fidelity monitor and verdict of real-clock runs",
         ),
         "factors": MapOf(
             MapOf(

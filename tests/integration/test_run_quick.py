@@ -103,6 +103,10 @@ def test_quick_noisy_run_interrupted_and_resumed(root_fabric, config, tmp_path):
         assert manifest["sysctls"]["net.mptcp.enabled"] == \
             ("1" if manifest["factors"]["switching"] == "ps-mptcp" else "0")
         assert all(v is not None for v in manifest["timings"].values())
+        # every run carries its fidelity verdict and record (docs/fidelity.md)
+        assert manifest["fidelity"]["verdict"] in ("ok", "degraded", "invalid")
+        assert manifest["attempts"][-1]["folder"] == "."
+        assert (run_dir / "fidelity.json").is_file()
         assert len(list((run_dir / "captures").glob("*.pcap"))) == 48
         rows = list(csv.DictReader((run_dir / "transfers.csv").open()))
         size = cfg.flow_sizes()[manifest["flow_type"]]
@@ -120,6 +124,8 @@ def test_quick_noisy_run_interrupted_and_resumed(root_fabric, config, tmp_path):
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 4
     assert (out / "stats.json").is_file() and (out / "metrics.csv").is_file()
+    verdicts = {r["fidelity"] for r in csv.DictReader((out / "metrics.csv").open())}
+    assert verdicts <= {"ok", "degraded", "invalid"}, verdicts
     # every transfer was found in the captures (none lost when the capture stopped)
     measured = list(csv.DictReader((out / "transfer_metrics.csv").open()))
     assert len(measured) == 4 * 28

@@ -1,0 +1,1 @@
+"""Run fidelity: did the emulator keep up? Samples (`monitor`) and the verdict (`verdict`)."""

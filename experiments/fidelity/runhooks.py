@@ -1,0 +1,67 @@
+"""The runner's three calls around a run's traffic phase; none of them fails a run.
+
+`start` records the clock and starts the monitor (None when fidelity.enabled is false
+or the monitor cannot start: the manifest then says why); `stop` stops it; `finish`
+judges the samples, writes fidelity.json and the manifest's `fidelity` section.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from pathdiv.experiments.fidelity.monitor import Monitor
+from pathdiv.experiments.fidelity.record import (
+    build_record,
+    lab_monitor,
+    machine_clock,
+    manifest_section,
+    unmonitored,
+    write_record,
+)
+from pathdiv.experiments.fidelity.verdict import Samples
+
+log = logging.getLogger("pathdiv")
+
+
+def start(net: Any, section: dict[str, Any], manifest: dict[str, Any]) -> Monitor | None:
+    clock = machine_clock()
+    manifest["clock"] = clock
+    if not section.get("enabled", True):
+        manifest["fidelity"] = unmonitored("fidelity.enabled is false", clock)
+        return None
+    try:
+        return lab_monitor(net, section).start()
+    except Exception as exc:
+        manifest["fidelity"] = unmonitored(f"the monitor could not start: "
+                                           f"{type(exc).__name__}: {exc}", clock)
+        return None
+
+
+def stop(monitor: Monitor | None) -> Samples | None:
+    if monitor is None:
+        return None
+    try:
+        return monitor.stop()
+    except Exception as exc:
+        monitor.errors.append(f"stop: {type(exc).__name__}: {exc}")
+        return None
+
+
+def finish(monitor: Monitor | None, samples: Samples | None, section: dict[str, Any],
+           manifest: dict[str, Any], run_dir: Path) -> None:
+    clock = manifest.get("clock", "real")
+    if monitor is None:
+        return
+    if samples is None:
+        manifest["fidelity"] = unmonitored(f"the monitor failed: {monitor.errors[-1:]}", clock)
+        return
+    try:
+        record = build_record(samples, monitor, section, clock)
+        write_record(run_dir, record)
+        manifest["fidelity"] = manifest_section(record)
+        log.info("fidelity: %s %s", record["verdict"], "; ".join(record["reasons"]))
+    except Exception as exc:
+        manifest["fidelity"] = unmonitored(f"the verdict failed: {type(exc).__name__}: {exc}",
+                                           clock)

@@ -1,0 +1,190 @@
+"""The fidelity verdict of one run (pure): `ok`, `degraded` or `invalid`, with reasons.
+
+Inputs are what `experiments.fidelity.monitor` sampled over the traffic phase:
+
+- per core, the share of time it was busy, in softirq, and stolen by the hypervisor
+  (only steal is judged: the workload's own process starts keep a core busy and CPU
+  pressure high in healthy runs too; busy, softirq and pressure are recorded);
+- per shaped egress that was backlogged (a queue waiting to go out), the bytes it sent
+  while backlogged and for how long, against its configured rate; its drops and
+  overlimits;
+- per host, TCP retransmission timeouts (RTOs); the qdisc drops of the whole network
+  explain up to as many RTOs, the rest are counted as unexplained.
+
+A backlogged HTB egress must send at its configured rate: when it sends less, the
+kernel did not get the CPU to drain it, so every rate and FCT of the run is the host's,
+not the emulated network's. Stolen CPU says the same from the other side. On the
+virtual clock (User-Mode Linux with time-travel) time stops while the host CPU is
+away, so none of this can happen: such runs are `ok` by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+OK = "ok"
+DEGRADED = "degraded"
+INVALID = "invalid"
+VERDICTS = (OK, DEGRADED, INVALID)
+CLOCKS = ("real", "virtual")
+VIRTUAL_REASON = "virtual clock: host CPU cannot affect link rates"
+
+
+@dataclass(frozen=True)
+class CoreShare:
+    """One core over the traffic phase: fractions (0..1) of its time."""
+
+    core: str
+    busy: float
+    softirq: float
+    steal: float
+
+
+@dataclass(frozen=True)
+class LinkShare:
+    """One shaped egress (node:interface) over the traffic phase."""
+
+    link: str
+    rate_bps: float | None
+    backlogged_bytes: int
+    backlogged_s: float
+    drops: int = 0
+    overlimits: int = 0
+
+    @property
+    def ratio(self) -> float | None:
+        """Bytes sent while backlogged over what the configured rate allows."""
+        if not self.rate_bps or self.backlogged_s <= 0:
+            return None
+        return self.backlogged_bytes * 8 / self.backlogged_s / self.rate_bps
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Everything the verdict looks at; `duration_s` is the traffic phase."""
+
+    duration_s: float
+    cores: list[CoreShare] = field(default_factory=list)
+    links: list[LinkShare] = field(default_factory=list)
+    rtos: dict[str, int] = field(default_factory=dict)
+    backlog_drops: int = 0  # /proc/net/softnet_stat: packets the kernel's input queue lost
+    cpu_wait: float | None = None  # PSI: share of the time some task waited for a CPU
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The config's `fidelity` section (see pathdiv.experiments.config.schema for meanings)."""
+
+    steal_degraded_pct: float = 3.0
+    steal_invalid_pct: float = 10.0
+    link_rate_degraded: float = 0.9
+    link_rate_invalid: float = 0.75
+    min_backlogged_s: float = 1.0
+    rto_degraded: int = 3
+    rto_invalid: int = 20
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> Thresholds:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in section.items() if k in names})
+
+
+def threshold_problems(section: Mapping[str, Any]) -> list[str]:
+    """Pairs of thresholds in the wrong order (the degraded one must come first)."""
+    pairs = (("steal_degraded_pct", "steal_invalid_pct"),
+             ("link_rate_invalid", "link_rate_degraded"),
+             ("rto_degraded", "rto_invalid"))
+    out = []
+    for low, high in pairs:
+        if low in section and high in section and section[low] > section[high]:
+            out.append(f"fidelity.{low}: {section[low]!r} is not allowed; expected at most "
+                       f"fidelity.{high} ({section[high]!r})")
+    return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    reasons: list[str]
+    figures: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def summary(self) -> str:
+        return f"{self.verdict} ({'; '.join(self.reasons)})" if self.reasons else self.verdict
+
+
+def _worse(a: str, b: str) -> str:
+    return a if VERDICTS.index(a) >= VERDICTS.index(b) else b
+
+
+def _level(value: float, degraded: float, invalid: float, higher_is_worse: bool) -> str:
+    if higher_is_worse:
+        return INVALID if value >= invalid else DEGRADED if value >= degraded else OK
+    return INVALID if value < invalid else DEGRADED if value < degraded else OK
+
+
+def figures_of(samples: Samples, th: Thresholds) -> dict[str, Any]:
+    """The key figures (rounded) the manifest and the report show."""
+    cores = samples.cores
+    steal = sum(c.steal for c in cores) / len(cores) if cores else None
+    judged = [lk for lk in samples.links
+              if lk.ratio is not None and lk.backlogged_s >= th.min_backlogged_s]
+    worst = min(judged, key=lambda lk: lk.ratio or 0.0) if judged else None
+    rtos = sum(samples.rtos.values())
+    drops = sum(lk.drops for lk in samples.links)
+    return {
+        "duration_s": round(samples.duration_s, 3),
+        "steal_pct": None if steal is None else round(100 * steal, 2),
+        "busiest_core": None if not cores else max(cores, key=lambda c: c.busy).core,
+        "busy_max_pct": None if not cores else round(100 * max(c.busy for c in cores), 2),
+        "softirq_max_pct": None if not cores else round(100 * max(c.softirq for c in cores), 2),
+        "links_judged": len(judged),
+        "worst_link": None if worst is None else worst.link,
+        "worst_link_ratio": None if worst is None or worst.ratio is None
+        else round(worst.ratio, 4),
+        "qdisc_drops": drops,
+        "rtos": rtos,
+        "rtos_unexplained": max(0, rtos - drops),
+        "backlog_drops": samples.backlog_drops,
+        "cpu_wait_pct": None if samples.cpu_wait is None else round(100 * samples.cpu_wait, 2),
+    }
+
+
+def judge(samples: Samples, th: Thresholds, clock: str = "real") -> Verdict:
+    """The verdict with one reason per check that is not ok (worst decides)."""
+    if clock not in CLOCKS:
+        raise ValueError(f"clock {clock!r}: expected one of {', '.join(CLOCKS)}")
+    fig = figures_of(samples, th)
+    if clock == "virtual":
+        return Verdict(OK, [VIRTUAL_REASON], fig)
+    verdict, reasons = OK, []
+
+    def note(level: str, reason: str) -> None:
+        nonlocal verdict
+        if level != OK:
+            verdict = _worse(verdict, level)
+            reasons.append(reason)
+
+    if fig["steal_pct"] is not None:
+        note(_level(fig["steal_pct"], th.steal_degraded_pct, th.steal_invalid_pct, True),
+             f"steal {fig['steal_pct']:.1f} % during traffic")
+    if fig["worst_link_ratio"] is not None:
+        note(_level(fig["worst_link_ratio"], th.link_rate_degraded, th.link_rate_invalid,
+                    False),
+             f"bottleneck link {fig['worst_link']} at {fig['worst_link_ratio']:.2f} of its "
+             "rate while backlogged")
+    unexplained = fig["rtos_unexplained"]
+    if unexplained:
+        worst_host = max(samples.rtos, key=lambda h: samples.rtos[h])
+        note(_level(unexplained, th.rto_degraded, th.rto_invalid, True),
+             f"{unexplained} TCP timeout(s) beyond the {fig['qdisc_drops']} queue drop(s) "
+             f"(most on {worst_host}: {samples.rtos[worst_host]})")
+    if fig["backlog_drops"]:
+        note(DEGRADED, f"{fig['backlog_drops']} packet(s) lost in the kernel's input "
+                       "backlog (not in an emulated queue)")
+    return Verdict(verdict, reasons, fig)

@@ -1,0 +1,351 @@
+"""The fidelity verdict on planted samples, the sample parsers on fixture text, the
+repeat of invalid runs and the report's exclusion of them."""
+
+import json
+import struct
+
+import pandas as pd
+import pytest
+
+from pathdiv.analysis.report.fidelity import split, verdict_counts
+from pathdiv.experiments import runner
+from pathdiv.experiments.config.load import ConfigError, validate
+from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.dataplane.base import parse_proc_net_dev
+from pathdiv.experiments.fidelity import attempts
+from pathdiv.experiments.fidelity.monitor import (
+    EgressTrack,
+    QdiscStat,
+    core_shares,
+    parse_netstat,
+    parse_pressure,
+    parse_proc_stat,
+    parse_qdisc_dump,
+    parse_softnet_drops,
+    parse_tc_json,
+)
+from pathdiv.experiments.fidelity.record import egress_rates, machine_clock
+from pathdiv.experiments.fidelity.verdict import (
+    VIRTUAL_REASON,
+    CoreShare,
+    LinkShare,
+    Samples,
+    Thresholds,
+    judge,
+)
+from pathdiv.experiments.manifest import write_json_atomic
+from tests.conftest import REPO
+
+DATA = REPO / "tests" / "data" / "fidelity"
+RATE = 20e6
+TH = Thresholds.from_config(validate({}).data["fidelity"])
+
+
+def cores(steal: float, busy: float = 0.5) -> list[CoreShare]:
+    return [CoreShare("cpu0", busy, 0.1, steal), CoreShare("cpu1", busy, 0.1, steal)]
+
+
+def link(name: str, ratio: float, seconds: float = 4.0, drops: int = 0) -> LinkShare:
+    return LinkShare(name, RATE, int(ratio * RATE / 8 * seconds), seconds, drops, 100)
+
+
+def healthy(**kw) -> Samples:
+    base = {"duration_s": 10.0, "cores": cores(0.002),
+            "links": [link("a1:a1-eth3", 0.99), link("e1:e1-eth0", 0.97)], "rtos": {}}
+    return Samples(**{**base, **kw})
+
+
+# ---- the verdict ---------------------------------------------------------------------
+def test_a_healthy_run_is_ok_without_reasons():
+    v = judge(healthy(), TH)
+    assert (v.verdict, v.reasons) == ("ok", [])
+    assert v.figures["worst_link"] == "e1:e1-eth0" and v.figures["worst_link_ratio"] == 0.97
+
+
+@pytest.mark.parametrize(("steal", "verdict"), [(0.02, "ok"), (0.05, "degraded"),
+                                                (0.12, "invalid")])
+def test_steal_during_traffic_degrades_then_invalidates(steal, verdict):
+    v = judge(healthy(cores=cores(steal)), TH)
+    assert v.verdict == verdict
+    if verdict != "ok":
+        assert v.reasons == [f"steal {100 * steal:.1f} % during traffic"]
+
+
+def test_a_slow_bottleneck_is_named_with_its_share_of_the_rate():
+    v = judge(healthy(links=[link("a1:a1-eth3", 0.99), link("a1:a1-c1", 0.82)]), TH)
+    assert v.verdict == "degraded"
+    assert v.reasons == ["bottleneck link a1:a1-c1 at 0.82 of its rate while backlogged"]
+    assert judge(healthy(links=[link("a1:a1-c1", 0.6)]), TH).verdict == "invalid"
+
+
+def test_a_link_backlogged_too_briefly_or_unshaped_is_not_judged():
+    short = link("a1:a1-c1", 0.3, seconds=0.4)
+    unshaped = LinkShare("e1:e1-eth0", None, 10**6, 5.0)
+    v = judge(healthy(links=[short, unshaped]), TH)
+    assert (v.verdict, v.figures["links_judged"]) == ("ok", 0)
+
+
+def test_steal_and_a_slow_link_are_both_reported_and_the_worst_decides():
+    v = judge(healthy(cores=cores(0.10), links=[link("a1:a1-c1", 0.82)]), TH)
+    assert v.verdict == "invalid"
+    assert v.summary == ("invalid (steal 10.0 % during traffic; bottleneck link a1:a1-c1 "
+                         "at 0.82 of its rate while backlogged)")
+
+
+def test_rto_bursts_beyond_queue_drops_degrade_or_invalidate():
+    burst = judge(healthy(rtos={"h1": 4, "h2": 1}), TH)
+    assert burst.verdict == "degraded"
+    assert burst.reasons == ["5 TCP timeout(s) beyond the 0 queue drop(s) (most on h1: 4)"]
+    assert judge(healthy(rtos={"h1": 30}), TH).verdict == "invalid"
+    # incast: the emulated queues dropped, the timeouts are the network's, not the host's
+    explained = healthy(rtos={"h1": 30}, links=[link("e1:e1-eth0", 0.98, drops=40)])
+    assert judge(explained, TH).verdict == "ok"
+
+
+def test_kernel_backlog_drops_degrade():
+    v = judge(healthy(backlog_drops=3), TH)
+    assert v.verdict == "degraded" and "input backlog" in v.reasons[0]
+
+
+def test_the_virtual_clock_is_ok_whatever_the_host_did():
+    awful = healthy(cores=cores(0.4), links=[link("a1:a1-c1", 0.3)], rtos={"h1": 99})
+    v = judge(awful, TH, clock="virtual")
+    assert (v.verdict, v.reasons) == ("ok", [VIRTUAL_REASON])
+    assert v.figures["steal_pct"] == 40.0  # still recorded
+    with pytest.raises(ValueError, match="clock 'wall': expected one of real, virtual"):
+        judge(awful, TH, clock="wall")
+
+
+def test_clock_of_a_uml_time_travel_kernel_is_virtual():
+    assert machine_clock("mem=1G time-travel=inf-cpu root=/dev/ubda") == "virtual"
+    assert machine_clock("console=ttyS0 quiet") == "real"
+
+
+def test_thresholds_are_config_keys_validated_like_the_rest():
+    cfg = validate({"fidelity": {"steal_invalid_pct": 20, "max_repeats": 0}})
+    assert Thresholds.from_config(cfg.data["fidelity"]).steal_invalid_pct == 20
+    with pytest.raises(ConfigError) as err:
+        validate({"fidelity": {"link_rate_invalid": 1.5, "max_repeats": -1, "nope": 1}})
+    text = str(err.value)
+    assert "fidelity.link_rate_invalid: 1.5 is not allowed; expected a fraction" in text
+    assert "fidelity.max_repeats: -1 is not allowed; expected a number >= 0" in text
+    assert "fidelity.nope: unknown key" in text
+    with pytest.raises(ConfigError, match=r"fidelity.steal_degraded_pct: 12 is not allowed; "
+                       r"expected at most fidelity.steal_invalid_pct \(10\)"):
+        validate({"fidelity": {"steal_degraded_pct": 12}})
+
+
+# ---- parsers -------------------------------------------------------------------------
+def test_proc_stat_gives_per_core_busy_softirq_and_steal_fractions():
+    before = parse_proc_stat((DATA / "proc_stat.txt").read_text())
+    after = parse_proc_stat((DATA / "proc_stat_after.txt").read_text())
+    assert set(before) == {"cpu0", "cpu1"}  # the summary line is not a core
+    assert before["cpu0"] == (1000, 0, 500, 8000, 100, 0, 100, 300)
+    c0, c1 = core_shares(before, after)
+    # cpu0: +100 user +50 system +250 idle +50 softirq +50 steal = 500 ticks
+    assert (c0.core, c0.busy, c0.softirq, c0.steal) == ("cpu0", 0.4, 0.1, 0.1)
+    # cpu1: +300 user +100 system +50 idle +10 irq +100 softirq +30 steal = 590
+    assert c1.busy == pytest.approx(510 / 590) and c1.steal == pytest.approx(30 / 590)
+
+
+def test_netstat_gives_tcp_timeouts_of_the_tcpext_section():
+    fields = parse_netstat((DATA / "netstat.txt").read_text())
+    assert fields["TCPTimeouts"] == 17 and "MPTCPTimeouts" not in fields
+    assert parse_netstat("") == {}
+
+
+def test_softnet_and_pressure_files():
+    assert parse_softnet_drops((DATA / "softnet_stat.txt").read_text()) == 0x1A
+    assert parse_pressure((DATA / "pressure_cpu.txt").read_text()) == 131346943
+    assert parse_pressure("") is None
+
+
+def test_proc_net_dev_of_a_namespace():
+    counters = parse_proc_net_dev((DATA / "proc_net_dev.txt").read_text())
+    assert counters["a1-eth2"].tx_bytes == 1514000 and counters["a1-eth2"].rx_packets == 40
+
+
+def test_tc_json_keeps_each_interfaces_root_qdisc():
+    stats = parse_tc_json((DATA / "tc_qdisc.json").read_text())
+    assert stats == {"a1-eth2": QdiscStat(1514000, 1000, 12, 340, 90840, 60),
+                     "lo": QdiscStat(0, 0, 0, 0, 0, 0)}
+
+
+def _nlattr(kind: int, payload: bytes) -> bytes:
+    raw = struct.pack("=HH", 4 + len(payload), kind) + payload
+    return raw + bytes(-len(raw) % 4)
+
+
+def test_netlink_qdisc_dump_is_read_like_tc():
+    stats2 = _nlattr(1, struct.pack("=QI", 1514000, 1000) + bytes(4)) \
+        + _nlattr(3, struct.pack("=IIIII", 60, 90840, 12, 0, 340))
+    attrs = _nlattr(1, b"htb\0") + _nlattr(7, stats2)
+    tcmsg = struct.pack("=BBHiIII", 0, 0, 0, 5, 0x10000, 0xFFFFFFFF, 0)
+    msg = struct.pack("=IHHII", 16 + len(tcmsg) + len(attrs), 36, 2, 1, 0) + tcmsg + attrs
+    child = struct.pack("=BBHiIII", 0, 0, 0, 5, 0x100000, 0x10001, 0)
+    msg2 = struct.pack("=IHHII", 16 + len(child), 36, 2, 1, 0) + child
+    stats, done = parse_qdisc_dump(msg + msg2)
+    assert (stats, done) == ({5: QdiscStat(1514000, 1000, 12, 340, 90840, 60)}, False)
+    assert parse_qdisc_dump(struct.pack("=IHHII", 20, 3, 2, 1, 0) + bytes(4)) == ({}, True)
+
+
+def test_an_egress_counts_only_intervals_backlogged_at_both_ends():
+    track = EgressTrack()
+    track.add(0.0, QdiscStat(0, 0, 0, 0, 0, 0))            # idle
+    track.add(1.0, QdiscStat(1000, 1, 0, 0, 1514, 1))       # queue forms
+    track.add(2.0, QdiscStat(2_501_000, 9, 3, 7, 1514, 5))  # backlogged over [1, 2]
+    track.add(3.0, QdiscStat(3_000_000, 9, 3, 9, 0, 0))     # drained: not counted
+    share = track.share("a1:a1-eth1", RATE)
+    assert (share.backlogged_s, share.backlogged_bytes, share.drops) == (1.0, 2_500_000, 3)
+    assert share.ratio == pytest.approx(1.0)
+
+
+def test_every_link_end_gets_its_configured_rate():
+    topo = validate({"topology": {"links": {"core": {"bw_mbps": 40}}}}).topology()
+    rates = egress_rates(topo)
+    assert len(rates) == 2 * len(topo.links)
+    core = next(lk for lk in topo.links if lk.b.node.startswith("c"))
+    assert rates[f"{core.a.node}:{core.a.intf}"] == rates[f"{core.b.node}:{core.b.intf}"] == 40e6
+
+
+# ---- repeating invalid runs ----------------------------------------------------------
+def _fake_execute(verdicts: list[str], executed: list[str]):
+    def fake(run, run_dir, on_round=None):
+        n = len(executed)
+        executed.append(run.run_id)
+        (run_dir / "transfers.csv").write_text(f"attempt {n + 1}\n")
+        manifest = {**runner.base_manifest(run), "status": "complete",
+                    "transfers": {"total": 1, "ok": 1, "failed": 0, "rounds": 1},
+                    "timings": {"build_s": 1.0, "traffic_s": 1.0, "teardown_s": 1.0},
+                    "fidelity": {"verdict": verdicts[n], "reasons": [f"reason {n + 1}"]}}
+        write_json_atomic(run_dir / "manifest.json", manifest)
+        return manifest
+    return fake
+
+
+def test_an_invalid_run_is_repeated_and_every_attempt_kept(tmp_path, monkeypatch):
+    cfg = validate({"fidelity": {"max_repeats": 2}})
+    run = expand(cfg, repetitions=1, flow_types=["query"])[0]
+    executed: list[str] = []
+    monkeypatch.setattr(runner, "execute_run", _fake_execute(["invalid", "invalid", "ok"],
+                                                             executed))
+    said: list[str] = []
+    run_dir = tmp_path / "runs" / run.run_id
+    run_dir.mkdir(parents=True)
+    manifest = runner.execute_attempts(run, run_dir, say=said.append)
+    assert len(executed) == 3
+    assert [(a["attempt"], a["folder"], a["verdict"], a["reasons"])
+            for a in manifest["attempts"]] == [
+        (1, "attempt-1", "invalid", ["reason 1"]), (2, "attempt-2", "invalid", ["reason 2"]),
+        (3, ".", "ok", ["reason 3"])]
+    assert json.loads((run_dir / "manifest.json").read_text())["attempts"] == \
+        manifest["attempts"]
+    assert (run_dir / "attempt-1" / "transfers.csv").read_text() == "attempt 1\n"
+    assert (run_dir / "attempt-2" / "manifest.json").is_file()
+    assert (run_dir / "transfers.csv").read_text() == "attempt 3\n"
+    assert "attempt 1 invalid (reason 1)" in said[0] and "repeating (attempt 2 of at most 3)" \
+        in said[0]
+    assert runner.run_state(run_dir) == "complete"
+
+
+def test_repeats_are_bounded_and_other_verdicts_are_not_repeated(tmp_path, monkeypatch):
+    cfg = validate({"fidelity": {"max_repeats": 1}})
+    run = expand(cfg, repetitions=1, flow_types=["query"])[0]
+    for verdicts, runs in ((["invalid"] * 3, 2), (["degraded"], 1)):
+        executed: list[str] = []
+        monkeypatch.setattr(runner, "execute_run", _fake_execute(verdicts, executed))
+        run_dir = tmp_path / verdicts[0] / run.run_id
+        run_dir.mkdir(parents=True)
+        manifest = runner.execute_attempts(run, run_dir)
+        assert len(executed) == runs == len(manifest["attempts"])
+        assert manifest["fidelity"]["verdict"] == verdicts[0]
+
+
+def test_a_repeat_that_fails_still_lists_the_kept_attempt(tmp_path, monkeypatch):
+    cfg = validate({"fidelity": {"max_repeats": 1}})
+    run = expand(cfg, repetitions=1, flow_types=["query"])[0]
+    executed: list[str] = []
+    invalid_first = _fake_execute(["invalid"], executed)
+
+    def fake(run, run_dir, on_round=None):
+        if executed:  # the repeat: the network broke
+            manifest = {**runner.base_manifest(run), "error": "NetworkError: broken"}
+            write_json_atomic(run_dir / "manifest.json", manifest)
+            return manifest
+        return invalid_first(run, run_dir, on_round)
+
+    monkeypatch.setattr(runner, "execute_run", fake)
+    run_dir = tmp_path / run.run_id
+    run_dir.mkdir()
+    manifest = runner.execute_attempts(run, run_dir)
+    assert [(a["folder"], a["status"], a["verdict"]) for a in manifest["attempts"]] == [
+        ("attempt-1", "complete", "invalid"), (".", "failed", "unknown")]
+    assert runner.run_state(run_dir) == "failed"  # resume redoes it from scratch
+
+
+def test_an_earlier_attempt_is_never_overwritten(tmp_path):
+    (tmp_path / "attempt-1").mkdir()
+    (tmp_path / "manifest.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        attempts.shelve(tmp_path, 1)
+
+
+# ---- the report leaves invalid runs out ----------------------------------------------
+def _metrics() -> pd.DataFrame:
+    rows = []
+    for run, (ft, verdict, groups) in {"r1": ("query", "ok", 3), "r2": ("query", "invalid", 3),
+                                       "r3": ("short", "degraded", 2),
+                                       "r4": ("short", "invalid", 2),
+                                       "r5": ("short", "ok", 2)}.items():
+        rows += [{"run_id": run, "flow_type": ft, "condition": "noisy", "fidelity": verdict,
+                  "group_id": g, "fct_s": 1.0} for g in range(groups)]
+    return pd.DataFrame(rows)
+
+
+def test_invalid_runs_are_left_out_and_counted():
+    metrics = _metrics()
+    chosen = split(metrics)
+    assert (len(chosen.kept), chosen.rows_left_out, chosen.runs_left_out) == (7, 5, ["r2", "r4"])
+    assert set(chosen.kept["fidelity"]) == {"ok", "degraded"}
+    assert chosen.note().startswith("5 observation(s) of 2 run(s) judged invalid")
+    everything = split(metrics, include_invalid=True)
+    assert (len(everything.kept), everything.rows_left_out) == (12, 0)
+    assert "--include-invalid" in everything.note()
+
+
+def test_verdict_counts_count_runs_per_cluster():
+    table = verdict_counts(_metrics(), ["condition", "flow_type"])
+    assert table.to_dict("records") == [
+        {"condition": "noisy", "flow_type": "query", "ok": 1, "degraded": 0, "invalid": 1},
+        {"condition": "noisy", "flow_type": "short", "ok": 1, "degraded": 1, "invalid": 1}]
+
+
+def test_metrics_without_a_fidelity_column_are_all_kept():
+    metrics = _metrics().drop(columns="fidelity")
+    chosen = split(metrics)
+    assert (len(chosen.kept), chosen.note()) == (12, None)
+
+
+def test_the_report_says_how_many_invalid_runs_it_left_out(tmp_path):
+    from pathdiv.analysis.report.analyze import write_report
+    from pathdiv.analysis.stats.synthetic import synthetic_metrics
+
+    metrics = synthetic_metrics(3, repetitions=4, conditions=["noisy"], flow_types=["long"])
+    runs = sorted(set(metrics["run_id"]))
+    bad = runs[:2]
+    metrics["fidelity"] = ["invalid" if r in bad else "ok" for r in metrics["run_id"]]
+    metrics.to_csv(tmp_path / "metrics.csv", index=False)
+    run_dir = tmp_path / "runs" / bad[0]
+    run_dir.mkdir(parents=True)
+    (run_dir / "manifest.json").write_text(json.dumps({
+        "run_id": bad[0], "status": "complete",
+        "fidelity": {"verdict": "invalid", "reasons": ["steal 14.0 % during traffic"]}}))
+    left_out = int(metrics["run_id"].isin(bad).sum())
+    write_report(tmp_path)
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["n_observations"] == len(metrics) - left_out
+    md = (tmp_path / "report.md").read_text()
+    assert f"{left_out} observation(s) of 2 run(s) judged invalid" in md
+    assert "## Fidelity" in md and "steal 14.0 % during traffic" in md
+    write_report(tmp_path, include_invalid=True)
+    assert json.loads((tmp_path / "stats.json").read_text())["n_observations"] == len(metrics)
