@@ -16,7 +16,12 @@ from pathdiv.experiments.cluster.slurm import SlurmError
 from pathdiv.experiments.config.load import Config, ConfigError, load
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
-from pathdiv.experiments.fabric.environment import EnvironmentProblem, preflight
+from pathdiv.experiments.fabric.environment import (
+    LAB_VM_ENV,
+    EnvironmentProblem,
+    netem_problem,
+    preflight,
+)
 from pathdiv.experiments.fabric.network import NetworkError
 
 log = logging.getLogger("pathdiv")
@@ -32,6 +37,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     runs = expand(cfg)
+    in_lab_vm = bool(os.environ.get(LAB_VM_ENV))
+    netem = {p for r in runs if (r.config.host_kernel == "lab") == in_lab_vm
+             if (p := netem_problem(r.config))}
+    if netem:
+        raise EnvironmentProblem(sorted(netem))
     if args.shard:
         from pathdiv.experiments.cluster.shards import parse_shard
 

@@ -52,6 +52,27 @@ def qdisc_available(kind: str, *args: str) -> bool:
         return False
 
 
+def netem_available() -> bool:
+    """netem on this kernel: tried in a throw-away namespace as root, else looked up."""
+    if os.geteuid() == 0:
+        return qdisc_available("netem")
+    release = kernel_release()
+    return Path("/sys/module/sch_netem").exists() or any(
+        Path(f"/lib/modules/{release}/kernel/net/sched").glob("sch_netem.ko*"))
+
+
+def netem_problem(cfg: Config) -> str | None:
+    """What stops `cfg`'s delay and jitter keys here, naming them (None: nothing)."""
+    from pathdiv.experiments.fabric.conditions import netem_keys
+
+    keys = netem_keys(cfg.data)
+    if not keys or netem_available():
+        return None
+    return (f"{', '.join(keys)}: delay and jitter need netem, which this kernel "
+            f"({kernel_release()}) lacks; set them to 0 or run on the lab kernel "
+            "(hosts.kernel: lab)")
+
+
 TCG_START_SCALE = 10.0
 
 
@@ -106,12 +127,9 @@ def preflight(cfg: Config) -> None:
                 "kernel: set hosts.kernel: lab" + (" (and rebuild it: `make kernel`)"
                                                    if in_lab_vm else "")
             )
-        delays = {t: p.delay_ms for t, p in cfg.link_params().items() if p.delay_ms > 0}
-        if delays and not qdisc_available("netem"):
-            keys = ", ".join(f"topology.links.{t}.delay_ms={d:g}" for t, d in delays.items())
-            problems.append(f"{keys}: a delay needs netem, which this kernel ({kernel_release()})"
-                            " lacks; set delay_ms: 0 or run on the lab kernel "
-                            "(hosts.kernel: lab)")
+        problem = netem_problem(cfg)
+        if problem:
+            problems.append(problem)
     if problems:
         raise EnvironmentProblem(problems)
 
