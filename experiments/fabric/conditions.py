@@ -122,10 +122,12 @@ def change_commands(topo: FatTree, direction: Direction, old: LinkParams,
     shaping = dataclasses.replace(new, loss_pct=0.0) != dataclasses.replace(old, loss_pct=0.0)
     if shaping:
         intf = link.port_of(src).intf
-        # HTB root <-> plain leaf cannot be replaced in place: start from an empty root.
-        reset = (old.bw_mbps is None) != (new.bw_mbps is None)
-        out[src] = ([["tc", "qdisc", "del", "dev", intf, "root"]] if reset else []) \
-            + tc_commands(intf, new)
+        full = tc_commands(intf, new)
+        if (old.bw_mbps is None) != (new.bw_mbps is None):
+            # HTB root <-> plain leaf cannot be replaced in place: start from an empty root.
+            out[src] = [["tc", "qdisc", "del", "dev", intf, "root"], *full]
+        else:  # keep the root (an HTB root cannot be "replaced" by itself): class, leaf
+            out[src] = [c for c in full if c[1] == "class" or "10:" in c]
     if new.loss_pct != old.loss_pct:
         out.setdefault(dst, []).append(loss_command(link.port_of(dst).intf, new.loss_pct))
     return out
