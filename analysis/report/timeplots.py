@@ -41,13 +41,13 @@ def time_plot(folder: Path, manifests: list[dict[str, Any]]) -> Plot | None:
         if (tl["other_mbps"] > 0).any():
             axis.plot(tl["t_s"], tl["other_mbps"], label="background / requests", lw=0.9,
                       alpha=0.7)
-        for ev in m.get("events") or []:
+        for n, ev in enumerate(m.get("events") or []):
             if not ev.get("applied"):
                 continue
             color = EVENT_COLORS.get(str(ev.get("action")), "purple")
             axis.axvline(float(ev["applied_s"]), color=color, ls="--", lw=1)
             what = ev.get("action") or ",".join(f"{k}={v}" for k, v in ev["set"].items())
-            axis.text(float(ev["applied_s"]), axis.get_ylim()[1] * 0.95,
+            axis.text(float(ev["applied_s"]), axis.get_ylim()[1] * (0.95 - 0.09 * (n % 6)),
                       f" {ev['link']} {what}", color=color, fontsize=7, va="top")
         axis.set_title(str(m.get("run_id")), fontsize=9)
         axis.set_xlabel("seconds since the workload started", fontsize=8)
