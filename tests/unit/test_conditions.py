@@ -104,3 +104,31 @@ def test_netem_keys_name_every_delay_and_jitter():
 def test_loss_is_refused_on_bmv2():
     (msg,) = problems({"dataplane": "bmv2", "topology": {"links": {"core": {"loss_pct": 1}}}})
     assert msg.startswith("loss_pct: loss is dropped by nftables on arrival")
+
+
+def test_check_refuses_delay_where_netem_is_missing_naming_the_key(monkeypatch, capsys):
+    from pathdiv.experiments.cli import main
+    from pathdiv.experiments.fabric import environment
+    from tests.conftest import REPO
+
+    monkeypatch.setattr(environment, "netem_available", lambda: False)
+    monkeypatch.delenv(environment.LAB_VM_ENV, raising=False)
+    cfg = str(REPO / "configs/seed003-lossy.yaml")
+    assert main(["check", cfg]) == 0  # hosts.kernel: lab: the lab kernel has netem
+    capsys.readouterr()
+    assert main(["check", cfg, "--set", "hosts.kernel=host"]) == 2
+    err = capsys.readouterr().err
+    assert "topology.link_overrides.c3>a2.delay_ms=10: delay and jitter need netem, which " \
+           "this kernel" in err
+    assert "run on the lab kernel (hosts.kernel: lab)" in err
+
+
+def test_keys_lists_the_new_keys(capsys):
+    from pathdiv.experiments.cli import main
+
+    assert main(["keys"]) == 0
+    out = capsys.readouterr().out
+    for key in ("topology.links.core.loss_pct", "topology.link_overrides.<name>.bw_mbps",
+                "events[].at_s", "events[].set.loss_pct", "workload.background.load",
+                "workload.rpc.rate_per_s", "workload.sizes"):
+        assert key in out
