@@ -17,7 +17,15 @@ from typing import Any
 
 import yaml
 
-from pathdiv.experiments.config.schema import SCHEMA, Leaf, ListOf, MapOf, Section, parse_size
+from pathdiv.experiments.config.schema import (
+    SCHEMA,
+    SIZE_DISTRIBUTIONS,
+    Leaf,
+    ListOf,
+    MapOf,
+    Section,
+    parse_size,
+)
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import LinkParams, Tier
 
@@ -303,6 +311,25 @@ def condition_problems(data: dict[str, Any]) -> list[str]:
         elif event["action"] is not None and ">" in str(event["link"] or ""):
             problems.append(f"{where}.link: {event['link']!r}: a link goes {event['action']} "
                             "as a whole; name it with '-' (a1-c1)")
+    if not any(p.startswith("topology.link_overrides") for p in problems):
+        from pathdiv.experiments.fabric.conditions import resolve
+
+        conds = resolve(topo, data["topology"]["link_overrides"])
+        bad = sorted(f"{u}>{v}" for (u, v), c in conds.items() if c.jitter_ms > c.delay_ms)
+        if bad:
+            problems.append(f"jitter_ms: larger than delay_ms on {', '.join(bad[:6])}"
+                            f"{' ...' if len(bad) > 6 else ''}; netem varies the delay by "
+                            "±jitter_ms, so set delay_ms >= jitter_ms there")
+    sizes = str(data["workload"]["sizes"])
+    if sizes not in SIZE_DISTRIBUTIONS and (data["workload"]["pattern"] == "poisson" or
+                                            data["workload"]["background"]["pattern"]
+                                            == "poisson"):
+        from pathdiv.experiments.traffic.poisson import CdfError, read_cdf
+
+        try:
+            read_cdf(sizes)
+        except CdfError as exc:
+            problems.append(f"workload.sizes: {exc}")
     lossy = any((p or {}).get("loss_pct") for p in [
         *data["topology"]["links"].values(), *data["topology"]["link_overrides"].values(),
         *((e.get("set") or {}) for e in data.get("events") or [])])

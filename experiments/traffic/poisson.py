@@ -70,7 +70,7 @@ def read_cdf(path: str | Path) -> Cdf:
     try:
         lines = p.read_text().splitlines()
     except OSError as exc:
-        raise CdfError(f"workload.sizes: cannot read {p}: {exc.strerror}") from None
+        raise CdfError(f"cannot read {p}: {exc.strerror}") from None
     points = []
     for n, line in enumerate(lines, 1):
         text = line.split("#", 1)[0].replace(",", " ").split()

@@ -132,3 +132,13 @@ def test_keys_lists_the_new_keys(capsys):
                 "events[].at_s", "events[].set.loss_pct", "workload.background.load",
                 "workload.rpc.rate_per_s", "workload.sizes"):
         assert key in out
+
+
+def test_jitter_larger_than_delay_and_a_bad_cdf_file_are_refused(tmp_path):
+    (msg,) = problems({"topology": {"link_overrides": {"a1>c1": {"jitter_ms": 2}}}})
+    assert msg == "jitter_ms: larger than delay_ms on a1>c1; netem varies the delay by " \
+                  "±jitter_ms, so set delay_ms >= jitter_ms there"
+    missing = tmp_path / "nope.cdf"
+    (msg,) = problems({"workload": {"pattern": "poisson", "sizes": str(missing)}})
+    assert msg == f"workload.sizes: cannot read {missing}: No such file or " \
+                  "directory"
