@@ -11,7 +11,7 @@ captures off), then prints:
   slowdown   p50 / p99 of FCT slowdown (application FCT over the ideal on an idle path)
   steal      CPU share the hypervisor stole during the run (/proc/stat), beside them
 
-    python benchmarks/poisson_load.py [--loads 0.3 0.5 0.7] [--duration 20] [--rate 20]
+    python benchmarks/poisson_load.py [--loads 0.3 0.5 0.7] [--duration 60] [--rate 20]
                                       [--max-size 3MB] [--transport tcp]
 """
 
@@ -49,7 +49,7 @@ def one_run(load: float, args: argparse.Namespace, folder: Path) -> dict[str, fl
         "capture": {"enabled": False},
     })
     (run,) = expand(cfg)
-    run_dir = folder / run.run_id
+    run_dir = folder / f"load-{load:g}" / run.run_id
     run_dir.mkdir(parents=True)
     s0, t0 = cpu_steal()
     manifest = execute_run(run, run_dir)
@@ -78,7 +78,8 @@ def one_run(load: float, args: argparse.Namespace, folder: Path) -> dict[str, fl
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--loads", type=float, nargs="+", default=[0.3, 0.5, 0.7])
-    ap.add_argument("--duration", type=float, default=20.0)
+    ap.add_argument("--duration", type=float, default=60.0,
+                    help="arrival window, s (20 s draws vary by ~9%% around the target)")
     ap.add_argument("--rate", type=float, default=20.0, help="every link, Mbit/s")
     ap.add_argument("--max-size", default="3MB", help="cut of the web-search sizes")
     ap.add_argument("--transport", default="tcp", choices=("tcp", "mptcp"))
