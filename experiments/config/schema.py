@@ -133,8 +133,9 @@ CONDITION_KEYS: dict[str, tuple[type | tuple[type, ...], str, Check]] = {
     "bw_mbps": ((int, float), "link rate in Mbit/s (null: unshaped)", _positive),
     "delay_ms": ((int, float), "one-way delay in ms added at each egress (needs netem: "
                  "hosts.kernel: lab)", _non_negative),
-    "jitter_ms": ((int, float), "delay variation in ms (netem, normal distribution; needs "
-                  "delay_ms > 0 and netem: hosts.kernel: lab)", _non_negative),
+    "jitter_ms": ((int, float), "delay variation in ms (netem: uniform within ±jitter_ms, "
+                  "may reorder; needs delay_ms >= jitter_ms and hosts.kernel: lab)",
+                  _non_negative),
     "loss_pct": ((int, float), "random loss of IPv4 packets in percent, dropped on arrival "
                  "at the receiving end (nftables, any kernel)", _loss),
     "queue_pkts": (int, "drop-tail queue length in packets at each egress", _at_least_one),
@@ -151,9 +152,9 @@ def _link(bw_default: float | None) -> Section:
     return Section(fields, "shaping of one link tier, both directions")
 
 
-def conditions_section(doc: str) -> Section:
-    """Every condition key, null = unchanged (link overrides, `set` events)."""
-    return Section({key: Leaf(kind, None, f"{text}; null: as its tier", check=check,
+def conditions_section(doc: str, unset: str) -> Section:
+    """Every condition key, null = `unset` (link overrides, `set` events)."""
+    return Section({key: Leaf(kind, None, f"{text}; null: {unset}", check=check,
                               nullable=True)
                     for key, (kind, text, check) in CONDITION_KEYS.items()}, doc)
 
@@ -180,7 +181,7 @@ SCHEMA = Section(
                     "core = aggregation-core",
                 ),
                 "link_overrides": MapOf(
-                    conditions_section("conditions of one link or one direction"),
+                    conditions_section("conditions of one link or one direction", "as its tier"),
                     "link name -> conditions replacing its tier's: 'a1-c1' both directions, "
                     "'a1>c1' only the direction from a1 to c1",
                     key_pattern=LINK_KEY_PATTERN,
@@ -287,9 +288,11 @@ SCHEMA = Section(
                                  check=_non_negative),
                     "link": Leaf(str, None, "link name such as a1-c1 (a1>c1: one direction, "
                                  "for set only)"),
-                    "action": Leaf(str, None, "down: both ends down; up: both ends up",
+                    "action": Leaf(str, None, "down: both ends drop every packet that arrives "
+                                   "(routes stay, as before routing reacts); up: restored",
                                    choices=("down", "up"), nullable=True),
-                    "set": conditions_section("new conditions of the link from then on"),
+                    "set": conditions_section("new conditions of the link from then on",
+                                              "unchanged"),
                 },
                 "one change of one link",
             ),
