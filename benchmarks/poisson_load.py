@@ -12,7 +12,7 @@ captures off), then prints:
   steal      CPU share the hypervisor stole during the run (/proc/stat), beside them
 
     python benchmarks/poisson_load.py [--loads 0.3 0.5 0.7] [--duration 60] [--rate 20]
-                                      [--max-size 3MB] [--transport tcp]
+                                      [--max-size 3MB] [--transport tcp] [--seed 1]
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ def cpu_steal() -> tuple[int, int]:
     return fields[7], sum(fields)
 
 
-def one_run(load: float, args: argparse.Namespace, folder: Path) -> dict[str, float]:
+def one_run(load: float, seed: int, args: argparse.Namespace,
+            folder: Path) -> dict[str, float]:
     cfg = validate({
-        "name": f"poisson-{load:g}", "seed": 11,
+        "name": f"poisson-{load:g}", "seed": seed,
         "topology": {"k": 4, "links": {t: {"bw_mbps": args.rate}
                                        for t in ("host", "edge", "core")}},
         "dataplane": "kernel", "switching": {"mode": "ecmp"},
@@ -64,6 +65,7 @@ def one_run(load: float, args: argparse.Namespace, folder: Path) -> dict[str, fl
     sd = slowdowns(tr, cfg.topology(), cfg.conditions())
     return {
         "load": load,
+        "seed": seed,
         "flows": len(tr),
         "offered": manifest["side_traffic"]["offered_bytes"] / capacity,
         "achieved": tr.loc[tr["ok"], "size_bytes"].sum() / capacity,
@@ -83,13 +85,17 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=20.0, help="every link, Mbit/s")
     ap.add_argument("--max-size", default="3MB", help="cut of the web-search sizes")
     ap.add_argument("--transport", default="tcp", choices=("tcp", "mptcp"))
+    ap.add_argument("--seed", type=int, default=1, help="master seed of the first load")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="pathdiv-poisson-") as tmp:
-        for load in args.loads:
-            rows.append(one_run(load, args, Path(tmp)))
+        for i, load in enumerate(args.loads):
+            # one master seed per load: with one seed the draws would share their random
+            # stream, so every load would miss its target by the same factor
+            rows.append(one_run(load, args.seed + i, args, Path(tmp)))
             r = rows[-1]
-            print(f"load {r['load']:.1f}: {r['flows']:4d} flows  offered {r['offered']:.3f}  "
+            print(f"load {r['load']:.1f} (seed {r['seed']}): {r['flows']:4d} flows  "
+                  f"offered {r['offered']:.3f}  "
                   f"achieved {r['achieved']:.3f}  done {r['done']:.1%}  "
                   f"late {r['late']:.1%}  slowdown p50 {r['sd_p50']:.1f} "
                   f"p99 {r['sd_p99']:.1f}  steal {r['steal']:.1%}", flush=True)
