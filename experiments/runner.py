@@ -85,6 +85,7 @@ log = logging.getLogger("pathdiv")
 
 QUICK_FLOW_TYPES = ("query", "short")
 QUICK_ITERATIONS = 1
+QUICK_DURATION_S = 5.0
 
 
 class ResultsError(ValueError):
@@ -95,7 +96,9 @@ class ResultsError(ValueError):
 def quick_config(cfg: Config) -> Config:
     """--quick: fewer iterations (the repetition and flow types are the plan's job)."""
     iterations = min(int(cfg.data["workload"]["iterations"]), QUICK_ITERATIONS)
-    return cfg.with_overrides([("workload.iterations", iterations)])
+    duration = min(float(cfg.data["workload"]["duration_s"]), QUICK_DURATION_S)  # poisson
+    return cfg.with_overrides([("workload.iterations", iterations),
+                               ("workload.duration_s", duration)])
 
 
 def quick_flow_types(cfg: Config) -> list[str]:
