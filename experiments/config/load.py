@@ -320,6 +320,11 @@ def condition_problems(data: dict[str, Any]) -> list[str]:
             problems.append(f"jitter_ms: larger than delay_ms on {', '.join(bad[:6])}"
                             f"{' ...' if len(bad) > 6 else ''}; netem varies the delay by "
                             "±jitter_ms, so set delay_ms >= jitter_ms there")
+    open_loop = data["workload"]["pattern"] == "poisson" or \
+        data["workload"]["background"]["pattern"] != "none"
+    if open_loop and data["topology"]["links"]["host"]["bw_mbps"] is None:
+        problems.append("topology.links.host.bw_mbps: null (unshaped) leaves no link rate to "
+                        "offer workload.load or workload.background.load against; set a rate")
     sizes = str(data["workload"]["sizes"])
     if sizes not in SIZE_DISTRIBUTIONS and (data["workload"]["pattern"] == "poisson" or
                                             data["workload"]["background"]["pattern"]

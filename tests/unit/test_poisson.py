@@ -103,3 +103,23 @@ def test_workload_keys_are_validated():
         "10KB, 500KB, 25MB or 1MiB (KB = 1000 bytes)",
         "workload.rpc.port: 0 is not allowed; expected a TCP port 1..65535",
     ]
+
+
+def test_background_flows_follow_their_pattern():
+    from pathdiv.experiments.traffic.session import background_flows, poisson_flows
+
+    none = validate({})
+    assert background_flows(none, HOSTS, 1, 60) == []
+    perm = validate({"workload": {"background": {"pattern": "permutation", "load": 0.2}}})
+    flows = background_flows(perm, HOSTS, 1, 600)
+    partner = {f.client: f.server for f in flows}
+    assert all(f.server == partner[f.client] != f.client for f in flows)
+    assert {f.size_bytes for f in flows} == {1_000_000}
+    assert offered_load(flows, len(HOSTS), 20, 600) == pytest.approx(0.2, rel=0.05)
+    web = validate({"workload": {"pattern": "poisson", "load": 0.4, "max_size": "1MB",
+                                 "duration_s": 5}})
+    assert max(f.size_bytes for f in poisson_flows(web, HOSTS, 3)) <= 1_000_000
+    assert problems({"workload": {"pattern": "poisson"},
+                     "topology": {"links": {"host": {"bw_mbps": None}}}}) == [
+        "topology.links.host.bw_mbps: null (unshaped) leaves no link rate to offer "
+        "workload.load or workload.background.load against; set a rate"]
