@@ -96,9 +96,11 @@ class ResultsError(ValueError):
 def quick_config(cfg: Config) -> Config:
     """--quick: fewer iterations (the repetition and flow types are the plan's job)."""
     iterations = min(int(cfg.data["workload"]["iterations"]), QUICK_ITERATIONS)
-    duration = min(float(cfg.data["workload"]["duration_s"]), QUICK_DURATION_S)  # poisson
-    return cfg.with_overrides([("workload.iterations", iterations),
-                               ("workload.duration_s", duration)])
+    overrides: list[tuple[str, Any]] = [("workload.iterations", iterations)]
+    if cfg.data["workload"]["pattern"] == "poisson":  # its window instead of iterations
+        overrides.append(("workload.duration_s",
+                          min(float(cfg.data["workload"]["duration_s"]), QUICK_DURATION_S)))
+    return cfg.with_overrides(overrides)
 
 
 def quick_flow_types(cfg: Config) -> list[str]:
