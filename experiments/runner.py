@@ -81,10 +81,9 @@ from pathdiv.experiments.traffic.rounds import (
     COLUMNS,
     Traffic,
     row_dicts,
-    run_workload,
     with_placement,
 )
-from pathdiv.experiments.traffic.workloads import rounds
+from pathdiv.experiments.traffic.session import run_session, session_manifest
 from pathdiv.kernels.runs import (
     LabKernelUnavailable,
     LabSession,
@@ -224,12 +223,12 @@ def execute_run(run: Run, run_dir: Path,
                 manifest["capture"]["start"] = net.start_capture(
                     run_dir / "captures", int(capture["snaplen"]), int(capture["budget_mb"]))
                 before = _counters(net, captured, manifest)
-            plan = rounds(str(workload["pattern"]), net.topo.hosts, run.seed,
-                          int(workload["iterations"]), int(workload["requests"]))
             monitor = fidelity.start(net, cfg.data["fidelity"], manifest)
             t0 = time.monotonic()
             try:
-                rows = run_workload(net, plan, traffic, run_dir / "lab" / "logs", on_round)
+                session = run_session(net, cfg, run.seed, traffic,
+                                      run_dir / "lab" / "logs", on_round)
+                rows = session.rows
                 timings["traffic_s"] = round(time.monotonic() - t0, 3)
             finally:
                 samples = fidelity.stop(monitor)
@@ -243,9 +242,10 @@ def execute_run(run: Run, run_dir: Path,
             t1 = time.monotonic()
         timings["teardown_s"] = round(time.monotonic() - t1, 3)
         write_csv_atomic(run_dir / "transfers.csv", COLUMNS, row_dicts(rows))
+        manifest.update(session_manifest(session, run_dir))
         ok = sum(1 for r in rows if r.ok)
         manifest["transfers"] = {"total": len(rows), "ok": ok, "failed": len(rows) - ok,
-                                 "rounds": len(plan)}
+                                 "rounds": session.rounds}
         manifest["status"] = "complete"
     except KeyboardInterrupt:
         manifest["error"] = ("interrupted (SIGINT); the network was torn down. Resume the "

@@ -32,13 +32,16 @@ class LinkParams:
     """Shaping of one link, applied to both directions.
 
     bw_mbps: rate in Mbit/s (None = unshaped); delay_ms: one-way delay added at each
-    end's egress (needs netem); queue_pkts: drop-tail queue length in packets at
-    each egress.
+    end's egress, jitter_ms: its variation (both need netem); loss_pct: random loss in
+    percent on arrival; queue_pkts: drop-tail queue length in packets at each egress.
+    `pathdiv.experiments.fabric.conditions` refines these per direction.
     """
 
     bw_mbps: float | None = None
     delay_ms: float = 0.0
     queue_pkts: int = 100
+    jitter_ms: float = 0.0
+    loss_pct: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,31 @@ def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
     columns = [*MEASURES, "cpu_ms_per_mb", "measured"]
     measures = pd.DataFrame(rows, columns=columns, index=transfers.index)
     log.info("run %s: measured %d transfers", manifest.get("run_id"), len(transfers))
-    return pd.concat([transfers, measures], axis=1)
+    out = pd.concat([transfers, measures], axis=1)
+    write_run_extras(run_dir, manifest, packets, out)
+    return out
+
+
+def write_run_extras(run_dir: Path, manifest: dict[str, Any], packets: pd.DataFrame,
+                     transfers: pd.DataFrame) -> None:
+    """timeline.csv (goodput over time) and, for poisson runs, the slowdown column."""
+    from pathdiv.analysis.metrics.slowdown import slowdowns
+    from pathdiv.analysis.metrics.timeline import goodput_timeline
+    from pathdiv.experiments.config.load import validate
+
+    config = manifest.get("config", {})
+    t0 = manifest.get("workload_start_wall_s")
+    if not t0 and len(transfers):
+        t0 = float(transfers["start_s"].min())
+    if not config or not t0:
+        return
+    port = int(config.get("workload", {}).get("server_port", 8080))
+    topo = topology_of(config)
+    timeline = goodput_timeline(packets, topo, port, float(t0))
+    _write_atomic(timeline, run_dir / "timeline.csv")
+    if config.get("workload", {}).get("pattern") == "poisson":
+        cfg = validate(config)
+        transfers["slowdown"] = slowdowns(transfers, cfg.topology(), cfg.conditions())
 
 
 def _group_row(g: pd.DataFrame) -> dict[str, Any]:
@@ -244,6 +268,13 @@ def compute_metrics(results_dir: Path) -> Path:
         )
     out = results_dir / "metrics.csv"
     _write_atomic(pd.concat(groups, ignore_index=True), out)
-    _write_atomic(pd.concat(transfers, ignore_index=True), results_dir / "transfer_metrics.csv")
+    every = pd.concat(transfers, ignore_index=True)
+    _write_atomic(every, results_dir / "transfer_metrics.csv")
+    if "slowdown" in every.columns:
+        from pathdiv.analysis.metrics.slowdown import slowdown_table
+
+        factors = sorted({k for m in manifests for k in json.loads(m.read_text())
+                          .get("factors", {})})
+        _write_atomic(slowdown_table(every, factors), results_dir / "slowdown.csv")
     log.info("wrote %s (%d rows)", out, sum(len(g) for g in groups))
     return out

@@ -29,6 +29,7 @@ from pathdiv.analysis.report import fidelity
 from pathdiv.analysis.report.blocks import render_html, render_markdown
 from pathdiv.analysis.report.content import Provenance, build_report
 from pathdiv.analysis.report.plots import Plot, box_plots, fct_cdfs, path_heatmap
+from pathdiv.analysis.report.timeplots import condition_plots
 from pathdiv.analysis.stats.spec import AnalysisSpec
 from pathdiv.analysis.stats.study import StudyResults, analyze_metrics
 
@@ -146,6 +147,8 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
     _write_text(folder / "stats.json", json.dumps(results.to_dict(), indent=2, allow_nan=False))
     log.info("analysis: plotting")
     plots, plot_notes = make_plots(chosen.kept, spec)
+    if not stats_only:
+        plots += condition_plots(folder, prov.manifests)
     plot_dir = folder / PLOT_DIR
     plot_dir.mkdir(exist_ok=True)
     for plot in plots:

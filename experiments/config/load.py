@@ -18,7 +18,15 @@ from typing import Any
 import yaml
 
 from pathdiv.analysis.metrics.columns import DEPENDENT_VARIABLES
-from pathdiv.experiments.config.schema import SCHEMA, Leaf, MapOf, Section, parse_size
+from pathdiv.experiments.config.schema import (
+    SCHEMA,
+    SIZE_DISTRIBUTIONS,
+    Leaf,
+    ListOf,
+    MapOf,
+    Section,
+    parse_size,
+)
 from pathdiv.experiments.fidelity.verdict import threshold_problems
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import LinkParams, Tier
@@ -48,8 +56,17 @@ def _is_kind(value: Any, kind: type | tuple[type, ...]) -> bool:
     return isinstance(value, kinds)
 
 
-def _validate(node: Leaf | Section | MapOf, value: Any, key: str, problems: list[str]) -> Any:
+def _validate(node: Leaf | Section | MapOf | ListOf, value: Any, key: str,
+              problems: list[str]) -> Any:
     """Return the value with defaults filled; append problems for bad values."""
+    if isinstance(node, ListOf):
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            problems.append(f"{key}: expected a list, got {value!r}")
+            return []
+        return [_validate(node.item, item, f"{key}[{i}]", problems)
+                for i, item in enumerate(value)]
     if isinstance(node, Leaf):
         if value is None:
             if node.nullable:
@@ -103,8 +120,8 @@ def _validate(node: Leaf | Section | MapOf, value: Any, key: str, problems: list
     return out
 
 
-def _schema_at(dotted: str) -> Leaf | Section | MapOf | None:
-    node: Leaf | Section | MapOf = SCHEMA
+def _schema_at(dotted: str) -> Leaf | Section | MapOf | ListOf | None:
+    node: Leaf | Section | MapOf | ListOf = SCHEMA
     for part in dotted.split("."):
         if isinstance(node, Section) and part in node.fields:
             node = node.fields[part]
@@ -217,9 +234,17 @@ class Config:
                 bw_mbps=None if p["bw_mbps"] is None else float(p["bw_mbps"]),
                 delay_ms=float(p["delay_ms"]),
                 queue_pkts=int(p["queue_pkts"]),
+                jitter_ms=float(p["jitter_ms"]),
+                loss_pct=float(p["loss_pct"]),
             )
             for tier, p in links.items()
         }
+
+    def conditions(self) -> Any:
+        """Every link direction's conditions (`pathdiv.experiments.fabric.conditions`)."""
+        from pathdiv.experiments.fabric.conditions import resolve
+
+        return resolve(self.topology(), self.data["topology"]["link_overrides"])
 
     def flow_sizes(self) -> dict[str, int]:
         return {n: parse_size(v) for n, v in self.data["workload"]["flow_types"].items()}
@@ -256,6 +281,8 @@ def validate(raw: Any, source: str = "config") -> Config:
                 _validate(node, value, dotted, sub)
                 problems += [f"factors.{factor}.{level}: {p}" for p in sub]
     problems += threshold_problems(data.get("fidelity", {}))
+    if not any(p.startswith("topology.k") for p in problems):  # links have names
+        problems += condition_problems(data)
     if not problems:
         problems += _cross_problems(data)
     if problems:
@@ -317,6 +344,69 @@ def shadowed_overrides(data: Mapping[str, Any], keys: Iterable[str]) -> list[str
                 f"--set {key}: the factor level(s) {', '.join(levels)} set {key} "
                 "themselves, so this override would change no run of theirs; edit those "
                 "levels in the config, or pick levels with --only")
+    return problems
+
+
+def condition_problems(data: dict[str, Any]) -> list[str]:
+    """Link names of overrides and events, and the shape of each event."""
+    from pathdiv.experiments.fabric.conditions import ConditionError, parse_link
+
+    problems: list[str] = []
+    topo = Config(data).topology()
+    for name in data["topology"]["link_overrides"]:
+        try:
+            parse_link(topo, name)
+        except ConditionError as exc:
+            problems.append(f"topology.link_overrides.{name}: {exc}")
+    for i, event in enumerate(data.get("events") or []):
+        where = f"events[{i}]"
+        if event["at_s"] is None:
+            problems.append(f"{where}.at_s: missing; expected seconds after the workload "
+                            "starts, e.g. at_s: 5")
+        if event["link"] is None:
+            problems.append(f"{where}.link: missing; expected a link name such as a1-c1")
+        else:
+            try:
+                parse_link(topo, str(event["link"]))
+            except ConditionError as exc:
+                problems.append(f"{where}.link: {exc}")
+        changes = {k: v for k, v in (event["set"] or {}).items() if v is not None}
+        if (event["action"] is None) == (not changes):
+            problems.append(f"{where}: needs exactly one of action (down or up) or "
+                            "set (e.g. set: {bw_mbps: 5})")
+        elif event["action"] is not None and ">" in str(event["link"] or ""):
+            problems.append(f"{where}.link: {event['link']!r}: a link goes {event['action']} "
+                            "as a whole; name it with '-' (a1-c1)")
+    if not any(p.startswith("topology.link_overrides") for p in problems):
+        from pathdiv.experiments.fabric.conditions import resolve
+
+        conds = resolve(topo, data["topology"]["link_overrides"])
+        bad = sorted(f"{u}>{v}" for (u, v), c in conds.items() if c.jitter_ms > c.delay_ms)
+        if bad:
+            problems.append(f"jitter_ms: larger than delay_ms on {', '.join(bad[:6])}"
+                            f"{' ...' if len(bad) > 6 else ''}; netem varies the delay by "
+                            "±jitter_ms, so set delay_ms >= jitter_ms there")
+    open_loop = data["workload"]["pattern"] == "poisson" or \
+        data["workload"]["background"]["pattern"] != "none"
+    if open_loop and data["topology"]["links"]["host"]["bw_mbps"] is None:
+        problems.append("topology.links.host.bw_mbps: null (unshaped) leaves no link rate to "
+                        "offer workload.load or workload.background.load against; set a rate")
+    sizes = str(data["workload"]["sizes"])
+    if sizes not in SIZE_DISTRIBUTIONS and (data["workload"]["pattern"] == "poisson" or
+                                            data["workload"]["background"]["pattern"]
+                                            == "poisson"):
+        from pathdiv.experiments.traffic.poisson import CdfError, read_cdf
+
+        try:
+            read_cdf(sizes)
+        except CdfError as exc:
+            problems.append(f"workload.sizes: {exc}")
+    lossy = any((p or {}).get("loss_pct") for p in [
+        *data["topology"]["links"].values(), *data["topology"]["link_overrides"].values(),
+        *((e.get("set") or {}) for e in data.get("events") or [])])
+    if lossy and data["dataplane"] == "bmv2":
+        problems.append("loss_pct: loss is dropped by nftables on arrival, which bmv2 "
+                        "switches read before; use dataplane: kernel for lossy links")
     return problems
 
 

@@ -32,8 +32,16 @@ class Leaf:
 class Section:
     """A mapping with a fixed set of keys."""
 
-    fields: dict[str, Leaf | Section | MapOf]
+    fields: dict[str, Leaf | Section | MapOf | ListOf]
     doc: str = ""
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list whose items all have the same shape (the events of a run)."""
+
+    item: Section
+    doc: str
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,15 @@ def _size_check(value: Any) -> str | None:
     return None
 
 
+SIZE_DISTRIBUTIONS = ("websearch", "datamining")
+
+
+def _sizes(value: Any) -> str | None:
+    if value in SIZE_DISTRIBUTIONS or str(value).endswith((".txt", ".cdf", ".csv")):
+        return None
+    return "websearch, datamining or a CDF file path ending in .txt, .cdf or .csv"
+
+
 def _positive(value: Any) -> str | None:
     return None if value > 0 else "a number > 0"
 
@@ -112,24 +129,47 @@ def _percent(value: Any) -> str | None:
 
 def _fraction(value: Any) -> str | None:
     return None if 0 < value <= 1 else "a fraction of the link rate, > 0 and <= 1"
+def _load_fraction(value: Any) -> str | None:
+    return None if 0 < value <= 1 else "a fraction of the link rate, 0 < load <= 1"
+
+
+def _loss(value: Any) -> str | None:
+    return None if 0 <= value < 100 else "a percentage 0 <= loss_pct < 100"
+
+
+# Link condition keys: (type, doc, check). The tiers give them defaults; link overrides
+# and `set` events change them per link or per direction (fabric/conditions.py).
+CONDITION_KEYS: dict[str, tuple[type | tuple[type, ...], str, Check]] = {
+    "bw_mbps": ((int, float), "link rate in Mbit/s (null: unshaped)", _positive),
+    "delay_ms": ((int, float), "one-way delay in ms added at each egress (needs netem: "
+                 "hosts.kernel: lab)", _non_negative),
+    "jitter_ms": ((int, float), "delay variation in ms (netem: uniform within ±jitter_ms, "
+                  "may reorder; needs delay_ms >= jitter_ms and hosts.kernel: lab)",
+                  _non_negative),
+    "loss_pct": ((int, float), "random loss of IPv4 packets in percent, dropped on arrival "
+                 "at the receiving end (nftables, any kernel)", _loss),
+    "queue_pkts": (int, "drop-tail queue length in packets at each egress", _at_least_one),
+}
+CONDITION_DEFAULTS: dict[str, Any] = {"delay_ms": 0, "jitter_ms": 0, "loss_pct": 0,
+                                      "queue_pkts": 100}
 
 
 def _link(bw_default: float | None) -> Section:
-    return Section(
-        {
-            "bw_mbps": Leaf(
-                (int, float), bw_default, "link rate in Mbit/s (null: unshaped)",
-                check=_positive, nullable=True,
-            ),
-            "delay_ms": Leaf(
-                (int, float), 0, "one-way delay in ms added at each egress (needs netem)",
-                check=_non_negative,
-            ),
-            "queue_pkts": Leaf(int, 100, "drop-tail queue length in packets at each egress",
-                               check=_at_least_one),
-        },
-        "shaping of one link tier",
-    )
+    fields: dict[str, Leaf | Section | MapOf | ListOf] = {}
+    for key, (kind, doc, check) in CONDITION_KEYS.items():
+        default = bw_default if key == "bw_mbps" else CONDITION_DEFAULTS[key]
+        fields[key] = Leaf(kind, default, doc, check=check, nullable=key == "bw_mbps")
+    return Section(fields, "shaping of one link tier, both directions")
+
+
+def conditions_section(doc: str, unset: str) -> Section:
+    """Every condition key, null = `unset` (link overrides, `set` events)."""
+    return Section({key: Leaf(kind, None, f"{text}; null: {unset}", check=check,
+                              nullable=True)
+                    for key, (kind, text, check) in CONDITION_KEYS.items()}, doc)
+
+
+LINK_KEY_PATTERN = r"^[a-z]+[0-9]+[->][a-z]+[0-9]+$"
 
 
 DVS = ("throughput_mbps", "goodput_mbps", "fct_s", "utilization")
@@ -149,6 +189,12 @@ SCHEMA = Section(
                     {"host": _link(20), "edge": _link(20), "core": _link(20)},
                     "per tier: host = host-edge, edge = edge-aggregation, "
                     "core = aggregation-core",
+                ),
+                "link_overrides": MapOf(
+                    conditions_section("conditions of one link or one direction", "as its tier"),
+                    "link name -> conditions replacing its tier's: 'a1-c1' both directions, "
+                    "'a1>c1' only the direction from a1 to c1",
+                    key_pattern=LINK_KEY_PATTERN,
                 ),
             }
         ),
@@ -203,8 +249,11 @@ SCHEMA = Section(
                                 "two halves, in each one client fetches from the rest at "
                                 "once (partition-aggregate); incast: one client fetches "
                                 "from every other host at once; permutation: every host "
-                                "fetches from another at once",
-                                choices=("silent", "noisy", "incast", "permutation")),
+                                "fetches from another at once"
+                                "; poisson: open-loop arrivals at every host with sizes "
+                                "from workload.sizes at workload.load",
+                                choices=("silent", "noisy", "incast", "permutation",
+                                         "poisson")),
                 "flow_types": MapOf(
                     Leaf((str, int), None, "payload size", check=_size_check),
                     "flow type name -> payload size of one transfer",
@@ -218,7 +267,66 @@ SCHEMA = Section(
                                   check=_positive),
                 "server_port": Leaf(int, 8080, "TCP port of the transfer server on every "
                                     "host", check=_port),
+                "load": Leaf((int, float), 0.5, "poisson: offered load per host as a "
+                             "fraction of its access link rate", check=_load_fraction),
+                "sizes": Leaf(str, "websearch", "poisson: flow-size distribution: websearch "
+                              "(DCTCP), datamining (VL2) or the path of a CDF file (lines "
+                              "'<bytes> <cumulative probability>')", check=_sizes),
+                "max_size": Leaf((str, int), None, "poisson: sizes above this are cut to it "
+                                 "(null: no cut)", check=_size_check, nullable=True),
+                "duration_s": Leaf((int, float), 10, "poisson: length of the arrival "
+                                   "window (iterations are not used)", check=_positive),
+                "background": Section(
+                    {
+                        "pattern": Leaf(str, "none", "none; poisson: open-loop flows between "
+                                        "random hosts (sizes from workload.sizes); "
+                                        "permutation: each host fetches 1MB chunks from a "
+                                        "fixed partner at Poisson times",
+                                        choices=("none", "poisson", "permutation")),
+                        "load": Leaf((int, float), 0.3, "offered load per host as a fraction "
+                                     "of its access link rate", check=_load_fraction),
+                        "port": Leaf(int, 8081, "TCP port of the background servers",
+                                     check=_port),
+                    },
+                    "load under the measured workload: in the captures, not in transfers.csv "
+                    "(its flows go to background.csv)",
+                ),
+                "rpc": Section(
+                    {
+                        "rate_per_s": Leaf((int, float), 0, "requests per second per host, "
+                                           "Poisson (0: no request/response traffic)",
+                                           check=_non_negative),
+                        "connections": Leaf(int, 1, "persistent connections per host, each "
+                                            "to a random other host", check=_at_least_one),
+                        "request_size": Leaf((str, int), "100B", "bytes of one request",
+                                             check=_size_check),
+                        "response_size": Leaf((str, int), "1KB", "bytes of one response",
+                                              check=_size_check),
+                        "port": Leaf(int, 8082, "TCP port of the request/response servers",
+                                     check=_port),
+                    },
+                    "request/response (memcached-like) beside the measured workload; per "
+                    "request latency goes to requests.csv",
+                ),
             }
+        ),
+        "events": ListOf(
+            Section(
+                {
+                    "at_s": Leaf((int, float), None, "seconds after the workload starts",
+                                 check=_non_negative),
+                    "link": Leaf(str, None, "link name such as a1-c1 (a1>c1: one direction, "
+                                 "for set only)"),
+                    "action": Leaf(str, None, "down: both ends drop every packet that arrives "
+                                   "(routes stay, as before routing reacts); up: restored",
+                                   choices=("down", "up"), nullable=True),
+                    "set": conditions_section("new conditions of the link from then on",
+                                              "unchanged"),
+                },
+                "one change of one link",
+            ),
+            "changes applied while the workload runs, each with action or set; recorded "
+            "with their actual times in the manifest",
         ),
         "capture": Section(
             {
@@ -281,13 +389,18 @@ SCHEMA = Section(
 
 
 def iter_leaves(
-    node: Leaf | Section | MapOf = SCHEMA, prefix: str = ""
+    node: Leaf | Section | MapOf | ListOf = SCHEMA, prefix: str = ""
 ) -> list[tuple[str, Leaf | MapOf]]:
-    """(dotted key, leaf) for every documented key; map values are shown as <name>."""
+    """(dotted key, leaf) for every documented key; map values are shown as <name>
+    when they are sections, list items as []."""
     out: list[tuple[str, Leaf | MapOf]] = []
     if isinstance(node, Section):
         for key, child in node.fields.items():
             out += iter_leaves(child, f"{prefix}.{key}" if prefix else key)
+    elif isinstance(node, ListOf):
+        out += iter_leaves(node.item, f"{prefix}[]")
+    elif isinstance(node, MapOf) and isinstance(node.value, Section):
+        out += iter_leaves(node.value, f"{prefix}.<name>")
     elif isinstance(node, MapOf):
         out.append((prefix, node))
     else:

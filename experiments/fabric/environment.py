@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.plan import Run
+from pathdiv.experiments.fabric.conditions import netem_keys
 from pathdiv.kernels.abilities import KernelAbilities, lab_kernel_abilities
 
 # Every process a lab starts (namespace shells, tools, the lab VM's QEMU) carries
@@ -53,6 +54,15 @@ def qdisc_available(kind: str, *args: str) -> bool:
         return False
 
 
+def netem_available() -> bool:
+    """netem on this kernel: tried in a throw-away namespace as root, else looked up."""
+    if os.geteuid() == 0:
+        return qdisc_available("netem")
+    release = kernel_release()
+    return Path("/sys/module/sch_netem").exists() or any(
+        Path(f"/lib/modules/{release}/kernel/net/sched").glob("sch_netem.ko*"))
+
+
 def kernel_release() -> str:
     return os.uname().release
 
@@ -87,7 +97,7 @@ def this_kernel() -> KernelAbilities:
         ccs=frozenset(available_cc()),
         schedulers=frozenset(available_schedulers()),
         mptcp=Path("/proc/sys/net/mptcp").exists(),
-        netem=qdisc_available("netem"),
+        netem=netem_available(),
     )
 
 
@@ -105,12 +115,11 @@ def config_problems(cfg: Config, kernel: KernelAbilities) -> list[str]:
             f"hosts.scheduler: {cfg.scheduler!r} is not in {kernel.name} (available: "
             f"{', '.join(sorted(kernel.schedulers | {'default'}))})"
             + (lab if cfg.host_kernel == "host" else "; rebuild it with `make kernel`"))
-    delays = {t: p.delay_ms for t, p in cfg.link_params().items() if p.delay_ms > 0}
-    if delays and not kernel.netem:
-        keys = ", ".join(f"topology.links.{t}.delay_ms={d:g}" for t, d in delays.items())
-        problems.append(f"{keys}: a delay needs netem, which {kernel.name} lacks; set "
-                        "delay_ms: 0" + (" or run on the lab kernel (hosts.kernel: lab)"
-                                         if cfg.host_kernel == "host" else ""))
+    keys = netem_keys(cfg.data)
+    if keys and not kernel.netem:
+        problems.append(f"{', '.join(keys)}: delay and jitter need netem, which {kernel.name} "
+                        "lacks; set them to 0" + (" or run on the lab kernel (hosts.kernel: "
+                                                  "lab)" if cfg.host_kernel == "host" else ""))
     return problems
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
+from pathdiv.experiments.fabric.conditions import node_commands
 from pathdiv.experiments.fabric.environment import (
     OWNER_ENV,
     allow_cc,
@@ -33,7 +34,6 @@ from pathdiv.experiments.fabric.environment import (
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
-from pathdiv.experiments.fabric.shaping import interface_commands
 from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
 from pathdiv.topologies.forwarding import forwarding_tables
 
@@ -56,6 +56,7 @@ class Network(StartStop):
         self.tables = forwarding_tables(self.topo, cfg.seed)
         self.workdir = workdir
         self.dp = dataplane(self.topo, self.tables, workdir)
+        self.conditions = cfg.conditions()  # per direction; events change it
         self.net: Any = None
         self.procs: list[subprocess.Popen[str]] = []
         self.captures: list[tuple[str, subprocess.Popen[str], Path]] = []
@@ -113,8 +114,7 @@ class Network(StartStop):
             )
 
     def _link_commands(self, node: str) -> list[list[str]]:
-        return interface_commands([(link.port_of(node).intf, link.params)
-                                   for link in self.topo.links_of(node)])
+        return node_commands(self.topo, node, self.conditions)
 
     def stop(self) -> None:
         """Idempotent teardown in reverse start order; never raises."""
@@ -263,7 +263,10 @@ class Network(StartStop):
         for src in self.topo.hosts:
             dsts = [d for d in self.topo.hosts if d != src]
             addrs = " ".join(self.topo.nodes[d].address for d in dsts)
+            # a lossy link (loss_pct) may lose one ping: a pair fails when no reply came
+            # to one ping and then to any of five more
             script = (f"for a in {addrs}; do ping -n -c1 -W{timeout_s:g} $a >/dev/null "
+                      f"|| ping -n -c5 -i0.2 -W{timeout_s:g} $a >/dev/null "
                       "|| echo FAIL $a; done")
             procs.append((src, self.popen(src, ["sh", "-c", script])))
         for src, proc in procs:

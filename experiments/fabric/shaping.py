@@ -1,7 +1,8 @@
 """Link shaping as tc command lines (pure): HTB rate, drop-tail queue, optional delay.
 
 Each end of a link shapes its own egress, so both directions get the link's rate,
-queue and delay. HTB gives the rate; a pfifo leaf gives a queue counted in packets
+queue and delay (`pathdiv.experiments.fabric.conditions` sets each direction apart).
+HTB gives the rate; a pfifo leaf gives a queue counted in packets
 (`queue_pkts`), as a switch buffer would be. A delay needs netem, whose leaf then
 holds the queue limit instead; `netem_available()` in `pathdiv.experiments.fabric.environment`
 tells whether this kernel has it.
@@ -24,7 +25,9 @@ def tc_commands(intf: str, params: LinkParams) -> list[list[str]]:
                      "htb", "rate", rate, "ceil", rate, "quantum", "1514"])
         leaf_parent = ["parent", "1:1"]
     if params.delay_ms > 0:
-        leaf = ["netem", "delay", f"{params.delay_ms:g}ms", "limit", str(params.queue_pkts)]
+        jitter = [f"{params.jitter_ms:g}ms"] if params.jitter_ms > 0 else []
+        leaf = ["netem", "delay", f"{params.delay_ms:g}ms", *jitter,
+                "limit", str(params.queue_pkts)]
     else:
         leaf = ["pfifo", "limit", str(params.queue_pkts)]
     cmds.append(["tc", "qdisc", "replace", "dev", intf, *leaf_parent, "handle", "10:", *leaf])

@@ -180,7 +180,7 @@ def read_cpu_logs(logdir: Path, hosts: list[str]) -> dict[str, list[dict[str, An
     return out
 
 
-def start_servers(net: Network, traffic: Traffic, logdir: Path) -> None:
+def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = "server") -> None:
     """One transfer server per host, each waited on until it listens."""
     logdir.mkdir(parents=True, exist_ok=True)
     args = ["serve", "--port", str(traffic.port)]
@@ -190,20 +190,24 @@ def start_servers(net: Network, traffic: Traffic, logdir: Path) -> None:
             args.append("--userspace-pm")
     procs = []
     for host in net.topo.hosts:
-        cpu_log = ["--cpu-log", str(logdir / f"server-{host}.cpu.jsonl")]
-        with (logdir / f"server-{host}.log").open("w") as err:
+        cpu_log = ["--cpu-log", str(logdir / f"{label}-{host}.cpu.jsonl")]
+        with (logdir / f"{label}-{host}.log").open("w") as err:
             procs.append((host, net.transfer(host, args + cpu_log, stderr=err)))
     for host, proc in procs:
         wait_for_line(proc, proc.stdout, "ready", SERVER_READY_S,
-                      f"transfer server on {host} (log: {logdir / f'server-{host}.log'})")
+                      f"{label} on {host} (log: {logdir / f'{label}-{host}.log'})")
 
 
 def run_workload(
     net: Network, plan: list[Round], traffic: Traffic, logdir: Path,
     on_round: Callable[[int, int], None] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> list[TransferRow]:
-    """Start the servers, run every round, return every transfer's row."""
+    """Start the servers, run every round, return every transfer's row. `on_start` is
+    called once the servers listen, right before the first round."""
     start_servers(net, traffic, logdir)
+    if on_start is not None:
+        on_start()
     per_request = plan_rows(net.topo, plan, traffic)
     rng = random.Random(f"pathdiv-placement|{traffic.seed}")
     index = 0

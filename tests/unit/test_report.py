@@ -179,7 +179,8 @@ def test_report_from_measured_runs(tmp_path):
     compute_metrics(tmp_path)
     html = write_report(tmp_path).read_text()
     assert set(embedded_plots(html)) == {"box_throughput_mbps", "box_goodput_mbps",
-                                         "box_fct_s", "box_utilization", "fct_cdf"}
+                                         "box_fct_s", "box_utilization", "fct_cdf",
+                                         "goodput_time"}  # from each run's timeline.csv
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert [c["key"] for c in stats["clusters"]] == [
         {"condition": "silent", "flow_type": "long"}, {"condition": "silent", "flow_type": "short"}]

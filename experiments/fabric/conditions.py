@@ -1,0 +1,172 @@
+"""Link conditions per direction, and the commands that set them (pure).
+
+A link's two directions are conditioned apart. A direction is `(src, dst)`: packets
+leaving `src` towards `dst`. Its conditions start as its tier's
+(`topology.links.<tier>`), then `topology.link_overrides` replaces keys: `a1-c1` both
+directions, `a1>c1` only a1 → c1 (applied after the both-direction entries).
+
+Mechanisms (documented in the README):
+  bw_mbps, queue_pkts  HTB class and a drop-tail leaf on src's egress (any kernel);
+  delay_ms, jitter_ms  a netem leaf on src's egress (lab kernel only: this machine's
+                       kernel may lack netem, and `pathdiv check` says so naming the key);
+                       jitter is netem's uniform ±jitter_ms (it may reorder packets);
+  loss_pct             an nftables netdev *ingress* rule on dst's interface dropping that
+                       share of IPv4 packets (`numgen random`), on any kernel. Dropping on
+                       arrival is what a lossy wire does: the sender gets no local drop
+                       signal (an egress drop would tell TCP at once), and ARP is spared.
+                       On the bmv2 data plane a switch reads packets before that hook, so
+                       loss into a bmv2 switch is refused at check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from pathdiv.experiments.fabric.shaping import offload_command, tc_commands
+from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.model import Link, LinkParams
+
+NFT_TABLE = "pathdiv_conditions"
+LOSS_SCALE = 1_000_000  # numgen range: loss_pct resolves to 0.0001 %
+NETEM_KEYS = ("delay_ms", "jitter_ms")
+
+Direction = tuple[str, str]
+Conditions = dict[Direction, LinkParams]
+
+
+class ConditionError(ValueError):
+    """A link name or a condition that does not fit the topology."""
+
+
+def parse_link(topo: FatTree, key: str) -> tuple[Link, list[Direction]]:
+    """'a1-c1' -> (link, both directions); 'a1>c1' -> (link, [('a1', 'c1')])."""
+    sep = ">" if ">" in key else "-"
+    parts = key.split(sep)
+    link = None
+    if len(parts) == 2:
+        try:
+            link = topo.link_between(parts[0], parts[1])
+        except KeyError:
+            link = None
+    if link is None:
+        names = [lk.name for lk in topo.links]
+        shown = ", ".join(names[:24]) + (f" ... ({len(names)} links)" if len(names) > 24 else "")
+        raise ConditionError(f"{key!r} is not a link of the k={topo.k} fat tree; links are "
+                             f"named lower-upper, e.g. {shown} (a1>c1: one direction)")
+    if sep == ">":
+        return link, [(parts[0], parts[1])]
+    return link, [(link.a.node, link.b.node), (link.b.node, link.a.node)]
+
+
+def changed(params: LinkParams, changes: Mapping[str, Any]) -> LinkParams:
+    """`params` with every non-null key of `changes` replaced."""
+    kinds = {"queue_pkts": int}
+    given = {k: (kinds.get(k, float)(v) if v is not None else None)
+             for k, v in changes.items() if v is not None}
+    return dataclasses.replace(params, **given)
+
+
+def resolve(topo: FatTree, overrides: Mapping[str, Mapping[str, Any]]) -> Conditions:
+    """Every direction's conditions: tier, then both-direction overrides, then one-way."""
+    out: Conditions = {}
+    for link in topo.links:
+        out[(link.a.node, link.b.node)] = link.params
+        out[(link.b.node, link.a.node)] = link.params
+    for one_way in (False, True):
+        for key, changes in overrides.items():
+            if (">" in key) != one_way:
+                continue
+            _, dirs = parse_link(topo, key)
+            for d in dirs:
+                out[d] = changed(out[d], changes)
+    return out
+
+
+def loss_command(intf: str, loss_pct: float) -> list[str]:
+    """One `nft` argv that (re)creates the ingress chain of `intf` with its loss rule."""
+    chain = "in_" + intf.replace("-", "_")
+    cmds = [
+        f"add table netdev {NFT_TABLE}",
+        f'add chain netdev {NFT_TABLE} {chain} {{ type filter hook ingress device "{intf}" '
+        "priority -500; }",
+        f"flush chain netdev {NFT_TABLE} {chain}",
+    ]
+    threshold = round(loss_pct * LOSS_SCALE / 100)
+    if threshold > 0:
+        cmds.append(f"add rule netdev {NFT_TABLE} {chain} meta protocol ip numgen random "
+                    f"mod {LOSS_SCALE} < {threshold} counter drop")
+    return ["nft", "; ".join(cmds)]
+
+
+def node_commands(topo: FatTree, node: str, conds: Conditions) -> list[list[str]]:
+    """Every interface of `node`: up, offloads off, egress shaped, ingress loss."""
+    ports = [(lk.port_of(node).intf, lk.peer_of(node).node) for lk in topo.links_of(node)]
+    cmds = [["ip", "link", "set", "dev", intf, "up"] for intf, _ in ports]
+    cmds += [offload_command(intf) for intf, _ in ports]
+    for intf, peer in ports:
+        cmds += tc_commands(intf, conds[(node, peer)])
+    for intf, peer in ports:
+        if conds[(peer, node)].loss_pct > 0:
+            cmds.append(loss_command(intf, conds[(peer, node)].loss_pct))
+    return cmds
+
+
+def change_commands(topo: FatTree, direction: Direction, old: LinkParams,
+                    new: LinkParams) -> dict[str, list[list[str]]]:
+    """node -> commands that turn one direction's `old` conditions into `new`."""
+    src, dst = direction
+    link = topo.link_between(src, dst)
+    out: dict[str, list[list[str]]] = {}
+    shaping = dataclasses.replace(new, loss_pct=0.0) != dataclasses.replace(old, loss_pct=0.0)
+    if shaping:
+        intf = link.port_of(src).intf
+        full = tc_commands(intf, new)
+        if (old.bw_mbps is None) != (new.bw_mbps is None):
+            # HTB root <-> plain leaf cannot be replaced in place: start from an empty root.
+            out[src] = [["tc", "qdisc", "del", "dev", intf, "root"], *full]
+        else:  # keep the root (an HTB root cannot be "replaced" by itself): class, leaf
+            out[src] = [c for c in full if c[1] == "class" or "10:" in c]
+    if new.loss_pct != old.loss_pct:
+        out.setdefault(dst, []).append(loss_command(link.port_of(dst).intf, new.loss_pct))
+    return out
+
+
+def cut_command(intf: str, cut: bool) -> list[str]:
+    """One `nft` argv: every packet arriving on `intf` dropped (cut) or none (restored)."""
+    chain = "cut_" + intf.replace("-", "_")
+    cmds = [
+        f"add table netdev {NFT_TABLE}",
+        f'add chain netdev {NFT_TABLE} {chain} {{ type filter hook ingress device "{intf}" '
+        "priority -501; }",
+        f"flush chain netdev {NFT_TABLE} {chain}",
+    ]
+    if cut:
+        cmds.append(f"add rule netdev {NFT_TABLE} {chain} counter drop")
+    return ["nft", "; ".join(cmds)]
+
+
+def link_state_commands(link: Link, up: bool) -> dict[str, list[list[str]]]:
+    """`link` failed (down: both ends drop everything that arrives) or working again.
+
+    The interfaces stay up and every route stays: this is a link that died before any
+    routing protocol reacted, so ECMP keeps hashing flows onto it (a kernel `ip link
+    set down` would instead flush the data plane's routes through it for good)."""
+    return {p.node: [cut_command(p.intf, not up)] for p in (link.a, link.b)}
+
+
+def netem_keys(data: Mapping[str, Any]) -> list[str]:
+    """'key=value' for every key of a resolved config that needs netem (delay, jitter)."""
+    out = []
+    topo = data.get("topology", {})
+    for tier, params in (topo.get("links") or {}).items():
+        out += [f"topology.links.{tier}.{k}={params[k]:g}" for k in NETEM_KEYS
+                if params.get(k)]
+    for name, params in (topo.get("link_overrides") or {}).items():
+        out += [f"topology.link_overrides.{name}.{k}={params[k]:g}" for k in NETEM_KEYS
+                if params.get(k)]
+    for i, event in enumerate(data.get("events") or []):
+        changes = event.get("set") or {}
+        out += [f"events[{i}].set.{k}={changes[k]:g}" for k in NETEM_KEYS if changes.get(k)]
+    return out
