@@ -107,12 +107,18 @@ def describe(runs: list[Run]) -> str:
 # ---- command-line options that shape a plan ------------------------------------------
 QUICK_FLOW_TYPES = ("query", "short")
 QUICK_ITERATIONS = 1
+QUICK_DURATION_S = 5.0
 
 
 def quick_config(cfg: Config) -> Config:
-    """--quick: fewer iterations (the repetition and flow types are the plan's job)."""
+    """--quick: fewer iterations (the repetition and flow types are the plan's job); a
+    `poisson` workload, which has no iterations, gets a shorter window instead."""
     iterations = min(int(cfg.data["workload"]["iterations"]), QUICK_ITERATIONS)
-    return cfg.with_overrides([("workload.iterations", iterations)])
+    overrides: list[tuple[str, Any]] = [("workload.iterations", iterations)]
+    if cfg.data["workload"]["pattern"] == "poisson":
+        overrides.append(("workload.duration_s",
+                          min(float(cfg.data["workload"]["duration_s"]), QUICK_DURATION_S)))
+    return cfg.with_overrides(overrides)
 
 
 def quick_flow_types(cfg: Config) -> list[str]:
