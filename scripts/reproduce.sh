@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Run a reference config to the end and copy its compact results (metrics.csv,
+# stats.json, report.md/html, plots/, config.yaml, plan.json, run.txt: wall time, machine,
+# commit) into docs/reproduction/<name>/. docs/reproduction.md says what to read there.
+#
+#   scripts/reproduce.sh configs/noisy.yaml             # the reproduction (lab kernel)
+#   scripts/reproduce.sh configs/noisy.yaml --preview   # a preview on this machine's kernel
+#
+# --preview runs a reduced plan that any machine can run in minutes: hosts.kernel host,
+# the switching factor only (the RB scheduler needs the lab kernel), query and short
+# flows, one iteration, PREVIEW_REPS repetitions (3: every cell then has more
+# observations than dependent variables + 1); it lands in docs/reproduction/preview-<name>/.
+# A folder interrupted half way is resumed by running the same command again.
+set -euo pipefail
+config=${1:?usage: scripts/reproduce.sh CONFIG [--preview]}
+mode=${2:-}
+root=$(cd "$(dirname "$0")/.." && pwd)
+py=${PYTHON:-$root/.venv/bin/python}
+name=$(basename "$config" .yaml)
+if [[ "$mode" == --preview ]]; then
+    name=preview-$name
+fi
+work=${WORK:-$root/results/reproduction/$name}
+dest=$root/docs/reproduction/$name
+mkdir -p "$work"
+run_config=$config
+if [[ "$mode" == --preview ]]; then
+    run_config=$work.yaml
+    "$py" - "$config" "$run_config" "${PREVIEW_REPS:-3}" <<'PY'
+import sys, yaml
+source, target, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+cfg = yaml.safe_load(open(source))
+cfg["name"] = "preview-" + cfg.get("name", "study")
+cfg["repetitions"] = reps
+cfg["hosts"]["kernel"] = "host"
+cfg["factors"] = {"switching": cfg["factors"]["switching"]}
+cfg["workload"]["flow_types"] = {k: v for k, v in cfg["workload"]["flow_types"].items()
+                                 if k in ("query", "short")}
+cfg["workload"]["iterations"] = 1
+cfg["analysis"]["ivs"] = ["switching"]
+yaml.safe_dump(cfg, open(target, "w"), sort_keys=False)
+PY
+fi
+"$py" -m pathdiv.experiments.cli check "$run_config" > "$work/check.txt"
+start=$(date +%s)
+"$py" -m pathdiv.experiments.cli run "$run_config" --out "$work"
+end=$(date +%s)
+mkdir -p "$dest"
+rm -rf "$dest/plots"
+cp "$work"/{metrics.csv,stats.json,report.md,report.html,config.yaml,plan.json} "$dest/"
+cp -r "$work/plots" "$dest/plots"
+{
+    echo "config: $config${mode:+ ($mode)}"
+    echo "command: scripts/reproduce.sh $config $mode"
+    echo "commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet || echo ' (with local changes)')"
+    echo "wall time: $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s (this invocation)"
+    echo "machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "runs: $(grep -c '"status": "complete"' "$work/plan.json" || true) complete"
+    echo "rows in metrics.csv: $(( $(wc -l < "$work/metrics.csv") - 1 ))"
+} > "$dest/run.txt"
+echo "reproduce: results in $dest (see docs/reproduction.md)"
