@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run a reference config to the end and copy its compact results (metrics.csv,
-# stats.json, report.md/html, plots/, config.yaml, plan.json, run.txt: wall time, machine,
-# commit) into docs/reproduction/<name>/. docs/reproduction.md says what to read there.
+# stats.json, reference.json, report.md/html, plots/, config.yaml, plan.json, run.txt:
+# wall time, machine, commit) into docs/reproduction/<name>/, and write summary.md there
+# (per cluster MANOVA and between-subjects effects, Table IV beside ours, every direction
+# of the study with our p-value). docs/reproduction.md says what to read there.
 #
 #   scripts/reproduce.sh configs/noisy.yaml             # the reproduction (lab kernel)
 #   scripts/reproduce.sh configs/noisy.yaml --preview   # a preview on this machine's kernel
@@ -48,15 +50,18 @@ end=$(date +%s)
 mkdir -p "$dest"
 rm -rf "$dest/plots"
 cp "$work"/{metrics.csv,stats.json,report.md,report.html,config.yaml,plan.json} "$dest/"
+if [[ -f "$work/reference.json" ]]; then cp "$work/reference.json" "$dest/"; fi
 cp -r "$work/plots" "$dest/plots"
 {
     echo "config: $config${mode:+ ($mode)}"
     echo "command: scripts/reproduce.sh $config $mode"
     echo "commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet || echo ' (with local changes)')"
-    echo "wall time: $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s (this invocation)"
+    echo "wall time: $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s (this invocation, runs and analysis)"
+    echo "run time: $("$py" -c 'import json, sys, pathlib; print(round(sum(json.loads(p.read_text())["timings"].get("total_s", 0) for p in pathlib.Path(sys.argv[1]).glob("runs/*/manifest.json")) / 60, 1))' "$work") min (all runs, from their manifests)"
     echo "machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "runs: $(grep -c '"status": "complete"' "$work/plan.json" || true) complete"
     echo "rows in metrics.csv: $(( $(wc -l < "$work/metrics.csv") - 1 ))"
 } > "$dest/run.txt"
+"$py" -m pathdiv.analysis.report.reproduction "$dest"
 echo "reproduce: results in $dest (see docs/reproduction.md)"
