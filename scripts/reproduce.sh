@@ -10,8 +10,9 @@
 #
 # --preview runs a reduced plan that any machine can run in minutes: hosts.kernel host,
 # the switching factor only (the RB scheduler needs the lab kernel), query and short
-# flows, one iteration, PREVIEW_REPS repetitions (3: every cell then has more
-# observations than dependent variables + 1); it lands in docs/reproduction/preview-<name>/.
+# flows (PREVIEW_FLOWS="long" picks others), one iteration, PREVIEW_REPS repetitions (3:
+# every cell then has more observations than dependent variables + 1); it lands in
+# docs/reproduction/preview-<name>/ (preview-<name>-<flows> for other flow types).
 # A folder interrupted half way is resumed by running the same command again.
 set -euo pipefail
 config=${1:?usage: scripts/reproduce.sh CONFIG [--preview]}
@@ -19,8 +20,10 @@ mode=${2:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-$root/.venv/bin/python}
 name=$(basename "$config" .yaml)
+flows=${PREVIEW_FLOWS:-query short}
 if [[ "$mode" == --preview ]]; then
     name=preview-$name
+    if [[ "$flows" != "query short" ]]; then name=$name-${flows// /-}; fi
 fi
 work=${WORK:-$root/results/reproduction/$name}
 dest=$root/docs/reproduction/$name
@@ -28,16 +31,17 @@ mkdir -p "$work"
 run_config=$config
 if [[ "$mode" == --preview ]]; then
     run_config=$work.yaml
-    "$py" - "$config" "$run_config" "${PREVIEW_REPS:-3}" <<'PY'
+    "$py" - "$config" "$run_config" "${PREVIEW_REPS:-3}" "$name" "$flows" <<'PY'
 import sys, yaml
-source, target, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+source, target, reps, name, flows = sys.argv[1:6]
+reps, flows = int(reps), flows.split()
 cfg = yaml.safe_load(open(source))
-cfg["name"] = "preview-" + cfg.get("name", "study")
+cfg["name"] = name
 cfg["repetitions"] = reps
 cfg["hosts"]["kernel"] = "host"
 cfg["factors"] = {"switching": cfg["factors"]["switching"]}
 cfg["workload"]["flow_types"] = {k: v for k, v in cfg["workload"]["flow_types"].items()
-                                 if k in ("query", "short")}
+                                 if k in flows}
 cfg["workload"]["iterations"] = 1
 cfg["analysis"]["ivs"] = ["switching"]
 yaml.safe_dump(cfg, open(target, "w"), sort_keys=False)

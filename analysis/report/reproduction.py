@@ -70,6 +70,7 @@ def summary_blocks(folder: Path) -> list[Block]:
                 directions["p_holm"] = directions["p_holm"].map(fmt_p)
                 blocks += [Heading(f"Every direction {name} reports, with our p-value", 2),
                            Table(directions.drop(columns=["claim_id"]).rename(columns={
+                               "mean_better": "ours: better", "mean_worse": "ours: worse",
                                "p_holm": "p (Holm)", "mark": "agreement"}))]
     return blocks
 

@@ -192,7 +192,8 @@ def compare_excess(reference: Reference, ours: pd.DataFrame) -> pd.DataFrame:
     `ours` is StudyResults.excess_traffic (columns condition, flow_type, configuration,
     mean)."""
     rows = []
-    if ours.empty or not {"condition", "flow_type"} <= set(ours.columns):
+    if (not reference.excess or ours.empty
+            or not {"condition", "flow_type"} <= set(ours.columns)):
         return pd.DataFrame(columns=EXCESS_COLUMNS)
     for r in ours.itertuples(index=False):
         row = {"condition": str(r.condition), "flow_type": str(r.flow_type),

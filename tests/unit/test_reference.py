@@ -106,6 +106,8 @@ def test_excess_traffic_beside_the_studys_ranges():
     table = compare_excess(parse_reference(CLAIMS), ours)
     assert list(table.versus) == ["below", "within", "no figure in the reference", "within"]
     assert list(table.study_pct) == ["51–58", "51–58", "–", "0–100"]
+    no_table = parse_reference({**CLAIMS, "excess_traffic": []})
+    assert compare_excess(no_table, ours).empty  # a study without Table IV adds none
 
 
 def test_the_shipped_references_hold_the_studys_figures_with_their_source():
