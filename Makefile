@@ -18,12 +18,13 @@ else
   SUDO := __no_root__
 endif
 
-.PHONY: help setup test unit experiment lint clean-lab need-root
+.PHONY: help setup test unit experiment reproduce lint clean-lab need-root
 
 help:
 	@echo "make setup                         install system packages and the Python venv (idempotent)"
 	@echo "make test                          run the whole test suite (runs setup when needed)"
 	@echo "make experiment CONFIG=configs/noisy.yaml [ARGS='--quick']   run an experiment"
+	@echo "make reproduce CONFIG=configs/noisy.yaml [ARGS=--preview]   reproduce the study into docs/reproduction/"
 	@echo "make lint                          ruff on the Python code"
 	@echo "make kernel                        build the lab kernel (MPTCP rb scheduler), cached"
 	@echo "make kernel-test                   user-space tests of the rb allocation C code"
@@ -52,6 +53,9 @@ unit: $(STAMP)
 
 experiment: need-root $(STAMP)
 	$(SUDO) $(VENV)/bin/pathdiv run $(CONFIG) $(ARGS)
+
+reproduce: need-root $(STAMP)
+	$(SUDO) PYTHON=$(PY) scripts/reproduce.sh $(CONFIG) $(ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -16,6 +16,7 @@ setup(
     python_requires=">=3.11",
     packages=[f"pathdiv.{p}" for p in find_packages(include=[f"{f}*" for f in FOLDERS])],
     package_dir={f"pathdiv.{f}": f for f in FOLDERS},
+    package_data={"pathdiv.analysis.references": ["*.yaml"]},
     install_requires=[
         "pyyaml>=6",
         "numpy>=1.24",

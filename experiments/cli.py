@@ -42,7 +42,13 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def _refuse_plan_problems(runs: list[Run]) -> None:
-    """Every run held against the kernel it will run on, before anything starts."""
+    """Every run held against the kernel it will run on, and its captures against
+    capture.budget_mb, before anything starts."""
+    from pathdiv.experiments.config.budget import budget_problems
+
+    budget = budget_problems(runs)
+    if budget:
+        raise ConfigError(budget, runs[0].config.source)
     problems = plan_problems(runs)
     if problems:
         raise EnvironmentProblem(problems)
@@ -64,6 +70,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
           f"{len(topo.hosts)} hosts, {len(topo.links)} links; {reason}")
     print(f"plan: {len(runs)} run(s)")
+    _print_design(runs)
     if args.shard:
         from pathdiv.experiments.cluster.shards import describe_shards, parse_shard, shard_runs
 
@@ -79,6 +86,24 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"lab VM: {lab_runs} run(s) on the pathdiv lab kernel, in one boot; "
               f"{describe_lab_kernel()}")
     return 0
+
+
+def _print_design(runs: list[Run]) -> None:
+    """Capture need and observations per cell of the plan, or what falls short."""
+    from pathdiv.experiments.config.budget import plan_need_mb
+    from pathdiv.experiments.config.design import design_problems, observations_per_cell
+
+    need, which = plan_need_mb(runs)
+    if which:
+        budget = runs[0].config.data["capture"]["budget_mb"]
+        print(f"captures: up to {need:.0f} MB per run ({which}); capture.budget_mb: {budget}")
+    if runs and runs[0].factors:
+        cells = observations_per_cell(runs)
+        print(f"design: {len(cells)} cells, {min(cells.values())}-{max(cells.values())} "
+              f"observations each; designations "
+              f"{runs[0].config.data['workload']['designations']}")
+    for problem in design_problems(runs):
+        print(f"warning: {problem}")
 
 
 def _network(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:

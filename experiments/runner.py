@@ -53,6 +53,7 @@ from pathdiv.experiments.cluster.planfile import (
 )
 from pathdiv.experiments.cluster.shards import Shard, shard_of
 from pathdiv.experiments.cluster.tracking import RunTracker
+from pathdiv.experiments.config.budget import budget_of, run_need
 from pathdiv.experiments.config.estimate import PlanClock
 from pathdiv.experiments.config.load import Config, validate
 from pathdiv.experiments.config.plan import Run, expand
@@ -220,13 +221,16 @@ def execute_run(run: Run, run_dir: Path,
             # where start_capture listens: each link's upper end
             captured = [(link.b.node, link.b.intf) for link in net.topo.links]
             if capture["enabled"]:
+                need = run_need(cfg, run.flow_type, run.workload_seed)
+                budget = budget_of(cfg, need)
                 manifest["capture"]["start"] = net.start_capture(
-                    run_dir / "captures", int(capture["snaplen"]), int(capture["budget_mb"]))
+                    run_dir / "captures", int(capture["snaplen"]), budget, need.caps(budget))
+                manifest["capture"]["start"]["need_mb"] = round(need.total_mb, 1)
                 before = _counters(net, captured, manifest)
             monitor = fidelity.start(net, cfg.data["fidelity"], manifest)
             t0 = time.monotonic()
             try:
-                session = run_session(net, cfg, run.seed, traffic,
+                session = run_session(net, cfg, run.workload_seed, traffic,
                                       run_dir / "lab" / "logs", on_round)
                 rows = session.rows
                 timings["traffic_s"] = round(time.monotonic() - t0, 3)

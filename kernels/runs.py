@@ -195,7 +195,7 @@ class LabSession:
                                               release, self.memory_mb)
         for run in self.runs:
             w = run.config.data["workload"]
-            n = len(rounds(str(w["pattern"]), run.config.topology().hosts, run.seed,
+            n = len(rounds(str(w["pattern"]), run.config.topology().hosts, run.workload_seed,
                            int(w["iterations"]), int(w["requests"])))
             self.bounds[run.run_id] = run_bound_s(run.config, n)
         for run in self.runs:

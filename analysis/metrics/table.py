@@ -169,6 +169,29 @@ def write_run_extras(run_dir: Path, manifest: dict[str, Any], packets: pd.DataFr
         transfers["slowdown"] = slowdowns(transfers, cfg.topology(), cfg.conditions())
 
 
+def path_columns(n_paths: int) -> list[str]:
+    """metrics.csv's per-path columns: `path_1_share` is the busiest path's share."""
+    return [f"path_{i}_share" for i in range(1, n_paths + 1)]
+
+
+def path_shares(g: pd.DataFrame, n_paths: int) -> list[float]:
+    """Mean over the group's transfers of each one's data bytes per equal-cost path as
+    shares, busiest path first (padded with 0 where a pair has fewer paths): 1, 0, 0, 0
+    is one path; .25 each is all four alike. NaN when a transfer was not measured."""
+    shares = []
+    for text in g["path_bytes"] if "path_bytes" in g else []:
+        values = sorted((float(v) for v in str(text).split(";") if v not in ("", "nan")),
+                        reverse=True)
+        total = sum(values)
+        if not values or total <= 0:
+            return [float("nan")] * n_paths
+        padded = (values + [0.0] * n_paths)[:n_paths]
+        shares.append([v / total for v in padded])
+    if not shares:
+        return [float("nan")] * n_paths
+    return [float(x) for x in np.mean(np.array(shares), axis=0)]
+
+
 def _group_row(g: pd.DataFrame) -> dict[str, Any]:
     """One group's row; a transfer that could not be measured makes its metrics NaN."""
 
@@ -221,11 +244,14 @@ def group_metrics(transfers: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataF
         "condition": config.get("workload", {}).get("pattern"),
         "fidelity": (manifest.get("fidelity") or {}).get("verdict", "unknown"),
     }
+    n_paths = (topology_of(config).k // 2) ** 2
+    per_path = path_columns(n_paths)
     rows = [
-        {**lead, "group_id": gid, **_group_row(g)}
+        {**lead, "group_id": gid, **_group_row(g),
+         **dict(zip(per_path, path_shares(g, n_paths), strict=True))}
         for gid, g in transfers.groupby("group_id", sort=True)
     ]
-    return pd.DataFrame(rows, columns=[*lead, "group_id", *GROUP_COLUMNS])
+    return pd.DataFrame(rows, columns=[*lead, "group_id", *GROUP_COLUMNS, *per_path])
 
 
 def compute_run_metrics(run_dir: Path) -> pd.DataFrame:

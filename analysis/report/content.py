@@ -8,7 +8,7 @@ sentence saying what it means.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,9 +168,11 @@ def _effects(results: StudyResults) -> list[str]:
     return ivs + ([":".join(ivs)] if len(ivs) > 1 else [])
 
 
-def cluster_blocks(c: ClusterResult, alpha: float) -> list[Block]:
+def cluster_blocks(c: ClusterResult, alpha: float, figure: Plot | None = None) -> list[Block]:
     blocks: list[Block] = [Heading(f"Cluster {c.label}", 2),
                            Paragraph(f"{c.n} observations; analysis status: {c.status}.")]
+    if figure is not None:
+        blocks.append(Image(figure.name, figure.png, figure.caption))
     blocks += [Paragraph(m, "warning") for m in c.messages]
     if not c.manova.empty:
         blocks += manova_blocks(c, alpha)
@@ -308,18 +310,148 @@ def plot_blocks(plots: Sequence[Plot], notes: Sequence[str]) -> list[Block]:
     return blocks
 
 
+DESIGNS = {
+    "per_run": "designations drawn anew for every run (levels compared unpaired)",
+    "per_repetition": "the same designations for every factor level of a repetition "
+                      "(levels compared paired)",
+}
+
+
+def design_sentence(results: StudyResults, prov: Provenance) -> str:
+    workload = ((prov.config or {}).get("workload") or {})
+    design = workload.get("designations", "per_run" if prov.config else None)
+    said = DESIGNS.get(str(design), "design of the designations unknown (no config.yaml)")
+    return (f"{results.n_observations} observations in {len(results.clusters)} test "
+            f"cluster(s); {said}; alpha = {results.spec.alpha}.")
+
+
+def _best(c: ClusterResult, dv: str) -> tuple[str, float] | None:
+    if c.rankings.empty:
+        return None
+    grouping = CONFIGURATION if CONFIGURATION in set(c.rankings.grouping) else c.ivs[0]
+    rows = c.rankings[(c.rankings.dv == dv) & (c.rankings.grouping == grouping)]
+    if rows.empty:
+        return None
+    top = rows.sort_values("rank").iloc[0]
+    return str(top.level), float(top["mean"])
+
+
+def _strongest(c: ClusterResult, dv: str) -> tuple[str, float, float] | None:
+    """The ANOVA effect with the largest partial eta squared for `dv`."""
+    if c.anova.empty:
+        return None
+    rows = c.anova[(c.anova.dv == dv) & (c.anova.effect != "Intercept")].dropna(
+        subset=["partial_eta_sq"])
+    if rows.empty:
+        return None
+    r = rows.sort_values("partial_eta_sq", ascending=False).iloc[0]
+    return str(r.effect), float(r.partial_eta_sq), float(r.p)
+
+
+def _manova_text(c: ClusterResult, alpha: float) -> str:
+    """The significant effects with Pillai's V and p, or the smallest p when none is."""
+    rows = c.manova[c.manova.statistic == "pillai"] if not c.manova.empty else c.manova
+    if rows.empty:
+        return f"not tested ({c.status})"
+    sig = rows[rows.p < alpha]
+    if sig.empty:
+        return f"no effect significant (smallest p {_p_words(float(rows.p.min()))})"
+    return "; ".join(f"{r.effect}: V = {r.value:.2f}, p {_p_words(r.p)}"
+                     for r in sig.itertuples(index=False))
+
+
+def _p_words(p: float) -> str:
+    return "< .001" if p < 0.001 else f"= {p:.3f}"
+
+
+def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | None,
+                   reference_note: str | None) -> list[Block]:
+    """The answer first: per cluster the MANOVA and the best configuration per metric."""
+    from pathdiv.analysis.report.plots import axis_label
+
+    alpha = results.spec.alpha
+    rows = []
+    sentences = []
+    for c in results.clusters:
+        row: dict[str, Any] = {"cluster": " / ".join(c.key.values()) or c.label, "n": c.n,
+                               "MANOVA (Pillai's V)": _manova_text(c, alpha)}
+        said = []
+        for dv in results.spec.dvs:
+            best, effect = _best(c, dv), _strongest(c, dv)
+            if best is None:
+                row[f"best {axis_label(dv)}"] = "–"
+                continue
+            size = (f" ({effect[0]} η²p = {effect[1]:.2f}, p {_p_words(effect[2])})"
+                    if effect else "")
+            row[f"best {axis_label(dv)}"] = f"{best[0]} {best[1]:.4g}{size}"
+            if effect and effect[2] < alpha:
+                said.append(f"{best[0]} has the best {axis_label(dv)} ({best[1]:.4g}; "
+                            f"{effect[0]} explains {effect[1]:.0%} of its variance, "
+                            f"p {_p_words(effect[2])})")
+        rows.append(row)
+        sig = c.significant_effects(alpha)
+        head = (f"{row['cluster']}: the configurations differ ({', '.join(sig)})"
+                if sig else f"{row['cluster']}: no significant multivariate difference")
+        sentences.append(head + (": " + "; ".join(said) if said else "") + ".")
+    blocks: list[Block] = [Heading("Summary", 2), Paragraph(design_sentence(results, prov))]
+    blocks.append(Table(pd.DataFrame(rows), "Per test cluster: the significant MANOVA "
+                        "effects (Pillai's V), and per metric the best configuration, its "
+                        "mean, and the strongest effect's partial η² and p (type III ANOVA)"))
+    if key_plot is not None:
+        blocks.append(Image(key_plot.name, key_plot.png, key_plot.caption))
+    blocks.append(Bullets(sentences))
+    if reference_note:
+        blocks.append(Paragraph(reference_note))
+    return blocks
+
+
+def reference_blocks(name: str, study: str, source: str, missing: str,
+                     directions: pd.DataFrame, excess: pd.DataFrame) -> list[Block]:
+    blocks: list[Block] = [Heading(f"The study's figures beside ours ({name})", 2),
+                           Paragraph(f"{study}. Source: {source}")]
+    if missing:
+        blocks.append(Paragraph(f"Not stored (missing from the reference): {missing}", "note"))
+    if not directions.empty:
+        frame = pd.DataFrame({
+            "claim": directions.claim, "cluster": directions.cluster,
+            "metric": directions.metric,
+            "study: better > worse": directions.better + " > " + directions.worse,
+            "ours: better": directions.mean_better, "ours: worse": directions.mean_worse,
+            "p (Holm)": directions.p_holm.map(fmt_p), "agreement": directions["mark"],
+        })
+        css = ["violated" if m == "opposite" else "significant"
+               if m == "same direction and significant" else "" for m in directions["mark"]]
+        blocks.append(Table(frame, "Each direction the study reports, against our means and "
+                            "Holm-corrected Welch tests", css))
+    if not excess.empty:
+        blocks.append(Table(excess.rename(columns={
+            "ours_pct": "ours (%)", "study_pct": "study (%)", "versus": "ours vs study"}),
+            "Excess traffic (the study's Table IV) beside ours, mean per configuration"))
+    return blocks
+
+
 def build_report(results: StudyResults, prov: Provenance, plots: Sequence[Plot],
                  plot_notes: Sequence[str], title: str,
+                 cluster_figures: Mapping[str, Plot] | None = None,
+                 reference: Sequence[Block] = (), reference_note: str | None = None,
                  fidelity: Sequence[Block] = ()) -> list[Block]:
+    """Summary first, then the reference and the runs' fidelity, then each cluster with its
+    key plot beside its tables, the remaining plots, and provenance as an appendix."""
+    cluster_figures = cluster_figures or {}
+    key_plot = next((p for p in plots if p.name == f"box_{results.spec.dvs[0]}"), None)
     blocks: list[Block] = [Heading(title, 1)]
     blocks += [Paragraph(n, "note") for n in results.notes]
-    blocks += provenance_blocks(prov, results)
+    blocks += summary_blocks(results, prov, key_plot, reference_note)
+    blocks += list(reference)
     blocks += list(fidelity)
-    blocks += reading_guide(results)
-    blocks += overview_blocks(results)
     for cluster in results.clusters:
-        blocks += cluster_blocks(cluster, results.spec.alpha)
+        figure = cluster_figures.get(" / ".join(cluster.key.values()))
+        blocks += cluster_blocks(cluster, results.spec.alpha, figure)
     blocks += excess_blocks(results)
     blocks += subflow_blocks(results)
-    blocks += plot_blocks(plots, plot_notes)
+    blocks += plot_blocks([p for p in plots if p is not key_plot], plot_notes)
+    blocks += reading_guide(results)
+    blocks += [Heading("Appendix: provenance", 2)]
+    blocks += [b if not isinstance(b, Heading) or b.level > 2 else Heading(b.text, 3)
+               for b in provenance_blocks(prov, results)]
     return blocks

@@ -21,6 +21,21 @@ from pathdiv.analysis.stats.posthoc import configuration_labels
 from pathdiv.analysis.stats.spec import AnalysisSpec
 
 DPI = 80
+# Axis labels with units; a column not listed here is shown by its name.
+AXIS_LABELS = {
+    "fct_s": "FCT (s)",
+    "throughput_mbps": "throughput (Mbit/s)",
+    "goodput_mbps": "goodput (Mbit/s)",
+    "utilization": "utilization (effective paths / paths)",
+    "excess_pct": "excess traffic (%)",
+    "retrans_pct": "retransmitted (%)",
+    "reorder_pct": "reordered (%)",
+    "wire_bytes": "bytes on the wire (B)",
+}
+
+
+def axis_label(column: str) -> str:
+    return AXIS_LABELS.get(column, column)
 PATH_COLUMN = re.compile(r"^path_?(\d+)(?:_(share|bytes|frac|pct))?$")
 
 
@@ -75,13 +90,14 @@ def box_plots(metrics: pd.DataFrame, spec: AnalysisSpec) -> list[Plot]:
             groups = [values[labels.loc[frame.index] == c].dropna().to_numpy() for c in order]
             axis.boxplot(groups, tick_labels=order)
             axis.set_title(name, fontsize=9)
-            axis.set_ylabel(dv, fontsize=8)
+            axis.set_ylabel(axis_label(dv), fontsize=8)
             axis.tick_params(axis="x", labelrotation=60, labelsize=7)
             axis.tick_params(axis="y", labelsize=7)
-        figure.suptitle(f"{dv} by configuration", fontsize=10)
+        figure.suptitle(f"{axis_label(dv)} by configuration", fontsize=10)
         figure.tight_layout()
-        plots.append(Plot(f"box_{dv}", f"{dv} by configuration", _png(figure),
-                          f"Box plots of {dv} per configuration, one panel per test cluster."))
+        plots.append(Plot(f"box_{dv}", f"{axis_label(dv)} by configuration", _png(figure),
+                          f"Box plots of {axis_label(dv)} per configuration, one panel per "
+                          "test cluster."))
     return plots
 
 
@@ -102,7 +118,7 @@ def fct_cdfs(metrics: pd.DataFrame, spec: AnalysisSpec, column: str = "fct_s") -
             if len(v):
                 axis.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=configuration)
         axis.set_title(name, fontsize=9)
-        axis.set_xlabel(column, fontsize=8)
+        axis.set_xlabel(axis_label(column), fontsize=8)
         axis.set_ylabel("fraction of transfers", fontsize=8)
         axis.tick_params(labelsize=7)
     handles, names = figure.axes[0].get_legend_handles_labels() if figure.axes else ([], [])
@@ -131,7 +147,9 @@ def path_heatmap(metrics: pd.DataFrame, spec: AnalysisSpec) -> Plot | None:
     figure = Figure(figsize=(1.2 + 0.9 * len(columns), 1.0 + 0.4 * len(table)))
     axis = figure.add_subplot(1, 1, 1)
     image = axis.imshow(table.to_numpy(dtype=float), aspect="auto", cmap="viridis")
-    axis.set_xticks(range(len(columns)), [f"path {i}" for i in range(len(columns))], fontsize=7)
+    axis.set_xticks(range(len(columns)), [f"path {i + 1}" for i in range(len(columns))],
+                    fontsize=7)
+    axis.set_xlabel("equal-cost paths of a transfer, busiest first", fontsize=8)
     axis.set_yticks(range(len(table)), list(table.index), fontsize=7)
     grid = table.to_numpy(dtype=float)
     middle = float(np.nanmean([np.nanmin(grid), np.nanmax(grid)])) if np.isfinite(grid).any() else 0
@@ -139,8 +157,39 @@ def path_heatmap(metrics: pd.DataFrame, spec: AnalysisSpec) -> Plot | None:
         if np.isfinite(v):
             color = "black" if v > middle else "white"
             axis.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=6, color=color)
-    figure.colorbar(image, ax=axis)
+    figure.colorbar(image, ax=axis, label="share of data bytes")
     axis.set_title("Path usage per configuration", fontsize=10)
     figure.tight_layout()
     return Plot("path_usage", "Path usage per configuration", _png(figure),
-                f"Mean of {', '.join(columns)} per configuration over all clusters.")
+                "Share of each transfer's data bytes on its equal-cost paths, busiest path "
+                f"first, mean per configuration over all clusters ({', '.join(columns)}).")
+
+
+def cluster_plot(frame: pd.DataFrame, spec: AnalysisSpec, name: str, label: str) -> Plot:
+    """A cluster's key figure: one box-plot panel per dependent variable, a box per
+    configuration, axes in units."""
+    labels = _configurations(frame, spec)
+    order = sorted(labels.unique())
+    dvs = [d for d in spec.dvs if d in frame.columns]
+    figure = Figure(figsize=(2.9 * max(len(dvs), 1), 2.9))
+    for i, dv in enumerate(dvs):
+        axis = figure.add_subplot(1, len(dvs), i + 1)
+        values = pd.to_numeric(frame[dv], errors="coerce")
+        axis.boxplot([values[labels == c].dropna().to_numpy() for c in order],
+                     tick_labels=order)
+        axis.set_ylabel(axis_label(dv), fontsize=8)
+        axis.tick_params(axis="x", labelrotation=60, labelsize=7)
+        axis.tick_params(axis="y", labelsize=7)
+    figure.suptitle(label, fontsize=9)
+    figure.tight_layout()
+    return Plot(f"cluster_{name}", label, _png(figure),
+                f"{label}: every dependent variable per configuration (boxes: quartiles, "
+                "whiskers: 1.5 IQR).")
+
+
+def cluster_plots(metrics: pd.DataFrame, spec: AnalysisSpec) -> dict[str, Plot]:
+    """The key figure of every test cluster, by the cluster's label."""
+    out = {}
+    for i, (label, frame) in enumerate(_clusters(metrics, spec)):
+        out[label] = cluster_plot(frame, spec, f"{i + 1:02d}", label)
+    return out

@@ -30,6 +30,7 @@ class AnalysisSpec:
     dvs: tuple[str, ...] = ("throughput_mbps", "goodput_mbps", "fct_s", "utilization")
     alpha: float = 0.05
     lower_is_better: tuple[str, ...] = field(default=LOWER_IS_BETTER_DEFAULT)
+    reference: str | tuple[str, ...] | None = None  # published studies (analysis/references)
 
     def __post_init__(self) -> None:
         # Accept lists from YAML/JSON but store tuples so the spec stays hashable.
@@ -41,6 +42,8 @@ class AnalysisSpec:
                     f"names, e.g. [{value!r}]"
                 )
             object.__setattr__(self, name, tuple(value))
+        if isinstance(self.reference, list):
+            object.__setattr__(self, "reference", tuple(self.reference))
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(
                 f"analysis.alpha is {self.alpha!r}; expected a probability between 0 and 1 "

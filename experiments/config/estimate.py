@@ -64,7 +64,8 @@ def expected_run_s(run: Run) -> float:
     """Expected seconds of `run` from build to teardown (rounded to milliseconds)."""
     cfg = run.config
     costs = COSTS.get(cfg.host_kernel, COSTS["host"])
-    return round(costs.run_overhead_s + expected_traffic_s(cfg, run.flow_type, run.seed), 3)
+    traffic = expected_traffic_s(cfg, run.flow_type, run.workload_seed)
+    return round(costs.run_overhead_s + traffic, 3)
 
 
 def format_duration(seconds: float) -> str:

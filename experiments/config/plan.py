@@ -5,6 +5,12 @@ block holding every cell once, in an order shuffled by the master seed (a random
 complete block design, so slow drifts of the machine do not line up with a factor).
 A run's id and seed depend only on its cell and repetition, never on its position,
 so a resumed plan finds its finished runs again.
+
+Who fetches from whom is drawn from a run's `workload_seed`: with
+`workload.designations: per_run` that is the run's own seed (every run its own draws);
+with `per_repetition` it depends on the repetition and flow type only, so every factor
+level of a repetition meets the same client/server designations and the comparison
+between levels is paired.
 """
 
 from __future__ import annotations
@@ -27,15 +33,28 @@ class Run:
     factors: dict[str, str]
     seed: int
     config: Config = field(repr=False, compare=False)
+    workload_seed: int = -1  # the seed of the designations; -1: the run's own seed
+
+    def __post_init__(self) -> None:
+        if self.workload_seed < 0:
+            object.__setattr__(self, "workload_seed", self.seed)
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "order": self.order, "repetition": self.repetition,
-                "flow_type": self.flow_type, "factors": self.factors, "seed": self.seed}
+                "flow_type": self.flow_type, "factors": self.factors, "seed": self.seed,
+                "workload_seed": self.workload_seed}
 
 
 def run_seed(master: int, key: str) -> int:
     digest = hashlib.blake2s(f"{master}|{key}".encode(), digest_size=4).digest()
     return int.from_bytes(digest, "big") & 0x7FFFFFFF
+
+
+def designation_seed(cfg: Config, repetition: int, flow_type: str, seed: int) -> int:
+    """The seed a run draws its designations from (see the module docstring)."""
+    if cfg.data["workload"]["designations"] == "per_repetition":
+        return run_seed(cfg.seed, f"designations|{flow_type}|rep{repetition}")
+    return seed
 
 
 def expand(
@@ -81,8 +100,9 @@ def expand(
                 overrides += list(factors[n][lv].items())
             run_cfg = validate(apply_overrides(cfg.data, overrides), cfg.source)
             key = "_".join([f"{flow}", *(levels[n] for n in names), f"rep{rep}"])
-            runs.append(Run(key, len(runs), rep, flow, levels, run_seed(cfg.seed, key),
-                            run_cfg))
+            seed = run_seed(cfg.seed, key)
+            runs.append(Run(key, len(runs), rep, flow, levels, seed, run_cfg,
+                            designation_seed(cfg, rep, flow, seed)))
     return runs
 
 

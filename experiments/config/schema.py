@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
 from pathdiv.kernels.abilities import KNOWN_CCS
@@ -99,6 +100,21 @@ def _positive(value: Any) -> str | None:
 
 def _non_negative(value: Any) -> str | None:
     return None if value >= 0 else "a number >= 0"
+
+
+def _reference(value: Any) -> str | None:
+    names = sorted(p.name.removesuffix(".yaml")
+                   for p in resources.files("pathdiv.analysis.references").iterdir()
+                   if p.name.endswith(".yaml"))
+    values = value if isinstance(value, list) else [value]
+    ok = values and all(v in names for v in values)
+    return None if ok else f"one of {', '.join(names)}, or a list of them"
+
+
+def _budget(value: Any) -> str | None:
+    if value == "auto" or (isinstance(value, int) and value >= 1):
+        return None
+    return "an integer number of MB >= 1, or auto (sized from the plan)"
 
 
 def _even_k(value: Any) -> str | None:
@@ -308,6 +324,12 @@ SCHEMA = Section(
                     "request/response (memcached-like) beside the measured workload; per "
                     "request latency goes to requests.csv",
                 ),
+                "designations": Leaf(str, "per_run", "per_run: every run draws its own "
+                                     "client/server designations from its seed; "
+                                     "per_repetition: every factor level of a repetition "
+                                     "(and flow type) gets the same draws, so the levels "
+                                     "are compared paired",
+                                     choices=("per_run", "per_repetition")),
             }
         ),
         "events": ListOf(
@@ -331,10 +353,15 @@ SCHEMA = Section(
         "capture": Section(
             {
                 "enabled": Leaf(bool, True, "capture packet headers on every link"),
-                "snaplen": Leaf(int, 160, "bytes kept per packet (IP+TCP+MPTCP options)",
+                "snaplen": Leaf(int, 96, "bytes kept per packet; 96 holds every header the "
+                                "metrics read (Ethernet 14 + IPv4 20 + TCP with options <= 60)",
                                 check=_at_least_one),
-                "budget_mb": Leaf(int, 2000, "capture size limit per run, all links together",
-                                  check=_at_least_one),
+                "budget_mb": Leaf((int, str), "auto", "MB the captures of one run may "
+                                  "write, all links together; auto: what the run's "
+                                  "transfers need (payload / MSS x transfers x hops x "
+                                  "(snaplen + 16)); each link's file is capped at its own "
+                                  "need, and a budget below a run's need is refused at "
+                                  "`pathdiv check`", check=_budget),
             }
         ),
         "fidelity": Section(
@@ -382,6 +409,11 @@ SCHEMA = Section(
                             "the config's factors", nullable=True),
                 "dvs": Leaf(list, list(DVS), "dependent variables (metrics.csv columns)"),
                 "alpha": Leaf(float, 0.05, "significance level", check=_probability),
+                "reference": Leaf((str, list), None, "the published study (or list of "
+                                  "studies) this config reproduces: files of "
+                                  "analysis/references/ (seed001, seed000); the report "
+                                  "puts their figures beside ours", nullable=True,
+                                  check=_reference),
             }
         ),
     }

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -184,16 +184,21 @@ class Network(StartStop):
         return self.popen(name, [sys.executable, "-S", "-u", str(TRANSFER_TOOL), *args], **kw)
 
     # ---- captures ----------------------------------------------------------------
-    def start_capture(self, outdir: Path, snaplen: int, budget_mb: int) -> dict[str, Any]:
+    def start_capture(self, outdir: Path, snaplen: int, budget_mb: float,
+                      caps: Mapping[str, int] | None = None) -> dict[str, Any]:
         """tcpdump on every link's upper-end interface (both directions), headers only.
 
-        The budget caps each file at an equal share of budget_mb (by packet count:
-        snaplen + 16 bytes of record header per packet), so a run cannot fill the disk.
+        `caps` gives each file its packet cap by interface (sized from the plan's need:
+        pathdiv.experiments.config.budget); without it every file gets an equal share of
+        budget_mb (snaplen + 16 bytes of record header per packet). Either way a run
+        cannot fill the disk.
         """
         outdir.mkdir(parents=True, exist_ok=True)
-        per_file = budget_mb * 1_000_000 // max(1, len(self.topo.links))
-        max_packets = max(1000, per_file // (snaplen + 16))
+        per_file = int(budget_mb * 1_000_000) // max(1, len(self.topo.links))
+        equal = max(1000, per_file // (snaplen + 16))
+        limits = {link.b.intf: (caps or {}).get(link.b.intf, equal) for link in self.topo.links}
         for link in self.topo.links:
+            max_packets = limits[link.b.intf]
             intf = link.b.intf
             path = outdir / f"{intf}.pcap"
             # --immediate-mode: without it packets wait in kernel blocks that are
@@ -208,7 +213,8 @@ class Network(StartStop):
             wait_for_line(proc, proc.stderr, "listening on", 15,
                           f"tcpdump on {intf}")
         return {"files": len(self.captures), "snaplen": snaplen, "budget_mb": budget_mb,
-                "max_packets_per_file": max_packets}
+                "max_packets_per_file": max(limits.values()),
+                "max_packets": dict(sorted(limits.items()))}
 
     def stop_capture(self) -> dict[str, Any]:
         stats: dict[str, Any] = {"dropped_by_kernel": 0, "files_full": []}

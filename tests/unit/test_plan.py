@@ -51,3 +51,45 @@ def test_only_and_flow_types_filter_the_plan():
         expand(cfg(), only={"switching": "nope"})
     with pytest.raises(ValueError, match=r"not in workload\.flow_types"):
         expand(cfg(), flow_types=["huge"])
+
+
+def test_per_repetition_designations_pair_the_levels_of_a_repetition():
+    from pathdiv.experiments.traffic.workloads import rounds
+
+    paired = expand(cfg(workload={"designations": "per_repetition", "iterations": 2}))
+    hosts = paired[0].config.topology().hosts
+    for rep in (1, 2):
+        for flow in ("query", "long"):
+            block = [r for r in paired if r.repetition == rep and r.flow_type == flow]
+            draws = {tuple(rounds("silent", hosts, r.workload_seed, 2, 1)) for r in block}
+            assert len(block) == 6 and len(draws) == 1  # every level meets the same draws
+    assert len({r.workload_seed for r in paired}) == 2 * 3  # repetitions x flow types
+    assert all(r.seed != r.workload_seed for r in paired)  # ECMP seeds stay per run
+    unpaired = expand(cfg())
+    assert all(r.workload_seed == r.seed for r in unpaired)
+    assert len({r.workload_seed for r in unpaired}) == len(unpaired)
+
+
+def test_designations_take_per_run_or_per_repetition_only():
+    from pathdiv.experiments.config.load import ConfigError
+
+    with pytest.raises(ConfigError, match=r"workload.designations: 'paired' is not allowed; "
+                       r"choose one of per_run, per_repetition"):
+        cfg(workload={"designations": "paired"})
+
+
+def test_observations_per_cell_against_what_the_manova_needs():
+    from pathdiv.experiments.config.design import design_problems, observations_per_cell
+    from pathdiv.experiments.config.load import load
+
+    noisy = expand(load("configs/noisy.yaml"))
+    cells = observations_per_cell(noisy)
+    assert len(cells) == 3 * 5 * 2
+    # 2 repetitions x 2 iterations x 2 partition-aggregate groups > 4 dvs + 1
+    assert set(cells.values()) == {8}
+    assert design_problems(noisy) == []
+    assert design_problems(expand(load("configs/silent.yaml"))) == []
+    (few,) = design_problems(expand(cfg(repetitions=1, workload={"pattern": "noisy",
+                                                                 "iterations": 1})))
+    assert few.startswith("18 cell(s)") and "get only 2 observation(s)" in few
+    assert "needs more than 5 per cell: raise repetitions" in few

@@ -18,7 +18,7 @@ from pathdiv.analysis.stats.synthetic import synthetic_metrics
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STUDY_PLOTS = {"box_throughput_mbps", "box_goodput_mbps", "box_fct_s", "box_utilization",
-               "fct_cdf", "path_usage"}
+               "fct_cdf", "path_usage", *(f"cluster_{i:02d}" for i in range(1, 7))}
 
 
 def embedded_plots(html: str) -> dict[str, bytes]:
@@ -35,7 +35,8 @@ def study_folder(tmp_path_factory) -> Path:
     metrics.to_csv(folder / "metrics.csv", index=False)
     config = {"name": "noisy-synthetic", "seed": 7, "repetitions": 4,
               "factors": {"switching": {"ecmp-mptcp": {}, "ps-mptcp": {}}},
-              "analysis": {"alpha": 0.05}}
+              "workload": {"designations": "per_repetition"},
+              "analysis": {"alpha": 0.05, "reference": ["seed001", "seed000"]}}
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     runs = metrics[["run_id", "switching", "host"]].drop_duplicates()
     plan = [{"run_id": r.run_id, "factors": {"switching": r.switching, "host": r.host}}
@@ -98,7 +99,8 @@ def test_stats_only_folder_with_config_subset(tmp_path):
         {"name": "elsewhere", "analysis": {"dvs": ["goodput_mbps", "fct_s"]}}))
     html_path = write_report(tmp_path, stats_only=True)
     html = html_path.read_text()
-    assert set(embedded_plots(html)) == {"box_goodput_mbps", "box_fct_s", "fct_cdf"}
+    assert set(embedded_plots(html)) == {"box_goodput_mbps", "box_fct_s", "fct_cdf",
+                                         "cluster_01"}
     assert "path-usage heatmap is skipped" in html
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["spec"]["dvs"] == ["goodput_mbps", "fct_s"]
@@ -137,6 +139,84 @@ def test_report_opens_in_headless_chromium(study_folder):
     shown = set(re.findall(r'<img[^>]*data-plot="([^"]+)"[^>]*src="data:image/png;base64,',
                            done.stdout))
     assert shown == STUDY_PLOTS
+
+
+def test_report_answers_first_and_keeps_provenance_for_the_appendix(study_folder):
+    md = (study_folder / "report.md").read_text()
+    headings = re.findall(r"^(#{1,3}) (.+)$", md, flags=re.M)
+    second = [text for level, text in headings if level == "##"]
+    assert second[0] == "Summary"
+    assert second[1].startswith("The study's figures beside ours (seed001)")
+    assert second[-1] == "Appendix: provenance"
+    assert second.index("Appendix: provenance") > second.index(
+        "Cluster condition=silent / flow_type=long")
+    summary = md.split("## Summary", 1)[1].split("\n## ", 1)[0]
+    # per cluster the MANOVA and the best configuration per metric, in units
+    assert "noisy / long" in summary and "best goodput (Mbit/s)" in summary
+    assert "switching: V = " in summary and "η²p = " in summary
+    assert "host: V = " not in summary  # only significant effects are summarised
+    assert "levels compared paired" in summary  # workload.designations: per_repetition
+    assert "Against the published study" in summary
+    # the planted goodput effect of ps-mptcp is found and said in plain words
+    assert re.search(r"ps-mptcp/\w+ has the best goodput \(Mbit/s\)", summary)
+
+
+def test_report_marks_the_studys_directions(study_folder):
+    md = (study_folder / "report.md").read_text()
+    assert "Packet spraying raises network utilisation everywhere" in md
+    assert "RB lowers the mean FCT" in md
+    assert "Not stored (missing from the reference)" in md
+    marks = json.loads((study_folder / "reference.json").read_text())
+    rows = marks["seed001"]["directions"]
+    # the synthetic goodput effect of ps-mptcp: ps-mptcp beats ecmp-mptcp, significantly
+    planted = [r for r in rows if r["metric"] == "goodput_mbps" and r["better"] == "ps-mptcp"]
+    assert planted and all(r["mark"] == "same direction and significant" for r in planted)
+    table4 = marks["seed001"]["excess_traffic"]
+    long_noisy = [r for r in table4 if (r["condition"], r["flow_type"]) == ("noisy", "long")]
+    assert long_noisy and all(r["study_pct"] == "51–58" for r in long_noisy)
+
+
+def test_axes_carry_units():
+    from pathdiv.analysis.report.plots import axis_label
+
+    assert axis_label("fct_s") == "FCT (s)"
+    assert axis_label("goodput_mbps") == "goodput (Mbit/s)"
+
+
+FIRST_SCREEN = """<script>
+const h = [...document.querySelectorAll('h2')].find(e => e.textContent === 'Summary');
+const img = document.querySelector('img');
+document.body.setAttribute('data-first-screen', JSON.stringify({
+  summary: h ? h.getBoundingClientRect().top : null,
+  img: img ? img.getBoundingClientRect().top : null,
+  img_height: img ? img.getBoundingClientRect().height : null}));
+</script></body>"""
+
+
+def test_report_first_screen_shows_the_summary_and_a_plot(study_folder, tmp_path):
+    """In a 1280x900 window (headless Chromium) the summary heading and a plot start on
+    the first screen; the screenshot is kept as first-screen.png to look at."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    html = (study_folder / "report.html").read_text()
+    probe = tmp_path / "probe.html"
+    probe.write_text(html.replace("</body>", FIRST_SCREEN, 1))
+    argv = [browser, "--headless", "--no-sandbox", "--disable-gpu",
+            "--disable-background-networking", "--window-size=1280,900"]
+    done = subprocess.run([*argv, "--dump-dom", probe.as_uri()], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r"data-first-screen=\"([^\"]+)\"", done.stdout)
+    assert found, "the probe script did not run"
+    where = json.loads(found.group(1).replace("&quot;", '"'))
+    assert where["summary"] is not None and where["summary"] < 900
+    assert where["img"] is not None and where["img"] < 900 - 100  # at least 100 px of it
+    shot = study_folder / "first-screen.png"
+    done = subprocess.run([*argv, f"--screenshot={shot}", (study_folder / "report.html")
+                           .as_uri()], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0 and shot.read_bytes().startswith(PNG_MAGIC)
 
 
 def test_ranking_sentence_uses_the_studys_phrasing():
@@ -178,9 +258,10 @@ def test_report_from_measured_runs(tmp_path):
                           run_id=f"r{n}", repetition=repetition)
     compute_metrics(tmp_path)
     html = write_report(tmp_path).read_text()
+    # metrics.csv carries the per-path shares, so the path heat map is drawn by default
     assert set(embedded_plots(html)) == {"box_throughput_mbps", "box_goodput_mbps",
                                          "box_fct_s", "box_utilization", "fct_cdf",
-                                         "goodput_time"}  # from each run's timeline.csv
+                                         "goodput_time", "path_usage", "cluster_01", "cluster_02"}  # from each run's timeline.csv
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert [c["key"] for c in stats["clusters"]] == [
         {"condition": "silent", "flow_type": "long"}, {"condition": "silent", "flow_type": "short"}]

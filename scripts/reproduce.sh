@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Run a reference config to the end and copy its compact results (metrics.csv,
+# stats.json, reference.json, report.md/html, plots/, config.yaml, plan.json, run.txt:
+# wall time, machine, commit) into docs/reproduction/<name>/, and write summary.md there
+# (per cluster MANOVA and between-subjects effects, Table IV beside ours, every direction
+# of the study with our p-value). docs/reproduction.md says what to read there.
+#
+#   scripts/reproduce.sh configs/noisy.yaml             # the reproduction (lab kernel)
+#   scripts/reproduce.sh configs/noisy.yaml --preview   # a preview on this machine's kernel
+#
+# --preview runs a reduced plan that any machine can run in minutes: hosts.kernel host,
+# the switching factor only (the RB scheduler needs the lab kernel), query and short
+# flows (PREVIEW_FLOWS="long" picks others), one iteration, PREVIEW_REPS repetitions (3:
+# every cell then has more observations than dependent variables + 1); it lands in
+# docs/reproduction/preview-<name>/ (preview-<name>-<flows> for other flow types).
+# A folder interrupted half way is resumed by running the same command again.
+set -euo pipefail
+config=${1:?usage: scripts/reproduce.sh CONFIG [--preview]}
+mode=${2:-}
+root=$(cd "$(dirname "$0")/.." && pwd)
+py=${PYTHON:-$root/.venv/bin/python}
+name=$(basename "$config" .yaml)
+flows=${PREVIEW_FLOWS:-query short}
+if [[ "$mode" == --preview ]]; then
+    name=preview-$name
+    if [[ "$flows" != "query short" ]]; then name=$name-${flows// /-}; fi
+fi
+work=${WORK:-$root/results/reproduction/$name}
+dest=$root/docs/reproduction/$name
+mkdir -p "$work"
+run_config=$config
+if [[ "$mode" == --preview ]]; then
+    run_config=$work.yaml
+    "$py" - "$config" "$run_config" "${PREVIEW_REPS:-3}" "$name" "$flows" <<'PY'
+import sys, yaml
+source, target, reps, name, flows = sys.argv[1:6]
+reps, flows = int(reps), flows.split()
+cfg = yaml.safe_load(open(source))
+cfg["name"] = name
+cfg["repetitions"] = reps
+cfg["hosts"]["kernel"] = "host"
+cfg["factors"] = {"switching": cfg["factors"]["switching"]}
+cfg["workload"]["flow_types"] = {k: v for k, v in cfg["workload"]["flow_types"].items()
+                                 if k in flows}
+cfg["workload"]["iterations"] = 1
+cfg["analysis"]["ivs"] = ["switching"]
+yaml.safe_dump(cfg, open(target, "w"), sort_keys=False)
+PY
+fi
+"$py" -m pathdiv.experiments.cli check "$run_config" > "$work/check.txt"
+start=$(date +%s)
+"$py" -m pathdiv.experiments.cli run "$run_config" --out "$work"
+end=$(date +%s)
+mkdir -p "$dest"
+rm -rf "$dest/plots"
+cp "$work"/{metrics.csv,stats.json,report.md,report.html,config.yaml,plan.json} "$dest/"
+if [[ -f "$work/reference.json" ]]; then cp "$work/reference.json" "$dest/"; fi
+cp -r "$work/plots" "$dest/plots"
+{
+    echo "config: $config${mode:+ ($mode)}"
+    echo "command: scripts/reproduce.sh $config $mode"
+    echo "commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet || echo ' (with local changes)')"
+    echo "wall time: $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s (this invocation, runs and analysis)"
+    echo "run time: $("$py" -c 'import json, sys, pathlib; print(round(sum(json.loads(p.read_text())["timings"].get("total_s", 0) for p in pathlib.Path(sys.argv[1]).glob("runs/*/manifest.json")) / 60, 1))' "$work") min (all runs, from their manifests)"
+    echo "machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "runs: $(grep -c '"status": "complete"' "$work/plan.json" || true) complete"
+    echo "rows in metrics.csv: $(( $(wc -l < "$work/metrics.csv") - 1 ))"
+} > "$dest/run.txt"
+"$py" -m pathdiv.analysis.report.reproduction "$dest"
+echo "reproduce: results in $dest (see docs/reproduction.md)"

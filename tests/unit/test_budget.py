@@ -1,0 +1,95 @@
+"""Capture budget from the plan: packets per transfer, per link and per run; a budget too
+small is refused naming the key, the value and the size needed; no link is left short."""
+
+import math
+
+import pytest
+
+from pathdiv.experiments.config.budget import (
+    MIN_FILE_PACKETS,
+    budget_problems,
+    mss,
+    packet_bytes,
+    run_need,
+    transfer_packets,
+)
+from pathdiv.experiments.config.load import ConfigError, load, validate
+from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.traffic.workloads import rounds
+
+
+def cfg(pattern="noisy", budget="auto", size="2MB", transport="tcp", **workload):
+    return validate({
+        "seed": 3, "dataplane": "kernel", "hosts": {"transport": transport, "kernel": "host"},
+        "workload": {"pattern": pattern, "flow_types": {"long": size}, "iterations": 1,
+                     **workload},
+        "capture": {"snaplen": 96, "budget_mb": budget},
+    })
+
+
+def test_segments_follow_the_mss_and_mptcp_has_a_smaller_one():
+    assert mss("tcp") == 1448 and mss("mptcp") == 1428
+    one = transfer_packets(1448, "tcp", 1)
+    two = transfer_packets(1449, "tcp", 1)
+    assert two > one  # one byte more is one segment more (and its ACK)
+    assert transfer_packets(10**6, "mptcp", 4) > transfer_packets(10**6, "tcp", 1)
+
+
+def test_a_run_writes_each_transfer_once_per_hop():
+    c = cfg(pattern="silent")
+    need = run_need(c, "long", seed=9)
+    topo = c.topology()
+    per = transfer_packets(2_000_000, "tcp", 1)
+    hops = sum(len(topo.paths(r.servers[0], r.client)[0]) - 1
+               for rnd in rounds("silent", topo.hosts, 9, 1, 1) for r in rnd)
+    assert need.total_packets == per * hops
+    assert need.total_bytes == need.total_packets * packet_bytes(96) + 48 * 24
+
+
+def test_the_client_link_of_a_fan_in_gets_the_whole_fan_in():
+    c = cfg()
+    need = run_need(c, "long", seed=9)
+    per = transfer_packets(2_000_000, "tcp", 1)
+    topo = c.topology()
+    for rnd in rounds("noisy", topo.hosts, 9, 1, 1):
+        for req in rnd:  # a client fetching from 7 servers: its access link sees all 7
+            client_link = topo.links_of(req.client)[0].b.intf
+            assert need.link_packets[client_link] == per * len(req.servers)
+    # the old equal share of a budget that covers the whole run leaves that link short
+    equal = int(need.total_mb * 1e6) // len(topo.links) // packet_bytes(96)
+    assert equal < max(need.link_packets.values())
+
+
+def test_caps_cover_every_link_and_grow_with_the_budget_slack():
+    need = run_need(cfg(), "long", seed=9)
+    exact = need.caps(need.total_mb)
+    assert all(exact[i] >= max(n, MIN_FILE_PACKETS) for i, n in need.link_packets.items())
+    double = need.caps(2 * need.total_mb)
+    busiest = max(need.link_packets, key=need.link_packets.get)
+    assert double[busiest] == math.ceil(2 * need.link_packets[busiest])
+
+
+def test_a_budget_below_the_need_is_refused_naming_key_value_and_size():
+    c = cfg(budget=5)
+    runs = expand(c)
+    need = math.ceil(run_need(runs[0].config, "long", runs[0].workload_seed).total_mb)
+    (problem,) = budget_problems(runs)
+    assert problem.startswith("capture.budget_mb: 5 is too small")
+    assert f"needs {need} MB at snaplen 96" in problem and "or to auto" in problem
+    assert budget_problems(expand(cfg(budget=need))) == []
+    assert budget_problems(expand(cfg(budget="auto"))) == []
+
+
+def test_budget_accepts_auto_or_a_positive_integer_only():
+    with pytest.raises(ConfigError, match=r"capture.budget_mb: 'lots' is not allowed; expected "
+                       r"an integer number of MB >= 1, or auto"):
+        cfg(budget="lots")
+    with pytest.raises(ConfigError, match=r"capture.budget_mb: 0 is not allowed"):
+        cfg(budget=0)
+
+
+@pytest.mark.parametrize("name", ["noisy", "silent"])
+def test_the_reference_configs_lose_no_observation(name):
+    runs = expand(load(f"configs/{name}.yaml"))
+    assert budget_problems(runs) == []
+    assert runs[0].config.data["capture"]["budget_mb"] == "auto"
