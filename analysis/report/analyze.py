@@ -29,8 +29,8 @@ from pathdiv.analysis.report import fidelity
 from pathdiv.analysis.report.blocks import Block, render_html, render_markdown
 from pathdiv.analysis.report.content import Provenance, build_report, reference_blocks
 from pathdiv.analysis.report.plots import Plot, box_plots, cluster_plots, fct_cdfs, path_heatmap
-from pathdiv.analysis.stats import reference as ref
 from pathdiv.analysis.report.timeplots import condition_plots
+from pathdiv.analysis.stats import reference as ref
 from pathdiv.analysis.stats.spec import AnalysisSpec
 from pathdiv.analysis.stats.study import StudyResults, analyze_metrics
 

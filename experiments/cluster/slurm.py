@@ -31,7 +31,7 @@ from pathdiv.experiments.manifest import write_text_atomic
 
 SCRIPT_DIR = "slurm"
 TASK_CPUS = 2
-TASK_MEM = "6G"  # the lab VM takes 4 GiB (labruns.VM_MEMORY_MB); host runs ~1 GiB
+TASK_MEM = "6G"  # room for the lab kernel (lab.memory_mb, 1.5 GiB) and its guests
 
 
 class SlurmError(RuntimeError):

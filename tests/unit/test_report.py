@@ -261,7 +261,8 @@ def test_report_from_measured_runs(tmp_path):
     # metrics.csv carries the per-path shares, so the path heat map is drawn by default
     assert set(embedded_plots(html)) == {"box_throughput_mbps", "box_goodput_mbps",
                                          "box_fct_s", "box_utilization", "fct_cdf",
-                                         "goodput_time", "path_usage", "cluster_01", "cluster_02"}  # from each run's timeline.csv
+                                         "goodput_time",  # from each run's timeline.csv
+                                         "path_usage", "cluster_01", "cluster_02"}
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert [c["key"] for c in stats["clusters"]] == [
         {"condition": "silent", "flow_type": "long"}, {"condition": "silent", "flow_type": "short"}]
