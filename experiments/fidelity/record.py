@@ -41,8 +41,8 @@ def lab_monitor(net: Any, section: dict[str, Any]) -> Monitor:
 
 
 def build_record(samples: Samples, monitor: Monitor | None, section: dict[str, Any],
-                 clock: str) -> dict[str, Any]:
-    verdict = judge(samples, Thresholds.from_config(section), clock)
+                 clock: str, planned: str | None = None) -> dict[str, Any]:
+    verdict = judge(samples, Thresholds.from_config(section), clock, planned)
     return {
         "clock": clock,
         **verdict.to_dict(),

@@ -20,7 +20,7 @@ from pathdiv.experiments.fidelity.record import (
     unmonitored,
     write_record,
 )
-from pathdiv.experiments.fidelity.verdict import Samples
+from pathdiv.experiments.fidelity.verdict import Samples, planned_disturbance
 
 log = logging.getLogger("pathdiv")
 
@@ -58,7 +58,8 @@ def finish(monitor: Monitor | None, samples: Samples | None, section: dict[str, 
         manifest["fidelity"] = unmonitored(f"the monitor failed: {monitor.errors[-1:]}", clock)
         return
     try:
-        record = build_record(samples, monitor, section, clock)
+        record = build_record(samples, monitor, section, clock,
+                              planned_disturbance(manifest.get("config") or {}))
         write_record(run_dir, record)
         manifest["fidelity"] = manifest_section(record)
         log.info("fidelity: %s %s", record["verdict"], "; ".join(record["reasons"]))

@@ -155,8 +155,26 @@ def figures_of(samples: Samples, th: Thresholds) -> dict[str, Any]:
     }
 
 
-def judge(samples: Samples, th: Thresholds, clock: str = "real") -> Verdict:
-    """The verdict with one reason per check that is not ok (worst decides)."""
+def planned_disturbance(config: Mapping[str, Any]) -> str | None:
+    """Why a run's link rates and timeouts say nothing about the host, if they do not:
+    the config itself slows, drops or fails links (events, loss_pct), so a slow queue or
+    a burst of timeouts is the experiment, not starvation. None for an ideal network."""
+    topo = config.get("topology", {})
+    params = [*(topo.get("links") or {}).values(), *(topo.get("link_overrides") or {}).values()]
+    events = config.get("events") or []
+    causes = []
+    if events:
+        causes.append(f"{len(events)} link event(s)")
+    if any((p or {}).get("loss_pct") for p in params):
+        causes.append("loss_pct")
+    return " and ".join(causes) or None
+
+
+def judge(samples: Samples, th: Thresholds, clock: str = "real",
+          planned: str | None = None) -> Verdict:
+    """The verdict with one reason per check that is not ok (worst decides). With a
+    `planned` disturbance (see `planned_disturbance`) only steal and the kernel's input
+    backlog are judged; the link-rate and timeout figures are still recorded."""
     if clock not in CLOCKS:
         raise ValueError(f"clock {clock!r}: expected one of {', '.join(CLOCKS)}")
     fig = figures_of(samples, th)
@@ -173,13 +191,16 @@ def judge(samples: Samples, th: Thresholds, clock: str = "real") -> Verdict:
     if fig["steal_pct"] is not None:
         note(_level(fig["steal_pct"], th.steal_degraded_pct, th.steal_invalid_pct, True),
              f"steal {fig['steal_pct']:.1f} % during traffic")
-    if fig["worst_link_ratio"] is not None:
+    if planned:
+        reasons.append(f"link rates and timeouts not judged: the config disturbs the "
+                       f"network on purpose ({planned})")
+    if fig["worst_link_ratio"] is not None and not planned:
         note(_level(fig["worst_link_ratio"], th.link_rate_degraded, th.link_rate_invalid,
                     False),
              f"bottleneck link {fig['worst_link']} at {fig['worst_link_ratio']:.2f} of its "
              "rate while backlogged")
     unexplained = fig["rtos_unexplained"]
-    if unexplained:
+    if unexplained and not planned:
         worst_host = max(samples.rtos, key=lambda h: samples.rtos[h])
         note(_level(unexplained, th.rto_degraded, th.rto_invalid, True),
              f"{unexplained} TCP timeout(s) beyond the {fig['qdisc_drops']} queue drop(s) "

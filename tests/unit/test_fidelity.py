@@ -349,3 +349,28 @@ def test_the_report_says_how_many_invalid_runs_it_left_out(tmp_path):
     assert "## Fidelity" in md and "steal 14.0 % during traffic" in md
     write_report(tmp_path, include_invalid=True)
     assert json.loads((tmp_path / "stats.json").read_text())["n_observations"] == len(metrics)
+
+
+def test_a_config_that_disturbs_links_on_purpose_is_judged_on_steal_only():
+    from pathdiv.experiments.fidelity.verdict import (
+        CoreShare,
+        LinkShare,
+        Samples,
+        Thresholds,
+        judge,
+        planned_disturbance,
+    )
+
+    assert planned_disturbance({"topology": {"links": {"host": {"loss_pct": 0}}}}) is None
+    planned = planned_disturbance({"events": [{"at_s": 1, "link": "a1-c1", "action": "down"}],
+                                   "topology": {"links": {"host": {"loss_pct": 1}}}})
+    assert planned == "1 link event(s) and loss_pct"
+    slow = Samples(10.0, [CoreShare("cpu0", 0.5, 0.1, 0.0)],
+                   [LinkShare("a1:a1-eth2", 20e6, 5_000_000, 10.0)], {"h1": 400})
+    assert judge(slow, Thresholds()).verdict == "invalid"
+    verdict = judge(slow, Thresholds(), planned=planned)
+    assert verdict.verdict == "ok"
+    assert verdict.reasons == ["link rates and timeouts not judged: the config disturbs the "
+                               "network on purpose (1 link event(s) and loss_pct)"]
+    stolen = Samples(10.0, [CoreShare("cpu0", 0.5, 0.1, 0.2)], [], {})
+    assert judge(stolen, Thresholds(), planned=planned).verdict == "invalid"
