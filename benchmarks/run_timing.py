@@ -4,12 +4,13 @@ provenance); and how close the transfers come to the link rate. The figures behi
 repetitions chosen in configs/silent.yaml and configs/noisy.yaml.
 
     python benchmarks/run_timing.py                 # runs a small plan (root, ~6 min)
-    python benchmarks/run_timing.py --kernel lab    # the same in the lab VM (TCG: ~40 min)
+    python benchmarks/run_timing.py --kernel lab    # the same in the lab kernel (UML)
     python benchmarks/run_timing.py --flow-types query short
     python benchmarks/run_timing.py RESULTS_DIR     # only summarise an existing folder
 
 The small plan is each reference config with one switching level (ecmp-mptcp) on this
-machine's kernel (or, with --kernel lab, in one boot of the lab VM), one repetition, one
+machine's kernel (or, with --kernel lab, in one boot of the lab kernel per pattern,
+on the clock of `--clock`), one repetition, one
 iteration, every flow type.
 
 `rate` is the median over transfer groups of the group's goodput (its bytes over the time
@@ -30,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from hoststat import HostLoad
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("build_s", "traffic_s", "teardown_s")
@@ -58,8 +60,8 @@ def summarise(manifests: list[dict]) -> list[dict]:
     for m in manifests:
         if m.get("status") != "complete":
             continue
-        vm = m.get("lab_vm") or {}
-        where = f"lab-{vm['accel']}" if vm else "host"
+        lab = m.get("lab_kernel") or {}
+        where = f"lab-{lab.get('clock', '?')}" if lab else "host"
         key = (where, m["config"]["workload"]["pattern"], m["flow_type"])
         cells.setdefault(key, []).append(m["timings"])
         rates.setdefault(key, []).extend(
@@ -95,10 +97,12 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def small_config(name: str, workdir: Path, kernel: str, flow_types: list[str]) -> Path:
+def small_config(name: str, workdir: Path, kernel: str, flow_types: list[str],
+                 clock: str = "virtual") -> Path:
     data = yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text())
     data["factors"] = {"switching": {"ecmp-mptcp": data["factors"]["switching"]["ecmp-mptcp"]}}
     data["hosts"]["kernel"] = kernel
+    data["lab"] = {**data.get("lab", {}), "clock": clock}
     sizes = data["workload"]["flow_types"]
     data["workload"]["flow_types"] = {f: sizes[f] for f in flow_types}
     data["workload"]["iterations"] = 1
@@ -109,11 +113,12 @@ def small_config(name: str, workdir: Path, kernel: str, flow_types: list[str]) -
     return path
 
 
-def run_small_plan(workdir: Path, flow_types: list[str], kernel: str) -> list[dict]:
-    """One `pathdiv run` per pattern (on the lab kernel: one VM boot per pattern)."""
+def run_small_plan(workdir: Path, flow_types: list[str], kernel: str,
+                   clock: str = "virtual") -> list[dict]:
+    """One `pathdiv run` per pattern (on the lab kernel: one boot per pattern)."""
     manifests = []
     for name in ("silent", "noisy"):
-        cfg = small_config(name, workdir, kernel, flow_types)
+        cfg = small_config(name, workdir, kernel, flow_types, clock)
         out = workdir / name
         subprocess.run([sys.executable, "-m", "pathdiv.experiments.cli", "run", str(cfg), "--out",
                         str(out), "--quiet", "--no-analyze"], cwd=REPO, check=False)
@@ -138,17 +143,27 @@ def main() -> None:
     parser.add_argument("results", nargs="?", type=Path, help="summarise this folder only")
     parser.add_argument("--flow-types", nargs="+", default=["query", "short", "long"])
     parser.add_argument("--kernel", choices=("host", "lab"), default="host",
-                        help="run the small plan on this machine's kernel or in the lab VM")
+                        help="run the small plan on this machine's kernel or in the lab kernel")
+    parser.add_argument("--clock", choices=("virtual", "real"), default="virtual",
+                        help="lab.clock of the lab-kernel runs")
+    parser.add_argument("--out", type=Path, help="keep the plan's results in this folder")
     args = parser.parse_args()
+    host = HostLoad()
     if args.results:
         manifests = read_folder(args.results)
+    elif args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        with host:
+            manifests = run_small_plan(args.out, args.flow_types, args.kernel, args.clock)
     else:
-        with tempfile.TemporaryDirectory(prefix="pathdiv-timing-") as tmp:
-            manifests = run_small_plan(Path(tmp), args.flow_types, args.kernel)
+        with tempfile.TemporaryDirectory(prefix="pathdiv-timing-") as tmp, host:
+            manifests = run_small_plan(Path(tmp), args.flow_types, args.kernel, args.clock)
     rows = summarise(manifests)
     if not rows:
         raise SystemExit("no complete runs to time")
     print(table(rows))
+    if not args.results:
+        print(f"whole small plan: {host}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import platform
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,14 @@ def _fetch(net: Network, plan: ProbePlan, sizes: list[int], mptcp: bool) -> list
     return results
 
 
+def measured_clock() -> str:
+    """The clock the probe's rates are measured on: the lab kernel's (virtual or real)
+    inside it, the wall clock ("real") anywhere else."""
+    from pathdiv.kernels.runs import guest_kernel_description
+
+    return str((guest_kernel_description() or {}).get("clock", "real"))
+
+
 def run_probe(net: Network) -> dict[str, Any]:
     topo = net.topo
     plan = ProbePlan.for_topology(topo)
@@ -123,6 +132,8 @@ def _measure(net: Network, plan: ProbePlan, server: Any) -> dict[str, Any]:
         "goodput_mbps": round(goodput_mbps, 3),
         "link_rate_mbps": rate,
         "goodput_fraction": None if rate is None else round(goodput_mbps / rate, 4),
+        "kernel_release": platform.release(),
+        "clock": measured_clock(),
     }
 
 
@@ -137,5 +148,6 @@ def format_probe(result: dict[str, Any]) -> str:
     lines.append(f"MPTCP subflows used: {result['mptcp']['subflows']}")
     frac = result["goodput_fraction"]
     lines.append(f"goodput of (c): {result['goodput_mbps']} Mbit/s"
-                 + ("" if frac is None else f" = {frac:.3f} of {result['link_rate_mbps']:g}"))
+                 + ("" if frac is None else f" = {frac:.3f} of {result['link_rate_mbps']:g}")
+                 + f" (kernel {result['kernel_release']}, {result['clock']} clock)")
     return "\n".join(lines)
