@@ -398,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time", help="time limit of one task, e.g. 2:00:00 (default: the "
                    "partition's)")
     p.add_argument("--mem", default="6G", help="memory of one task (default: 6G, room for "
-                   "the 4 GiB lab VM; host-kernel runs need about 1G)")
+                   "the lab kernel's lab.memory_mb; host-kernel runs need about 1G)")
     p.add_argument("--cpus", type=int, default=2, help="cores of one task (default: 2)")
     p.add_argument("--shared-nodes", action="store_true", help="do not ask for whole nodes "
                    "(--exclusive); only where nothing else runs on them")
