@@ -9,6 +9,7 @@ figure is printed with the steal share (/proc/stat) over its measurement and the
 from __future__ import annotations
 
 import os
+import resource
 import time
 from dataclasses import dataclass, field
 
@@ -33,18 +34,29 @@ class HostLoad:
     wall_s: float = 0.0
     steal: float = 0.0
     load: float = 0.0
+    cpu_s: float = 0.0  # CPU seconds of the child processes waited for meanwhile
     _start: float = field(default=0.0, repr=False)
     _cpu: list[int] = field(default_factory=list, repr=False)
+    _children: float = field(default=0.0, repr=False)
 
     def __enter__(self) -> HostLoad:
         self._cpu, self._start = cpu_times(), time.monotonic()
+        self._children = children_cpu_s()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.wall_s = time.monotonic() - self._start
         self.steal = steal_share(self._cpu, cpu_times())
         self.load = os.getloadavg()[0]
+        self.cpu_s = children_cpu_s() - self._children
 
     def __str__(self) -> str:
-        return (f"wall {self.wall_s:.1f} s, host steal {self.steal:.1%}, "
-                f"load {self.load:.1f} (1-min, at the end)")
+        return (f"wall {self.wall_s:.1f} s, child CPU {self.cpu_s:.1f} s, host steal "
+                f"{self.steal:.1%}, load {self.load:.1f} (1-min, at the end)")
+
+
+def children_cpu_s() -> float:
+    """User + system CPU seconds of this process's waited-for descendants (UML and the
+    guest's processes are host processes: what a run costs on an idle core)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
