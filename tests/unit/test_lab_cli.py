@@ -76,3 +76,26 @@ def test_check_accepts_bmv2_switches_with_lab_kernel_hosts(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "bmv2" in proc.stdout.splitlines()[0], proc.stdout
     assert "lab kernel: 60 run(s)" in proc.stdout, proc.stdout
+
+
+def test_piped_input_is_typed_once_the_guest_speaks_and_ends_with_ctrl_d():
+    import threading
+
+    source_r, source_w = os.pipe()
+    term_r, term_w = os.pipe()  # stands in for the pseudo-terminal's master side
+    os.write(source_w, b"paths h1 h16\nexit\n")
+    os.close(source_w)
+    spoke = threading.Event()
+    typist = threading.Thread(target=uml.relay_input, args=(source_r, term_w, spoke))
+    typist.start()
+    typist.join(timeout=0.2)
+    assert typist.is_alive()  # nothing typed before the guest wrote to its terminal
+    guest_r, guest_w = os.pipe()
+    sink_r, sink_w = os.pipe()
+    os.write(guest_w, b"pathdiv> ")
+    os.close(guest_w)
+    uml.relay_output(guest_r, sink_w, spoke)
+    assert spoke.is_set() and os.read(sink_r, 100) == b"pathdiv> "
+    typist.join(timeout=5)
+    os.close(term_w)
+    assert os.read(term_r, 100) == b"paths h1 h16\nexit\n\x04"
