@@ -59,7 +59,7 @@ def run_in_lab_kernel(command: str, cfg: Config, json_out: bool = False,
         config.write_text(cfg.to_yaml())
         argv = guest_argv(sys.executable, command, config, json_out, verbose)
         terminal = command == "net"
-        if verbose:
+        if verbose or terminal:  # the CLI's banner comes once the network is up
             log(f"pathdiv: booting the lab kernel ({image.parent.name}, {clock} clock) for "
                 f"`pathdiv {command}`")
         res = uml.run_in_uml(argv, share, image, None if terminal else PROBE_TIMEOUT_S,
