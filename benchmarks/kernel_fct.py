@@ -13,6 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hoststat import HostLoad
+
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import KERNELS_DIR, build_lab_kernel, find_lab_kernel
 
@@ -30,12 +32,12 @@ def main() -> None:
     argv = [sys.executable, str(KERNELS_DIR / "mptcp_lab.py"), "fct",
             "--schedulers", *schedulers, "--size", str(args.size), "--flows", str(args.flows),
             "--queue-pkts", str(args.queue_pkts)]
-    with tempfile.TemporaryDirectory() as share:
+    with tempfile.TemporaryDirectory() as share, HostLoad() as host:
         res = uml.run_in_uml(argv, Path(share), image, timeout_s=1800, clock=args.clock)
     if res.returncode:
         raise SystemExit(f"lab-kernel run failed: {res.stderr[-2000:]}")
     report = json.loads(res.stdout)
-    print(f"kernel {report['kernel']} ({res.clock} clock, {res.seconds:.0f} s wall); "
+    print(f"kernel {report['kernel']} ({res.clock} clock; {host}); "
           f"{args.flows} flows x {args.size} B, "
           f"4 subflows, tbf 20 Mbit/s, queue {args.queue_pkts} pkts")
     by_sched: dict[str, list[float]] = {}

@@ -5,8 +5,8 @@
 
 Exec counts come from one build+teardown run under `strace -f -e trace=execve`
 (successful execs only, split at the moment the build returned); seconds are the median
-of --repeat runs without strace. Under a TCG-emulated VM every exec costs ~20-30x what
-it costs here, so the exec count is the figure that predicts the lab VM's build time.
+of --repeat runs without strace. Where an exec costs much more than here (the former
+QEMU TCG VM: ~20-30x), the exec count is the figure that predicts the build time.
 Needs root (network namespaces) and strace.
 """
 

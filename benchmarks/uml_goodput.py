@@ -21,22 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from hoststat import cpu_times, steal_share
+
 from pathdiv.kernels import uml
+from pathdiv.kernels.build import build_lab_kernel, find_lab_kernel
 
 LAB = str(uml.KERNELS_DIR / "mptcp_lab.py")
-
-
-def cpu_times() -> list[int]:
-    """The host's aggregate CPU times (the /proc/stat ``cpu`` line), in ticks."""
-    with open("/proc/stat") as f:
-        return [int(x) for x in f.readline().split()[1:]]
-
-
-def steal_share(before: list[int], after: list[int]) -> float:
-    """Share of CPU time stolen by the hypervisor between two /proc/stat readings."""
-    delta = [b - a for a, b in zip(before, after, strict=False)]
-    total = sum(delta[:8])  # user nice system idle iowait irq softirq steal
-    return delta[7] / total if total else 0.0
 
 
 def one_run(image: Path, clock: str, rate_mbit: float, seconds: float,
@@ -78,7 +68,7 @@ def main() -> None:
     parser.add_argument("--clocks", nargs="+", choices=uml.CLOCKS, default=list(uml.CLOCKS))
     parser.add_argument("--no-repeat", action="store_true", help="skip the repeatability run")
     args = parser.parse_args()
-    image = uml.find_uml_kernel() or uml.build_uml_kernel()
+    image = find_lab_kernel() or build_lab_kernel()
     print(f"kernel {image} ({image.stat().st_size / 1e6:.1f} MB)")
     for clock in args.clocks:
         print(f"boot + `true` + power-off, {clock} clock: {boot_seconds(image, clock):.1f} s")

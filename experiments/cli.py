@@ -83,7 +83,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if lab_runs:
         from pathdiv.kernels.runs import describe_lab_kernel
 
-        print(f"lab kernel: {lab_runs} run(s), one boot per clock; "
+        print(f"lab kernel: {lab_runs} run(s) on the pathdiv lab kernel, one boot per clock; "
               f"{describe_lab_kernel()}")
     return 0
 
@@ -110,17 +110,34 @@ def _network(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:
     from pathdiv.experiments.dataplane.select import select_dataplane
     from pathdiv.experiments.fabric.network import Network
 
-    if cfg.host_kernel == "lab":
-        raise NetworkError("hosts.kernel: lab runs inside the pathdiv lab VM, which `net` and "
-                       "`probe` do not boot yet; use hosts.kernel: host here")
     preflight(cfg)
     cls, reason = select_dataplane(cfg.dataplane)
     workdir = Path(tempfile.mkdtemp(prefix="pathdiv-lab-"))
     return Network(cfg, cls, workdir), reason
 
 
+def _outside_lab_kernel(cfg: Config) -> bool:
+    """hosts.kernel: lab asked for on another kernel: the command boots the lab kernel."""
+    from pathdiv.kernels.runs import guest_kernel_description
+
+    return cfg.host_kernel == "lab" and guest_kernel_description() is None
+
+
+def _in_lab_kernel(args: argparse.Namespace, cfg: Config) -> int:
+    from pathdiv.kernels.guest_cli import run_in_lab_kernel
+    from pathdiv.kernels.runs import LabKernelError, LabKernelUnavailable
+
+    try:
+        return run_in_lab_kernel(args.command, cfg, json_out=getattr(args, "json", False),
+                                 verbose=args.verbose)
+    except (LabKernelError, LabKernelUnavailable) as exc:
+        raise NetworkError(f"hosts.kernel: lab: {exc}") from exc
+
+
 def cmd_net(args: argparse.Namespace) -> int:
     cfg = _config(args)
+    if _outside_lab_kernel(cfg):
+        return _in_lab_kernel(args, cfg)
     net, reason = _network(args, cfg)
     log.info("%s", reason)
     from pathdiv.experiments.classroom.shell import PathdivCLI
@@ -138,6 +155,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if cfg.transport != "mptcp":
         cfg = cfg.with_overrides([("hosts.transport", "mptcp")])
+    if _outside_lab_kernel(cfg):
+        return _in_lab_kernel(args, cfg)
     net, reason = _network(args, cfg)
     log.info("%s", reason)
     with net as running:  # type: ignore[attr-defined]
@@ -406,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time", help="time limit of one task, e.g. 2:00:00 (default: the "
                    "partition's)")
     p.add_argument("--mem", default="6G", help="memory of one task (default: 6G, room for "
-                   "the lab kernel's 1.5 GiB and its guests; host-kernel runs need about 1G)")
+                   "the lab kernel's lab.memory_mb; host-kernel runs need about 1G)")
     p.add_argument("--cpus", type=int, default=2, help="cores of one task (default: 2)")
     p.add_argument("--shared-nodes", action="store_true", help="do not ask for whole nodes "
                    "(--exclusive); only where nothing else runs on them")

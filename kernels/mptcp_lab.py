@@ -1,4 +1,4 @@
-"""MPTCP scheduler checks between two network namespaces (run as root, in the lab VM or on a host).
+"""MPTCP scheduler checks between two network namespaces (as root, in the lab kernel or on a host).
 
 Sets up namespaces ``pdlab-s`` (server, the data sender) and ``pdlab-c`` (client) joined by
 one veth pair; the client has address aliases, each an MPTCP ``subflow`` endpoint, so one

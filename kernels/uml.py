@@ -20,9 +20,11 @@ import shlex
 import signal
 import subprocess
 import sys
+import termios
+import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,16 +47,25 @@ Log = Callable[[str], None]
 # --------------------------------------------------------------------------- pure parts
 
 
-def boot_args(init: Path, clock: str, memory_mb: int, uml_dir: Path) -> list[str]:
+def boot_args(init: Path, clock: str, memory_mb: int, uml_dir: Path,
+              terminal: tuple[int, int] | None = None) -> list[str]:
     """UML command-line arguments: host root via hostfs, ``init`` as PID 1, the clock.
 
-    The console goes to UML's stdout (the console log); no input is read from the host.
+    Without ``terminal`` the console goes to UML's stdout (the console log) and no input
+    is read from the host. With ``terminal`` (host fds in, out: the user's terminal) the
+    guest's first console line, /dev/tty0, is that terminal, and the kernel's messages go
+    to a serial line on UML's stdout (the console log) instead.
     """
     if clock not in CLOCKS:
         raise LabKernelError(f"clock {clock!r} is not one of {', '.join(CLOCKS)}")
     args = [f"mem={memory_mb}M", "rootfstype=hostfs", "rootflags=/", "rw",
-            f"init={init}", f"uml_dir={uml_dir}", "umid=pathdiv",
-            "con=null", "con0=null,fd:1", "ssl=null", "quiet"]
+            f"init={init}", f"uml_dir={uml_dir}", "umid=pathdiv", "con=null"]
+    if terminal is None:
+        args += ["con0=null,fd:1", "ssl=null"]
+    else:
+        args += [f"con0=fd:{terminal[0]},fd:{terminal[1]}", "ssl=null", "ssl0=null,fd:1",
+                 "console=ttyS0"]
+    args.append("quiet")
     if clock == "virtual":
         args.append("time-travel=inf-cpu")
     return args
@@ -88,13 +99,16 @@ def hidden_by_tmpfs(paths: Sequence[Path]) -> list[Path]:
 
 
 def guest_init(argv: Sequence[str], cwd: Path, control: Path,
-               env: dict[str, str] | None = None, share: Path | None = None) -> str:
+               env: dict[str, str] | None = None, share: Path | None = None,
+               terminal: bool = False, stdin: Path | None = None) -> str:
     """PID 1 of the guest: mount what a Linux system needs, run ``argv``, power off.
 
-    The command's status and output go to ``control`` (in the share). ``env`` is
-    exported to the command. The share and ``cwd`` stay visible when they lie under a
-    directory that gets the guest's own tmpfs (mounted again from the host through
-    hostfs). The guest powers off with sysrq ``o`` whatever happens.
+    The command's status goes to ``control`` (in the share), its output too unless
+    ``terminal``: then it runs in a session of its own on /dev/tty0 (the user's terminal,
+    its controlling terminal: Ctrl-C and Ctrl-D reach it). Its input is ``stdin`` (a file)
+    or nothing. ``env`` is exported to the command. The share and ``cwd`` stay visible
+    when they lie under a directory that gets the guest's own tmpfs (mounted again from
+    the host through hostfs). The guest powers off with sysrq ``o`` whatever happens.
     """
     c = shlex.quote(str(control))
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
@@ -104,6 +118,12 @@ def guest_init(argv: Sequence[str], cwd: Path, control: Path,
     for path in hidden_by_tmpfs([share or control.parent.parent, cwd]):
         q = shlex.quote(str(path))
         tmpfs += f"mkdir -p {q} && mount -t hostfs -o {q} hostfs {q}\n"
+    enter = f"cd {shlex.quote(str(cwd))} && exec "
+    if terminal:
+        run = (f"({enter}setsid -c {shlex.join(argv)}) < /dev/tty0 > /dev/tty0 2>&1\n")
+    else:
+        source = "/dev/null" if stdin is None else shlex.quote(str(stdin))
+        run = f"({enter}{shlex.join(argv)}) < {source} > {c}/stdout 2> {c}/stderr\n"
     return (
         "#!/bin/sh\n"
         "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
@@ -120,13 +140,22 @@ def guest_init(argv: Sequence[str], cwd: Path, control: Path,
         "hostname pathdiv-lab\n"
         f"{exports}"
         f"uname -r > {c}/release\n"
-        f"(cd {shlex.quote(str(cwd))} && exec {shlex.join(argv)}) "
-        f"< /dev/null > {c}/stdout 2> {c}/stderr\n"
+        f"{run}"
         f"echo $? > {c}/rc.tmp && mv {c}/rc.tmp {c}/rc\n"
         "sync\n"
         "echo o > /proc/sysrq-trigger\n"
         "sleep 60\n"
     )
+
+
+# Host environment variables the guest inherits: where tools are (PATH; p4lang's under
+# P4_PREFIX, experiments/dataplane/bmv2.py), the terminal's type, and pathdiv's own.
+PASSED_ENV = ("PATH", "P4_PREFIX", "TERM", "PATHDIV_P4_DEBUG")
+
+
+def passed_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of the host's environment exported to the guest's command."""
+    return {k: environ[k] for k in PASSED_ENV if environ.get(k)}
 
 
 # --------------------------------------------------------------------------- running
@@ -155,6 +184,8 @@ def run_in_uml(
     env: dict[str, str] | None = None,
     poll: Callable[[], None] | None = None,
     poll_s: float = 2.0,
+    terminal: bool = False,
+    stdin: bytes | None = None,
 ) -> UMLResult:
     """Boot UML ``kernel`` on this machine's root file system, run ``argv``, return its result.
 
@@ -164,6 +195,10 @@ def run_in_uml(
     every ``poll_s`` seconds of wall time (progress, watchdogs); whatever it raises stops
     UML and propagates, as do Ctrl-C, SIGTERM turned into an exception, and ``timeout_s``
     (wall seconds): UML never outlives this call.
+
+    ``terminal``: the command runs on this process's stdin/stdout terminal (the guest's
+    /dev/tty0; its output is not captured; the terminal's settings are restored after).
+    Otherwise its input is ``stdin`` (bytes, written to the control folder) or nothing.
     """
     if not kernel.is_file():
         raise LabKernelError(f"lab kernel {kernel} does not exist; build it with `make kernel`")
@@ -173,13 +208,38 @@ def run_in_uml(
     control = share / CONTROL_DIR / uuid.uuid4().hex[:12]
     control.mkdir(parents=True)
     init = control / "init.sh"
-    init.write_text(guest_init(argv, (cwd or Path.cwd()).resolve(), control, env, share))
+    stdin_file = None
+    if stdin is not None and not terminal:
+        stdin_file = control / "stdin"
+        stdin_file.write_bytes(stdin)
+    guest_env = {**passed_env(os.environ), **(env or {})}
+    init.write_text(guest_init(argv, (cwd or Path.cwd()).resolve(), control, guest_env, share,
+                               terminal=terminal, stdin=stdin_file))
     init.chmod(0o755)
     console = control / "console.log"
     private = control / "uml"  # UML's own tmpfs is mounted here, in its mount namespace
     private.mkdir()
+    fds: tuple[int, int] | None = None
+    saved_tty = None
+    feeder: int | None = None
+    relays: list[threading.Thread] = []
+    if terminal:  # UML's own copies of the terminal; it puts the terminal in raw mode
+        if os.isatty(sys.stdin.fileno()):
+            fds = (os.dup(sys.stdin.fileno()), os.dup(sys.stdout.fileno()))
+            saved_tty = termios.tcgetattr(fds[0])
+        else:  # input from a pipe or file: typed on a pseudo-terminal, its end as Ctrl-D
+            master, slave = os.openpty()
+            fds = (slave, slave)
+            feeder = master
+            spoke = threading.Event()
+            relays = [threading.Thread(target=relay_input,
+                                       args=(sys.stdin.fileno(), master, spoke), daemon=True),
+                      threading.Thread(target=relay_output,
+                                       args=(master, sys.stdout.fileno(), spoke), daemon=True)]
+            for thread in relays:
+                thread.start()
     command = jail_argv(sys.executable, share, private, memory_mb + 64,
-                        [str(kernel), *boot_args(init, clock, memory_mb, private)])
+                        [str(kernel), *boot_args(init, clock, memory_mb, private, fds)])
     (control / "command").write_text(shlex.join(command) + "\n")
     # the marker lets `pathdiv clean` stop a UML whose pathdiv was killed (SIGKILL)
     proc_env = dict(os.environ, TMPDIR=str(private))
@@ -190,7 +250,7 @@ def run_in_uml(
             # its own session: Ctrl-C reaches us only, and we stop every UML process together
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, env=proc_env,
-                                    start_new_session=True)
+                                    start_new_session=True, pass_fds=tuple(set(fds or ())))
             try:
                 while True:
                     try:
@@ -210,6 +270,16 @@ def run_in_uml(
     finally:
         with contextlib.suppress(OSError):
             private.rmdir()
+        if fds is not None:
+            if saved_tty is not None:
+                with contextlib.suppress(termios.error):
+                    termios.tcsetattr(fds[0], termios.TCSADRAIN, saved_tty)
+            for fd in set(fds):
+                os.close(fd)
+        if feeder is not None:
+            relays[1].join(timeout=5)  # the guest's last output, until the terminal closes
+            with contextlib.suppress(OSError):
+                os.close(feeder)
     seconds = time.monotonic() - start
     rc_file = control / "rc"
     if not rc_file.exists():
@@ -218,14 +288,40 @@ def run_in_uml(
             f"UML ({kernel}, {clock} clock) ended without running the command to its end "
             f"(exit {proc.returncode}); read {console}. Last console output:\n{tail}"
         )
+    def output(name: str) -> str:
+        path = control / name
+        return path.read_text(errors="replace") if path.exists() else ""
+
     return UMLResult(
         returncode=int(rc_file.read_text().strip()),
-        stdout=(control / "stdout").read_text(errors="replace"),
-        stderr=(control / "stderr").read_text(errors="replace"),
+        stdout=output("stdout"),
+        stderr=output("stderr"),
         clock=clock,
         kernel_release=(control / "release").read_text().strip(),
         seconds=seconds,
     )
+
+
+def relay_input(source: int, terminal: int, spoke: threading.Event) -> None:
+    """Type ``source`` (a pipe or file) on ``terminal`` (a pseudo-terminal's master
+    side), then Ctrl-D, the end of input a terminal's user types.
+
+    Typing starts once the guest has written to the terminal (``spoke``): UML reads its
+    console when told that input arrived, so input typed before it listens is never read.
+    """
+    spoke.wait()
+    with contextlib.suppress(OSError):
+        while chunk := os.read(source, 65536):
+            os.write(terminal, chunk)
+        os.write(terminal, b"\x04")
+
+
+def relay_output(terminal: int, sink: int, spoke: threading.Event) -> None:
+    """Copy what appears on ``terminal`` (master side) to ``sink`` until it closes."""
+    with contextlib.suppress(OSError):
+        while chunk := os.read(terminal, 65536):
+            spoke.set()
+            os.write(sink, chunk)
 
 
 def session_members(sid: int) -> list[int]:
@@ -282,6 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--timeout", type=float, default=600, help="wall seconds")
     r.add_argument("--clock", choices=CLOCKS, default="virtual")
     r.add_argument("--memory-mb", type=int, default=MEMORY_MB)
+    r.add_argument("--terminal", action="store_true",
+                   help="run the command on this terminal (interactive; output not captured)")
     r.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
 
@@ -306,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log=lambda m: print(m, file=sys.stderr))
             args.share.mkdir(parents=True, exist_ok=True)
             res = run_in_uml(command, args.share, image, args.timeout, clock=args.clock,
-                             memory_mb=args.memory_mb)
+                             memory_mb=args.memory_mb, terminal=args.terminal)
             sys.stdout.write(res.stdout)
             sys.stderr.write(res.stderr)
             print(f"uml: {res.kernel_release} ({res.clock} clock) exit {res.returncode} "

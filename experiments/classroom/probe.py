@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import platform
 import random
 import statistics
 from dataclasses import dataclass
@@ -102,6 +103,12 @@ def placement_of(net: Network) -> Placement | None:
         return None
     return Placement(PathModel(net.topo, net.tables, net.dp.name), net.cfg.subflow_paths,
                      net.cfg.subflows)
+def measured_clock() -> str:
+    """The clock the probe's rates are measured on: the lab kernel's (virtual or real)
+    inside it, the wall clock ("real") anywhere else."""
+    from pathdiv.kernels.runs import guest_kernel_description
+
+    return str((guest_kernel_description() or {}).get("clock", "real"))
 
 
 def run_probe(net: Network) -> dict[str, Any]:
@@ -163,6 +170,8 @@ def _measure(net: Network, plan: ProbePlan, server: Any) -> dict[str, Any]:
         "transfers": series,
         "steal_pct": record["figures"]["steal_pct"],
         "fidelity": {k: record[k] for k in ("verdict", "reasons", "figures", "monitor")},
+        "kernel_release": platform.release(),
+        "clock": measured_clock(),
     }
 
 
@@ -200,4 +209,6 @@ def format_probe(result: dict[str, Any]) -> str:
     if fid:
         lines.append(f"steal during them: {result['steal_pct']} %; fidelity {fid['verdict']}"
                      + (f": {'; '.join(fid['reasons'])}" if fid["reasons"] else ""))
+    lines.append(f"measured in kernel {result['kernel_release']} on the {result['clock']} "
+                 "clock")
     return "\n".join(lines)

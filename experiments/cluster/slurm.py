@@ -12,9 +12,10 @@
 and submits both with `sbatch --parsable` (not with --dry-run).
 
 What a task needs (written into array.sbatch too): 2 cores, the memory of one
-emulation (6G covers the 4 GiB lab VM), a whole node (`--exclusive`: two emulations on
-one node disturb each other's timing) and root, or CAP_NET_ADMIN + CAP_SYS_ADMIN, for the
-network namespaces. DIR must be on a file system every node mounts at the same path.
+emulation (6G covers the lab kernel's lab.memory_mb, 1.5 GiB by default), a whole
+node (`--exclusive`: two emulations on one node disturb each other's timing) and root,
+or CAP_NET_ADMIN + CAP_SYS_ADMIN, for the network namespaces. DIR must be on a file
+system every node mounts at the same path.
 
 Script text is pure (`array_script`, `analysis_script`); `submit` runs sbatch.
 """
@@ -31,7 +32,7 @@ from pathdiv.experiments.manifest import write_text_atomic
 
 SCRIPT_DIR = "slurm"
 TASK_CPUS = 2
-TASK_MEM = "6G"  # room for the lab kernel (lab.memory_mb, 1.5 GiB) and its guests
+TASK_MEM = "6G"  # the lab kernel takes lab.memory_mb (1.5 GiB by default); host runs ~1 GiB
 
 
 class SlurmError(RuntimeError):
@@ -82,7 +83,7 @@ def array_script(job: SlurmJob) -> str:
         f"# A task needs {job.cpus} cores, {job.mem} of memory, a node of its own (two",
         "# emulations on one node disturb each other's timing), and root (or CAP_NET_ADMIN",
         "# + CAP_SYS_ADMIN) for the network namespaces of the emulation. Runs with",
-        "# hosts.kernel: lab boot the lab VM (qemu, 4 GiB): build its kernel once into a",
+        "# hosts.kernel: lab boot the lab kernel (User-Mode Linux): build it once into a",
         "# PATHDIV_CACHE every node shares (`make kernel`) before submitting.",
         f"# {job.out} must be on a file system every node mounts at the same path.",
         "# Resubmitting resumes: complete runs are skipped.",

@@ -16,7 +16,7 @@ from pathdiv.experiments.config.plan import Run
 from pathdiv.experiments.fabric.conditions import netem_keys
 from pathdiv.kernels.abilities import KernelAbilities, lab_kernel_abilities
 
-# Every process a lab starts (namespace shells, tools, the lab VM's QEMU) carries
+# Every process a lab starts (namespace shells, tools, the lab kernel's UML) carries
 # PATHDIV_OWNER=<pid of its pathdiv>, so `pathdiv clean` finds those whose owner died.
 OWNER_ENV = "PATHDIV_OWNER"
 LAB_KERNEL_ENV = "PATHDIV_LAB_KERNEL"  # set by pathdiv.kernels.runs in the lab kernel's guest

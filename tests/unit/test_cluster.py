@@ -43,7 +43,7 @@ def test_expected_duration_grows_with_payload_and_falls_with_link_rate():
     assert by_flow["short"] == pytest.approx(15 + 6 * (7 * 500_000 * 8 / 19e6 + 1.0), abs=1e-3)
 
 
-def test_lab_vm_runs_are_expected_to_take_longer_than_host_runs():
+def test_lab_kernel_runs_are_expected_to_take_longer_than_host_runs():
     cfg, runs = _plan("class-quick.yaml")
     lab_runs = expand(cfg.with_overrides([("hosts.kernel", "lab")]))
     assert all(expected_run_s(a) > expected_run_s(b)
@@ -417,7 +417,7 @@ def test_shipped_example_scripts_are_what_pathdiv_slurm_writes():
     assert (example / "analyze.sbatch").read_text() == analysis_script(job)
 
 
-def test_shards_booting_lab_vms_into_one_folder_use_their_own_progress_files():
+def test_shards_booting_lab_kernels_into_one_folder_use_their_own_progress_files():
     from pathdiv.kernels.runs import PROGRESS_FILE, guest_argv, progress_file
 
     assert progress_file(None) == PROGRESS_FILE

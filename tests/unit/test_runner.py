@@ -93,8 +93,8 @@ def test_a_folder_of_another_config_is_not_resumed(tmp_path):
 
 
 def test_lab_skip_reason_names_the_problem_and_the_two_ways_out():
-    reason = runner.lab_skip_reason("missing qemu-system-x86_64; run `make setup`")
-    assert "missing qemu-system-x86_64" in reason
+    reason = runner.lab_skip_reason("no /usr/src/linux-source-6.12.tar.xz; run `make setup`")
+    assert "no /usr/src/linux-source-6.12.tar.xz" in reason
     assert "resume this folder" in reason and "hosts.kernel: host" in reason
 
 

@@ -1,0 +1,73 @@
+"""`pathdiv net` and `pathdiv probe` with hosts.kernel: lab: the same command in the lab kernel.
+
+The host boots the lab kernel (kernels/uml.py) once for the command, with a scratch
+folder as the share holding the resolved config, and the guest runs `pathdiv probe`
+or `pathdiv net` on it, the same code as on the host kernel (the guest is told it is
+the lab kernel, as runs are). `probe` is not interactive: its output is printed on the
+host when the guest has finished. `net` runs on the user's terminal: the Mininet CLI
+reads and writes the guest's console, which is that terminal (Ctrl-C reaches the CLI;
+`exit` or Ctrl-D ends it and powers the guest off). Input from a pipe or file is typed
+on a pseudo-terminal instead, its end as Ctrl-D.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from pathdiv.experiments.config.load import Config
+from pathdiv.kernels import uml
+from pathdiv.kernels.build import kernel_release
+from pathdiv.kernels.runs import GUEST_ENV, REPO_DIR, kernel_description, lab_kernel_image
+
+COMMANDS = ("net", "probe")
+PROBE_TIMEOUT_S = 1800.0  # wall seconds; the probe takes ~1 min of guest time at 20 Mbit/s
+
+
+def guest_argv(python: str, command: str, config: Path, json_out: bool = False,
+               verbose: bool = False) -> list[str]:
+    """The pathdiv command the guest runs on the resolved config (pure)."""
+    if command not in COMMANDS:
+        raise ValueError(f"command {command!r} does not run in the lab kernel; "
+                         f"only {', '.join(COMMANDS)} do")
+    return [python, "-m", "pathdiv.experiments.cli", *(["-v"] if verbose else []), command,
+            str(config), *(["--json"] if json_out else [])]
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run_in_lab_kernel(command: str, cfg: Config, json_out: bool = False,
+                      verbose: bool = False, log: Callable[[str], None] = say) -> int:
+    """Run `pathdiv COMMAND` on `cfg` in the lab kernel; return its exit status.
+
+    Builds the lab kernel first when it is not cached (LabKernelUnavailable when it
+    cannot be). `probe` prints the guest's stdout and stderr here when it ends.
+    """
+    image = lab_kernel_image(log)
+    clock = str(cfg.data["lab"]["clock"])
+    memory_mb = int(cfg.data["lab"]["memory_mb"])
+    desc = kernel_description(clock, image, image.parent.name, kernel_release(image), memory_mb)
+    share = Path(tempfile.mkdtemp(prefix="pathdiv-lab-"))
+    try:
+        config = share / "config.yaml"
+        config.write_text(cfg.to_yaml())
+        argv = guest_argv(sys.executable, command, config, json_out, verbose)
+        terminal = command == "net"
+        if verbose or terminal:  # the CLI's banner comes once the network is up
+            log(f"pathdiv: booting the lab kernel ({image.parent.name}, {clock} clock) for "
+                f"`pathdiv {command}`")
+        res = uml.run_in_uml(argv, share, image, None if terminal else PROBE_TIMEOUT_S,
+                             clock=clock, memory_mb=memory_mb, cwd=REPO_DIR,
+                             env={GUEST_ENV: json.dumps(desc)}, terminal=terminal)
+        sys.stdout.write(res.stdout)
+        sys.stdout.flush()
+        sys.stderr.write(res.stderr)
+        return res.returncode
+    finally:
+        shutil.rmtree(share, ignore_errors=True)
