@@ -53,3 +53,18 @@ def lab_kernel() -> Path:
     if reason:
         pytest.skip(reason)
     return build.find_lab_kernel() or build.build_lab_kernel()
+
+
+def dataplane_class(name: str):
+    """The data plane class a test parametrised by plane name runs on; bmv2 tests skip
+    with the reason when p4lang's tools are not found (PATH or P4_PREFIX)."""
+    from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+
+    if name == "kernel":
+        return KernelDataPlane
+    from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane, find_p4_tools
+
+    tools, reason = find_p4_tools()
+    if tools is None:
+        pytest.skip(f"bmv2 not available: {reason}")
+    return Bmv2DataPlane

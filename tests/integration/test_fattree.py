@@ -16,30 +16,18 @@ import pytest
 
 from pathdiv.experiments.classroom.probe import run_probe
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.dataplane.kernel import KernelDataPlane
 from pathdiv.experiments.fabric.network import Network, owned_processes, wait_for_line
-from tests.conftest import REPO
+from tests.conftest import REPO, dataplane_class
 
 pytestmark = pytest.mark.root
 PORT = 5002
 BYTES = 4_000_000
 
 
-def backend(name: str):
-    if name == "kernel":
-        return KernelDataPlane
-    from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane, find_p4_tools
-
-    tools, reason = find_p4_tools()
-    if tools is None:
-        pytest.skip(f"bmv2 not available: {reason}")
-    return Bmv2DataPlane
-
-
 @pytest.fixture(scope="module", params=["kernel", "bmv2"])
 def net(request, root_fabric, tmp_path_factory):
     cfg = load(REPO / "configs/class-probe.yaml")
-    with Network(cfg, backend(request.param), tmp_path_factory.mktemp("lab")) as running:
+    with Network(cfg, dataplane_class(request.param), tmp_path_factory.mktemp("lab")) as running:
         yield running
     assert not [p for p, owner in owned_processes() if owner == os.getpid()], \
         "the lab left processes behind"

@@ -36,11 +36,10 @@ from pathdiv.experiments.classroom.probe import (
 )
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.ecmp_model import UDP, FiveTuple, PathModel
-from pathdiv.experiments.dataplane.kernel import KernelDataPlane
 from pathdiv.experiments.fabric.network import Network, wait_for_line
 from pathdiv.experiments.traffic.placement import sharing_subflows
 from pathdiv.topologies.model import Tier
-from tests.conftest import REPO
+from tests.conftest import REPO, dataplane_class
 
 pytestmark = pytest.mark.root
 CONNECTIONS = 3
@@ -56,21 +55,10 @@ for _ in range(n):
 """
 
 
-def backend(name: str):
-    if name == "kernel":
-        return KernelDataPlane
-    from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane, find_p4_tools
-
-    tools, reason = find_p4_tools()
-    if tools is None:
-        pytest.skip(f"bmv2 not available: {reason}")
-    return Bmv2DataPlane
-
-
 def _network(tmp: Path, plane: str, subflow_paths: str) -> Network:
     cfg = load(REPO / "configs/class-probe.yaml",
                [f"hosts.subflow_paths={subflow_paths}", f"dataplane={plane}"])
-    return Network(cfg, backend(plane), tmp)
+    return Network(cfg, dataplane_class(plane), tmp)
 
 
 @pytest.mark.parametrize("plane", ["kernel", "bmv2"])
