@@ -220,6 +220,10 @@ class Config:
         return str(self.data["hosts"]["scheduler"])
 
     @property
+    def reordering(self) -> str:
+        return str(self.data["hosts"]["reordering"])
+
+    @property
     def subflow_paths(self) -> str:
         return str(self.data["hosts"]["subflow_paths"])
 

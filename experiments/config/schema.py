@@ -216,8 +216,9 @@ SCHEMA = Section(
                                   choices=("tcp", "mptcp")),
                 "subflows": Leaf(int, 4, "MPTCP subflows per connection on the single "
                                  "interface (ndiffports)", check=_subflows),
-                "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows)",
-                           choices=KNOWN_CCS),
+                "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows); "
+                           "lia = RFC 6356 coupled control of MPTCP subflows (lab kernel; "
+                           "plain TCP runs it as reno)", choices=KNOWN_CCS),
                 "kernel": Leaf(str, "host", "host: this machine's kernel; net: the pathdiv lab "
                                "kernel (RB scheduler)", choices=("host", "lab")),
                 "scheduler": Leaf(str, "default", "MPTCP packet scheduler "
@@ -230,6 +231,12 @@ SCHEMA = Section(
                                       "subflows whose path shares a fabric link with an "
                                       "earlier one are not opened",
                                       choices=("hashed", "disjoint", "eliminate")),
+                "reordering": Leaf(str, "default", "how hosts' TCP tolerates reordering: "
+                                   "default = the kernel's settings; tuned = a higher "
+                                   "initial and maximum reordering degree and RACK without "
+                                   "the duplicate-ACK threshold (net.ipv4.tcp_reordering, "
+                                   "tcp_max_reordering, tcp_recovery, per namespace)",
+                                   choices=("default", "tuned")),
             }
         ),
         "lab": Section(

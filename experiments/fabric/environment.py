@@ -14,7 +14,7 @@ from pathlib import Path
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.plan import Run
 from pathdiv.experiments.fabric.conditions import netem_keys
-from pathdiv.kernels.abilities import KernelAbilities, lab_kernel_abilities
+from pathdiv.kernels.abilities import LAB_ONLY_CCS, KernelAbilities, lab_kernel_abilities
 
 # Every process a lab starts (namespace shells, tools, the lab VM's QEMU) carries
 # PATHDIV_OWNER=<pid of its pathdiv>, so `pathdiv clean` finds those whose owner died.
@@ -107,7 +107,8 @@ def config_problems(cfg: Config, kernel: KernelAbilities) -> list[str]:
     lab = "; the pathdiv lab kernel has it: set hosts.kernel: lab"
     if cfg.cc not in kernel.ccs:
         problems.append(f"hosts.cc: {cfg.cc!r} is not in {kernel.name} (available: "
-                        f"{', '.join(sorted(kernel.ccs)) or 'none'})")
+                        f"{', '.join(sorted(kernel.ccs)) or 'none'})"
+                        + (lab if cfg.host_kernel == "host" and cfg.cc in LAB_ONLY_CCS else ""))
     if cfg.transport == "mptcp" and not kernel.mptcp:
         problems.append(f"hosts.transport: mptcp, but {kernel.name} has no MPTCP")
     if cfg.scheduler not in kernel.schedulers | {"default"}:

@@ -21,6 +21,26 @@ from pathdiv.topologies.fattree import FatTree
 # every link, which interface counters and captures would then mix with the traffic.
 NO_IPV6 = ("net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
 
+# `hosts.reordering`: how a host's TCP tells reordering from loss, per namespace (these are
+# per-network-namespace sysctls in both kernels pathdiv runs, 6.12 and later). `default`
+# leaves a new namespace's values: initial reordering degree 3 (duplicate ACKs, or SACKed
+# segments, before a loss is assumed), at most 300, RACK loss detection (tcp_recovery=1):
+# a segment is lost when one sent after it was (S)ACKed more than a reordering window ago;
+# the window is min_rtt/4, but 0 while no reordering was seen on the connection and
+# `tcp_reordering` segments or more are SACKed (net/ipv4/tcp_recovery.c, 6.12).
+# `tuned` starts with degree 32 (up to 1000) and sets RACK_NO_DUPTHRESH (tcp_recovery bit
+# 0x4): RACK's time window applies from the first SACK, and it widens by a step of
+# min_rtt/4 for each DSACK (a spurious retransmission), up to one srtt.
+REORDERING = {
+    "default": (),
+    "tuned": (
+        "net.ipv4.tcp_reordering=32",
+        "net.ipv4.tcp_max_reordering=1000",
+        "net.ipv4.tcp_recovery=5",
+        "net.ipv4.tcp_dsack=1",
+    ),
+}
+
 
 @dataclass(frozen=True)
 class HostSpec:
@@ -29,6 +49,7 @@ class HostSpec:
     cc: str
     scheduler: str = "default"
     subflow_paths: str = "hashed"  # hashed | disjoint | eliminate
+    reordering: str = "default"  # default | tuned (REORDERING)
 
     @property
     def userspace_pm(self) -> bool:
@@ -45,6 +66,7 @@ def host_sysctls(intf: str, spec: HostSpec) -> list[str]:
         f"net.ipv4.tcp_congestion_control={spec.cc}",
         "net.ipv4.tcp_no_metrics_save=1",
         f"net.mptcp.enabled={1 if spec.transport == 'mptcp' else 0}",
+        *REORDERING[spec.reordering],
     ]
     if spec.transport == "mptcp" and spec.scheduler != "default":
         sysctls.append(f"net.mptcp.scheduler={spec.scheduler}")
