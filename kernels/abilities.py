@@ -34,6 +34,7 @@ class KernelAbilities:
     schedulers: frozenset[str]
     mptcp: bool
     netem: bool
+    reorder_hold: bool = False  # net.ipv4.tcp_reorder_hold_us (hosts.reordering: gro)
 
 
 def fragment_ccs(fragment: str) -> set[str]:
@@ -72,4 +73,6 @@ def lab_kernel_abilities(kernels_dir: Path = KERNELS_DIR,
         schedulers=frozenset(patch_schedulers(patches)),
         mptcp=bool(re.search(r"^CONFIG_MPTCP=y", text, re.M)),
         netem=bool(re.search(r"^CONFIG_NET_SCH_NETEM=y", text, re.M)),
+        reorder_hold=any(re.search(r'^\+\s*\.procname\s*=\s*"tcp_reorder_hold_us"', p, re.M)
+                         for p in patches),
     )

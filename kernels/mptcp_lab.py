@@ -15,10 +15,10 @@ Modes (each prints one JSON object on stdout):
            one N-subflow MPTCP connection and one TCP connection download at once
            through one bottleneck; bytes each got in a window after a warm-up, and the
            ratio MPTCP / TCP (coupled congestion control: lia ~1, uncoupled cubic ~N)
-  spray    per reordering level (hosts.reordering's sysctls): one TCP transfer sprayed
-           round robin, packet by packet, over P parallel paths of different delays
-           (nftables numgen marks, a prio qdisc with one netem per path); the sender's
-           retransmitted share, DSACKs and goodput
+  spray    per reordering level (hosts.reordering's sysctls; gro with --hold-us): one TCP
+           transfer sprayed round robin, packet by packet, over P parallel paths of
+           different delays (nftables numgen marks, a prio qdisc with one netem per
+           path); the sender's retransmitted share, DSACKs and goodput
 
 Only the standard library and dpkt (capture parsing) are needed.
 """
@@ -496,14 +496,16 @@ def share_run(cc: str, subflows: int, warmup_s: float, window_s: float) -> dict:
     return {"cc": cc, **flows, "mptcp_to_tcp": round(m / t, 3) if m and t else None}
 
 
-def spray_run(level: str, size: int) -> dict:
+def spray_run(level: str, size: int, hold_us: int) -> dict:
     """The ``spray`` mode for one hosts.reordering level."""
-    from pathdiv.experiments.fabric.hostsetup import REORDERING
+    from pathdiv.experiments.fabric.hostsetup import HOLD_SYSCTL, reordering_sysctls
 
-    for ns in (NS_SERVER, NS_CLIENT):  # a level's settings replace the previous level's
-        sh("sysctl", "-qw", "net.ipv4.tcp_reordering=3", "net.ipv4.tcp_max_reordering=300",
-           "net.ipv4.tcp_recovery=1", "net.ipv4.tcp_dsack=1", ns=ns)
-    set_sysctls(*REORDERING[level])
+    defaults = ["net.ipv4.tcp_reordering=3", "net.ipv4.tcp_max_reordering=300",
+                "net.ipv4.tcp_recovery=1", "net.ipv4.tcp_dsack=1"]
+    if Path("/proc/sys", *HOLD_SYSCTL.split(".")).exists():
+        defaults.append(f"{HOLD_SYSCTL}=0")
+    set_sysctls(*defaults)  # a level's settings replace the previous level's
+    set_sysctls(*reordering_sysctls(level, hold_us))
     server = subprocess.Popen(["ip", "netns", "exec", NS_SERVER, sys.executable, __file__,
                                "serve-tcp"], stdout=subprocess.PIPE, text=True)
     try:
@@ -519,7 +521,8 @@ def spray_run(level: str, size: int) -> dict:
         if server.poll() is None:
             server.kill()
     retrans = info["bytes_retrans"] / info["bytes_sent"] if info.get("bytes_sent") else None
-    return {"reordering": level, "complete": fetched["complete"],
+    return {"reordering": level, "hold_us": hold_us if level == "gro" else None,
+            "complete": fetched["complete"],
             "goodput_mbps": fetched["goodput_mbps"], "fct_s": fetched["fct_s"][0],
             "retrans_share": None if retrans is None else round(retrans, 5), "sender": info}
 
@@ -611,6 +614,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sp.add_argument("--rate-mbit", type=float, default=5.0, help="per path")
     sp.add_argument("--queue-pkts", type=int, default=100, help="per path")
     sp.add_argument("--ack-delay-ms", type=float, default=1.0)
+    sp.add_argument("--hold-us", type=int, default=20000,
+                    help="bound of the reorder hold (level gro): above the reordering the "
+                    "paths cause, which with their queues is 12-20 ms here (measured)")
     args = p.parse_args(argv)
 
     if args.mode == "serve":
@@ -638,7 +644,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.mode == "spray":
         with spray_lab(args.delays_ms, args.rate_mbit, args.queue_pkts, args.ack_delay_ms):
-            runs = [spray_run(level, args.size) for level in args.levels]
+            runs = [spray_run(level, args.size, args.hold_us) for level in args.levels]
         print(json.dumps({"mode": "spray", "kernel": kernel, "delays_ms": args.delays_ms,
                           "rate_mbit_per_path": args.rate_mbit, "runs": runs}, indent=1))
         return 0

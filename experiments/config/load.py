@@ -224,6 +224,10 @@ class Config:
         return str(self.data["hosts"]["reordering"])
 
     @property
+    def reorder_hold_us(self) -> int:
+        return int(self.data["hosts"]["reorder_hold_us"])
+
+    @property
     def subflow_paths(self) -> str:
         return str(self.data["hosts"]["subflow_paths"])
 

@@ -105,6 +105,10 @@ def _even_k(value: Any) -> str | None:
     return None if value >= 2 and value % 2 == 0 and value <= 58 else "an even integer 2..58"
 
 
+def _reorder_hold(value: Any) -> str | None:
+    return None if 1 <= value <= 1_000_000 else "an integer from 1 to 1000000 (µs)"
+
+
 def _subflows(value: Any) -> str | None:
     return None if 1 <= value <= 8 else "an integer 1..8"
 
@@ -235,8 +239,15 @@ SCHEMA = Section(
                                    "default = the kernel's settings; tuned = a higher "
                                    "initial and maximum reordering degree and RACK without "
                                    "the duplicate-ACK threshold (net.ipv4.tcp_reordering, "
-                                   "tcp_max_reordering, tcp_recovery, per namespace)",
-                                   choices=("default", "tuned")),
+                                   "tcp_max_reordering, tcp_recovery, per namespace); gro "
+                                   "= the lab kernel's reorder hold: a receiver holds the "
+                                   "SACKs of out-of-order segments for up to "
+                                   "hosts.reorder_hold_us (Juggler's idea)",
+                                   choices=("default", "tuned", "gro")),
+                "reorder_hold_us": Leaf(int, 1000, "bound of the reorder hold in µs "
+                                        "(hosts.reordering: gro): at least the delay "
+                                        "spread of the paths a flow is sprayed over",
+                                        check=_reorder_hold),
             }
         ),
         "lab": Section(

@@ -98,6 +98,7 @@ def this_kernel() -> KernelAbilities:
         schedulers=frozenset(available_schedulers()),
         mptcp=Path("/proc/sys/net/mptcp").exists(),
         netem=netem_available(),
+        reorder_hold=Path("/proc/sys/net/ipv4/tcp_reorder_hold_us").exists(),
     )
 
 
@@ -116,6 +117,10 @@ def config_problems(cfg: Config, kernel: KernelAbilities) -> list[str]:
             f"hosts.scheduler: {cfg.scheduler!r} is not in {kernel.name} (available: "
             f"{', '.join(sorted(kernel.schedulers | {'default'}))})"
             + (lab if cfg.host_kernel == "host" else "; rebuild it with `make kernel`"))
+    if cfg.reordering == "gro" and not kernel.reorder_hold:
+        problems.append(f"hosts.reordering: 'gro' needs the reorder hold, which {kernel.name} "
+                        "lacks" + (lab if cfg.host_kernel == "host" else
+                                   "; rebuild it with `make kernel`"))
     keys = netem_keys(cfg.data)
     if keys and not kernel.netem:
         problems.append(f"{', '.join(keys)}: delay and jitter need netem, which {kernel.name} "

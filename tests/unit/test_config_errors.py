@@ -96,6 +96,16 @@ def test_lia_is_for_lab_runs_only():
     assert plan_problems(expand(lab, flow_types=["query"])) == []
 
 
+def test_the_reorder_hold_is_for_lab_runs_only():
+    cfg = validate({"hosts": {"reordering": "gro"}})
+    assert plan_problems(expand(cfg, flow_types=["query"]), host=STOCK) == [
+        "hosts.reordering: 'gro' needs the reorder hold, which this machine's kernel 6.18 "
+        "lacks; the pathdiv lab kernel has it: set hosts.kernel: lab [runs of every run]"]
+    lab = validate({"hosts": {"reordering": "gro", "kernel": "lab"}})
+    assert plan_problems(expand(lab, flow_types=["query"])) == []
+    assert lab_kernel_abilities().reorder_hold
+
+
 def test_an_unknown_reordering_level_names_the_levels():
     with pytest.raises(ConfigError, match=r"hosts\.reordering.*'juggler'.*default.*tuned"):
         validate({"hosts": {"reordering": "juggler"}})

@@ -33,3 +33,19 @@ def test_every_level_the_schema_allows_has_settings():
     from pathdiv.experiments.config.schema import SCHEMA
 
     assert set(SCHEMA.fields["hosts"].fields["reordering"].choices) == set(REORDERING)
+
+
+def test_gro_adds_only_the_reorder_hold():
+    default = sysctls(HostSpec("tcp", 1, "cubic"))
+    gro = sysctls(HostSpec("tcp", 1, "cubic", reordering="gro", reorder_hold_us=4000))
+    assert [s for s in gro if s not in default] == ["net.ipv4.tcp_reorder_hold_us=4000"]
+    assert validate({"hosts": {"reordering": "gro"}}).reorder_hold_us == 1000
+
+
+def test_a_hold_out_of_range_is_refused():
+    import pytest
+
+    from pathdiv.experiments.config.load import ConfigError
+
+    with pytest.raises(ConfigError, match=r"hosts\.reorder_hold_us.*1 to 1000000"):
+        validate({"hosts": {"reordering": "gro", "reorder_hold_us": 0}})
