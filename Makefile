@@ -27,7 +27,7 @@ help:
 	@echo "make reproduce CONFIG=configs/noisy.yaml [ARGS=--preview]   reproduce the study into docs/reproduction/"
 	@echo "make lint                          ruff on the Python code"
 	@echo "make kernel                        build the lab kernel (MPTCP rb scheduler), cached"
-	@echo "make kernel-test                   user-space tests of the rb allocation C code"
+	@echo "make kernel-test                   user-space tests of the patches' C code (rb, lia, reorder hold)"
 	@echo "make clean-lab                     remove namespaces/links/processes a killed run left"
 
 need-root:
@@ -70,6 +70,8 @@ clean-lab: need-root $(STAMP)
 kernel: $(STAMP)
 	$(SUDO) $(PY) -m pathdiv.kernels.build build
 
-# The rb allocation C file compiled with a user-space driver and tested (fast, no root).
+# The patches' pure C code (rb allocation, lia window, reorder-hold decisions) compiled
+# with user-space drivers and tested (fast, no root).
 kernel-test: $(STAMP)
-	$(PY) -m pytest tests/unit/test_rb_alloc.py -q
+	$(PY) -m pytest tests/unit/test_rb_alloc.py tests/unit/test_lia_wnd.py \
+		tests/unit/test_reorder_hold.py -q

@@ -18,7 +18,11 @@ LAB_FRAGMENT = KERNELS_DIR / "uml.config"
 
 # The names Linux gives its TCP congestion controls (net/ipv4/tcp_*.c), for the schema.
 KNOWN_CCS = ("reno", "cubic", "bbr", "dctcp", "bic", "highspeed", "htcp", "hybla",
-             "illinois", "lp", "nv", "scalable", "vegas", "veno", "westwood", "yeah", "cdg")
+             "illinois", "lp", "nv", "scalable", "vegas", "veno", "westwood", "yeah", "cdg",
+             "lia")
+# Those only the lab kernel's patches register (kernels/patches): lia, RFC 6356's coupled
+# congestion control for MPTCP subflows (plain TCP sockets run it as Reno).
+LAB_ONLY_CCS = ("lia",)
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class KernelAbilities:
     schedulers: frozenset[str]
     mptcp: bool
     netem: bool
+    reorder_hold: bool = False  # net.ipv4.tcp_reorder_hold_us (hosts.reordering: gro)
 
 
 def fragment_ccs(fragment: str) -> set[str]:
@@ -38,12 +43,24 @@ def fragment_ccs(fragment: str) -> set[str]:
     return {"reno"} | {name.lower() for name in found if name != "ADVANCED"}
 
 
+def _registered_names(patches: Iterable[str], ops: str) -> set[str]:
+    """`.name = "x"` of the `struct <ops>` initialisers the patches add, file by file."""
+    names: set[str] = set()
+    for text in patches:
+        for part in re.split(r"^\+\+\+ ", text, flags=re.M)[1:]:
+            if re.search(rf"^\+.*\bstruct {ops}\b[^;(]*=", part, re.M):
+                names |= set(re.findall(r'^\+\s*\.name\s*=\s*"([a-z0-9_]+)",', part, re.M))
+    return names
+
+
 def patch_schedulers(patches: Iterable[str]) -> set[str]:
     """MPTCP schedulers the patch series registers (`.name = "rb"`), plus the default."""
-    names = {"default"}
-    for text in patches:
-        names |= set(re.findall(r'^\+\s*\.name\s*=\s*"([a-z0-9_]+)",', text, re.M))
-    return names
+    return {"default"} | _registered_names(patches, "mptcp_sched_ops")
+
+
+def patch_ccs(patches: Iterable[str]) -> set[str]:
+    """TCP congestion controls the patch series registers (`.name = "lia"`)."""
+    return _registered_names(patches, "tcp_congestion_ops")
 
 
 def lab_kernel_abilities(kernels_dir: Path = KERNELS_DIR,
@@ -52,8 +69,10 @@ def lab_kernel_abilities(kernels_dir: Path = KERNELS_DIR,
     patches = [p.read_text() for p in sorted((kernels_dir / "patches").glob("*.patch"))]
     return KernelAbilities(
         name="the pathdiv lab kernel",
-        ccs=frozenset(fragment_ccs(text)),
+        ccs=frozenset(fragment_ccs(text) | patch_ccs(patches)),
         schedulers=frozenset(patch_schedulers(patches)),
         mptcp=bool(re.search(r"^CONFIG_MPTCP=y", text, re.M)),
         netem=bool(re.search(r"^CONFIG_NET_SCH_NETEM=y", text, re.M)),
+        reorder_hold=any(re.search(r'^\+\s*\.procname\s*=\s*"tcp_reorder_hold_us"', p, re.M)
+                         for p in patches),
     )

@@ -11,6 +11,14 @@ Modes (each prints one JSON object on stdout):
   goodput  one N-subflow transfer, no shaping: goodput in Mbit/s
   fct      F concurrent N-subflow transfers through one shallow-buffered bottleneck:
            mean flow completion time per scheduler
+  share    per congestion control (net.ipv4.tcp_congestion_control of both namespaces):
+           one N-subflow MPTCP connection and one TCP connection download at once
+           through one bottleneck; bytes each got in a window after a warm-up, and the
+           ratio MPTCP / TCP (coupled congestion control: lia ~1, uncoupled cubic ~N)
+  spray    per reordering level (hosts.reordering's sysctls; gro with --hold-us): one TCP
+           transfer sprayed round robin, packet by packet, over P parallel paths of
+           different delays (nftables numgen marks, a prio qdisc with one netem per
+           path); the sender's retransmitted share, DSACKs and goodput
 
 Only the standard library and dpkt (capture parsing) are needed.
 """
@@ -31,7 +39,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-NS_SERVER, NS_CLIENT = "pdlab-s", "pdlab-c"
+NS_SERVER, NS_CLIENT, NS_ROUTER = "pdlab-s", "pdlab-c", "pdlab-r"
 DEV_SERVER, DEV_CLIENT = "pdlab-s0", "pdlab-c0"
 SERVER_ADDR = "10.77.0.1"
 PORT = 5201
@@ -135,30 +143,55 @@ def interleave_fraction(packets: Sequence[tuple[int, tuple, int]]) -> tuple[floa
 # ------------------------------------------------------------------ namespaces and processes
 
 
-def sh(*argv: str, ns: str | None = None, check: bool = True) -> str:
+def sh(*argv: str, ns: str | None = None, check: bool = True, stdin: str | None = None) -> str:
     cmd = (["ip", "netns", "exec", ns] if ns else []) + list(argv)
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    res = subprocess.run(cmd, capture_output=True, text=True, input=stdin)
     if check and res.returncode != 0:
         raise RuntimeError(f"`{' '.join(cmd)}` exited {res.returncode}: {res.stderr.strip()}")
     return res.stdout
 
 
 def teardown() -> None:
-    for ns in (NS_SERVER, NS_CLIENT):
+    for ns in (NS_SERVER, NS_CLIENT, NS_ROUTER):
         sh("ip", "netns", "del", ns, check=False)
 
 
 @contextlib.contextmanager
-def lab(subflows: int, delay_ms: float, rate_mbit: float, queue_pkts: int) -> Iterator[None]:
-    """Two namespaces, one veth pair, ``subflows`` client addresses as MPTCP endpoints."""
+def lab(subflows: int, delay_ms: float, rate_mbit: float, queue_pkts: int,
+        router: bool = False) -> Iterator[None]:
+    """Two namespaces, one veth pair, ``subflows`` client addresses as MPTCP endpoints.
+
+    With ``router`` the pair becomes two, bridged in a third namespace whose port towards
+    the client holds the shaping, and the delay is on the data path, the server's egress
+    (netem orphans the packets it holds): otherwise TCP small queues, which count a
+    packet against its socket until the veth's far side frees it, keep every socket to a
+    few packets in the bottleneck queue, which never overflows, and the sockets share it
+    equally whatever their congestion control."""
     teardown()
     try:
         for ns in (NS_SERVER, NS_CLIENT):
             sh("ip", "netns", "add", ns)
             sh("ip", "link", "set", "lo", "up", ns=ns)
             sh("ip", "mptcp", "limits", "set", "subflow", "8", "add_addr_accepted", "8", ns=ns)
-        sh("ip", "link", "add", DEV_SERVER, "netns", NS_SERVER, "type", "veth",
-           "peer", "name", DEV_CLIENT, "netns", NS_CLIENT)
+            # no run inherits ssthresh or RTT from the previous one (the TCP metrics cache)
+            sh("sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1", ns=ns)
+        # the devices whose egress delays packets and shapes data
+        ack_side, data_side = (DEV_CLIENT, NS_CLIENT), (DEV_SERVER, NS_SERVER)
+        if router:
+            sh("ip", "netns", "add", NS_ROUTER)
+            sh("ip", "link", "add", "br0", "type", "bridge", ns=NS_ROUTER)
+            for dev, ns, port in ((DEV_SERVER, NS_SERVER, "pdlab-rs"),
+                                  (DEV_CLIENT, NS_CLIENT, "pdlab-rc")):
+                sh("ip", "link", "add", dev, "netns", ns, "type", "veth", "peer", "name", port,
+                   "netns", NS_ROUTER)
+                sh("ip", "link", "set", port, "master", "br0", "up", ns=NS_ROUTER)
+                sh("ethtool", "-K", port, "tso", "off", "gso", "off", "gro", "off",
+                   ns=NS_ROUTER, check=False)
+            sh("ip", "link", "set", "br0", "up", ns=NS_ROUTER)
+            ack_side, data_side = (DEV_SERVER, NS_SERVER), ("pdlab-rc", NS_ROUTER)
+        else:
+            sh("ip", "link", "add", DEV_SERVER, "netns", NS_SERVER, "type", "veth",
+               "peer", "name", DEV_CLIENT, "netns", NS_CLIENT)
         sh("ip", "addr", "add", f"{SERVER_ADDR}/24", "dev", DEV_SERVER, ns=NS_SERVER)
         for i in range(subflows):
             sh("ip", "addr", "add", f"{client_addr(i)}/24", "dev", DEV_CLIENT, ns=NS_CLIENT)
@@ -170,11 +203,55 @@ def lab(subflows: int, delay_ms: float, rate_mbit: float, queue_pkts: int) -> It
             # one segment per packet on the wire, as on a real link
             sh("ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", ns=ns, check=False)
         if delay_ms:
-            sh("tc", "qdisc", "add", "dev", DEV_CLIENT, "root", "netem", "delay",
-               f"{delay_ms}ms", ns=NS_CLIENT)
+            sh("tc", "qdisc", "add", "dev", ack_side[0], "root", "netem", "delay",
+               f"{delay_ms}ms", ns=ack_side[1])
         if rate_mbit:
-            sh("tc", "qdisc", "add", "dev", DEV_SERVER, "root", "tbf", "rate", f"{rate_mbit}mbit",
-               "burst", "3028", "limit", str(queue_pkts * 1514), ns=NS_SERVER)
+            sh("tc", "qdisc", "add", "dev", data_side[0], "root", "tbf", "rate",
+               f"{rate_mbit}mbit", "burst", "3028", "limit", str(queue_pkts * 1514),
+               ns=data_side[1])
+        yield
+    finally:
+        teardown()
+
+
+def set_sysctls(*settings: str) -> None:
+    for ns in (NS_SERVER, NS_CLIENT):
+        if settings:
+            sh("sysctl", "-qw", *settings, ns=ns)
+
+
+@contextlib.contextmanager
+def spray_lab(delays_ms: Sequence[float], rate_mbit: float, queue_pkts: int,
+              ack_delay_ms: float) -> Iterator[None]:
+    """Two namespaces, one veth pair; server-to-client packets sprayed round robin over
+    len(delays_ms) paths, each a netem of its own delay at ``rate_mbit``."""
+    teardown()
+    try:
+        for ns in (NS_SERVER, NS_CLIENT):
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "set", "lo", "up", ns=ns)
+        sh("ip", "link", "add", DEV_SERVER, "netns", NS_SERVER, "type", "veth",
+           "peer", "name", DEV_CLIENT, "netns", NS_CLIENT)
+        sh("ip", "addr", "add", f"{SERVER_ADDR}/24", "dev", DEV_SERVER, ns=NS_SERVER)
+        sh("ip", "addr", "add", f"{client_addr(0)}/24", "dev", DEV_CLIENT, ns=NS_CLIENT)
+        for ns, dev in ((NS_SERVER, DEV_SERVER), (NS_CLIENT, DEV_CLIENT)):
+            sh("ip", "link", "set", dev, "up", ns=ns)
+            sh("ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", ns=ns, check=False)
+        paths = len(delays_ms)
+        sh("tc", "qdisc", "add", "dev", DEV_SERVER, "root", "handle", "1:", "prio", "bands",
+           str(paths), "priomap", *["0"] * 16, ns=NS_SERVER)
+        for i, delay in enumerate(delays_ms):
+            sh("tc", "filter", "add", "dev", DEV_SERVER, "parent", "1:", "protocol", "ip",
+               "prio", "1", "handle", str(i + 1), "fw", "flowid", f"1:{i + 1}", ns=NS_SERVER)
+            sh("tc", "qdisc", "add", "dev", DEV_SERVER, "parent", f"1:{i + 1}", "handle",
+               f"{10 + i}:", "netem", "delay", f"{delay}ms", "rate", f"{rate_mbit}mbit",
+               "limit", str(queue_pkts), ns=NS_SERVER)
+        sh("nft", "-f", "-", ns=NS_SERVER, stdin=(
+            "table ip pdspray {\n chain out {\n  type filter hook output priority 0;\n"
+            f"  tcp sport {PORT} meta mark set numgen inc mod {paths} offset 1\n }}\n}}\n"))
+        if ack_delay_ms:
+            sh("tc", "qdisc", "add", "dev", DEV_CLIENT, "root", "netem", "delay",
+               f"{ack_delay_ms}ms", ns=NS_CLIENT)
         yield
     finally:
         teardown()
@@ -289,15 +366,176 @@ def serve(connections: int, subflows: int) -> None:
     print(json.dumps({"subflows_at_start": joined}))
 
 
-def fetch(size: int, flows: int) -> None:
-    """``flows`` concurrent MPTCP fetches of ``size`` bytes; print FCTs and goodput."""
+# struct tcp_info (include/uapi/linux/tcp.h): byte offsets of the fields the spray mode reads
+TCP_INFO_FIELDS = {"reordering": (88, "I"), "total_retrans": (100, "I"),
+                   "data_segs_out": (156, "I"), "bytes_sent": (200, "Q"),
+                   "bytes_retrans": (208, "Q"), "dsack_dups": (216, "I"),
+                   "reord_seen": (220, "I")}
+
+
+def tcp_info(sock: socket.socket) -> dict[str, int]:
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    return {name: struct.unpack_from(fmt, raw, off)[0]
+            for name, (off, fmt) in TCP_INFO_FIELDS.items() if off + struct.calcsize(fmt)
+            <= len(raw)}
+
+
+def serve_tcp() -> None:
+    """Answer one plain-TCP request with that many bytes; print the sender's tcp_info."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((SERVER_ADDR, PORT))
+    srv.listen(4)
+    conn, _ = srv.accept()
+    with conn:
+        size = struct.unpack("!Q", conn.recv(8, socket.MSG_WAITALL))[0]
+        chunk = b"\x5a" * 65536
+        while size:
+            size -= conn.send(chunk[: min(size, len(chunk))])
+        conn.shutdown(socket.SHUT_WR)
+        conn.recv(1)  # the client closes once it has every byte: all data is acked
+        info = tcp_info(conn)
+    srv.close()
+    print(json.dumps(info))
+
+
+def stream(connections: int, subflows: int) -> None:
+    """Send to each of ``connections`` clients until it closes. A client asks with one byte:
+    ``m`` (MPTCP: data starts once ``subflows`` subflows are up, at most 10 s) or ``t``."""
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_MPTCP)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((SERVER_ADDR, PORT))
+    srv.listen(16)
+
+    def pour(conn: socket.socket) -> None:
+        chunk = b"\x5a" * 65536
+        with conn:
+            if conn.recv(1) == b"m":
+                deadline = time.monotonic() + 10
+                while (time.monotonic() < deadline
+                       and conn.getsockopt(SOL_MPTCP, MPTCP_INFO, 64)[0] < subflows - 1):
+                    time.sleep(0.01)
+            with contextlib.suppress(OSError):
+                while True:
+                    conn.sendall(chunk)
+
+    threads = []
+    for _ in range(connections):
+        conn, _ = srv.accept()
+        t = threading.Thread(target=pour, args=(conn,))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+    srv.close()
+
+
+def race(warmup_s: float, window_s: float) -> None:
+    """One MPTCP and one TCP download at once; bytes each received in the window."""
+    out: dict[str, dict] = {}
+    barrier = threading.Barrier(2)
+
+    def one(name: str, proto: int) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto) as s:
+            barrier.wait()
+            start = time.monotonic()
+            s.connect((SERVER_ADDR, PORT))
+            s.sendall(b"m" if proto == socket.IPPROTO_MPTCP else b"t")
+            got, mark, end = 0, None, None
+            while chunk := s.recv(1 << 16):
+                got += len(chunk)
+                now = time.monotonic() - start
+                if mark is None and now >= warmup_s:
+                    mark = (now, got)
+                if now >= warmup_s + window_s:
+                    end = (now, got)
+                    break
+            subflows = (s.getsockopt(SOL_MPTCP, MPTCP_INFO, 64)[0] + 1
+                        if proto == socket.IPPROTO_MPTCP else 1)
+        if mark is None or end is None:
+            out[name] = {"bytes": got, "error": "the transfer ended before the window"}
+            return
+        window_bytes = end[1] - mark[1]
+        out[name] = {"window_bytes": window_bytes, "subflows": subflows,
+                     "mbps": round(8 * window_bytes / (end[0] - mark[0]) / 1e6, 3)}
+
+    threads = [threading.Thread(target=one, args=("mptcp", socket.IPPROTO_MPTCP)),
+               threading.Thread(target=one, args=("tcp", socket.IPPROTO_TCP))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print(json.dumps(out))
+
+
+def share_run(cc: str, subflows: int, warmup_s: float, window_s: float) -> dict:
+    """The ``share`` mode for one congestion control (set in both namespaces)."""
+    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+    if cc not in allowed.read_text().split():  # a namespace may only pick an allowed one
+        allowed.write_text(f"{allowed.read_text().strip()} {cc}")
+    set_sysctls(f"net.ipv4.tcp_congestion_control={cc}")
+    # receive buffers far above bandwidth x delay + queue: the senders are window limited
+    # by their congestion windows, so the bottleneck drops and the congestion controls
+    # decide the shares (with autotuned buffers they settle below the drop point and
+    # the receive windows decide)
+    sh("sysctl", "-qw", "net.ipv4.tcp_rmem=4096 4194304 8388608", ns=NS_CLIENT)
+    server = subprocess.Popen(["ip", "netns", "exec", NS_SERVER, sys.executable, __file__,
+                               "stream", "--connections", "2", "--subflows", str(subflows)])
+    try:
+        wait_listening()
+        res = subprocess.run(["ip", "netns", "exec", NS_CLIENT, sys.executable, __file__,
+                              "race", "--warmup-s", str(warmup_s), "--window-s",
+                              str(window_s)], capture_output=True, text=True, timeout=3600)
+        if res.returncode != 0:
+            raise RuntimeError(f"client failed ({res.returncode}): {res.stderr.strip()}")
+        flows = json.loads(res.stdout)
+    finally:  # the server pours until killed (a closed MPTCP peer need not reset it)
+        if server.poll() is None:
+            server.kill()
+    m, t = flows["mptcp"].get("mbps"), flows["tcp"].get("mbps")
+    return {"cc": cc, **flows, "mptcp_to_tcp": round(m / t, 3) if m and t else None}
+
+
+def spray_run(level: str, size: int, hold_us: int) -> dict:
+    """The ``spray`` mode for one hosts.reordering level."""
+    from pathdiv.experiments.fabric.hostsetup import HOLD_SYSCTL, reordering_sysctls
+
+    defaults = ["net.ipv4.tcp_reordering=3", "net.ipv4.tcp_max_reordering=300",
+                "net.ipv4.tcp_recovery=1", "net.ipv4.tcp_dsack=1"]
+    if Path("/proc/sys", *HOLD_SYSCTL.split(".")).exists():
+        defaults.append(f"{HOLD_SYSCTL}=0")
+    set_sysctls(*defaults)  # a level's settings replace the previous level's
+    set_sysctls(*reordering_sysctls(level, hold_us))
+    server = subprocess.Popen(["ip", "netns", "exec", NS_SERVER, sys.executable, __file__,
+                               "serve-tcp"], stdout=subprocess.PIPE, text=True)
+    try:
+        wait_listening()
+        res = subprocess.run(["ip", "netns", "exec", NS_CLIENT, sys.executable, __file__,
+                              "fetch", "--tcp", "--size", str(size)], capture_output=True,
+                             text=True, timeout=3600)
+        if res.returncode != 0:
+            raise RuntimeError(f"client failed ({res.returncode}): {res.stderr.strip()}")
+        fetched = json.loads(res.stdout)
+        info = json.loads(server.communicate(timeout=60)[0])
+    finally:
+        if server.poll() is None:
+            server.kill()
+    retrans = info["bytes_retrans"] / info["bytes_sent"] if info.get("bytes_sent") else None
+    return {"reordering": level, "hold_us": hold_us if level == "gro" else None,
+            "complete": fetched["complete"],
+            "goodput_mbps": fetched["goodput_mbps"], "fct_s": fetched["fct_s"][0],
+            "retrans_share": None if retrans is None else round(retrans, 5), "sender": info}
+
+
+def fetch(size: int, flows: int, proto: int = socket.IPPROTO_MPTCP) -> None:
+    """``flows`` concurrent fetches (MPTCP unless told) of ``size`` bytes; FCTs, goodput."""
     results: list[dict] = [{} for _ in range(flows)]
     barrier = threading.Barrier(flows)
 
     def one(k: int) -> None:
         barrier.wait()
         start = time.monotonic()
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_MPTCP) as s:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto) as s:
             s.connect((SERVER_ADDR, PORT))
             s.sendall(struct.pack("!Q", size))
             got = 0
@@ -353,15 +591,64 @@ def main(argv: Sequence[str] | None = None) -> int:
     f = sub.add_parser("fetch")
     f.add_argument("--size", type=int, required=True)
     f.add_argument("--flows", type=int, default=1)
+    f.add_argument("--tcp", action="store_true", help="plain TCP instead of MPTCP")
+    sub.add_parser("serve-tcp")
+    st = sub.add_parser("stream")
+    st.add_argument("--connections", type=int, default=2)
+    st.add_argument("--subflows", type=int, default=4)
+    r = sub.add_parser("race")
+    r.add_argument("--warmup-s", type=float, default=5.0)
+    r.add_argument("--window-s", type=float, default=20.0)
+    sh_ = sub.add_parser("share")
+    sh_.add_argument("--ccs", nargs="+", default=["cubic", "lia"])
+    sh_.add_argument("--subflows", type=int, default=4)
+    sh_.add_argument("--rate-mbit", type=float, default=20.0)
+    sh_.add_argument("--delay-ms", type=float, default=40.0)
+    sh_.add_argument("--queue-pkts", type=int, default=60)
+    sh_.add_argument("--warmup-s", type=float, default=10.0)
+    sh_.add_argument("--window-s", type=float, default=60.0)
+    sp = sub.add_parser("spray")
+    sp.add_argument("--levels", nargs="+", default=["default", "tuned"])
+    sp.add_argument("--size", type=int, default=10_000_000)
+    sp.add_argument("--delays-ms", type=float, nargs="+", default=[1.0, 2.0, 3.0, 4.0])
+    sp.add_argument("--rate-mbit", type=float, default=5.0, help="per path")
+    sp.add_argument("--queue-pkts", type=int, default=100, help="per path")
+    sp.add_argument("--ack-delay-ms", type=float, default=1.0)
+    sp.add_argument("--hold-us", type=int, default=20000,
+                    help="bound of the reorder hold (level gro): above the reordering the "
+                    "paths cause, which with their queues is 12-20 ms here (measured)")
     args = p.parse_args(argv)
 
     if args.mode == "serve":
         serve(args.connections, args.subflows)
         return 0
     if args.mode == "fetch":
-        fetch(args.size, args.flows)
+        fetch(args.size, args.flows, socket.IPPROTO_TCP if args.tcp else socket.IPPROTO_MPTCP)
         return 0
-    report: dict = {"mode": args.mode, "kernel": sh("uname", "-r").strip(),
+    if args.mode == "serve-tcp":
+        serve_tcp()
+        return 0
+    if args.mode == "stream":
+        stream(args.connections, args.subflows)
+        return 0
+    if args.mode == "race":
+        race(args.warmup_s, args.window_s)
+        return 0
+    kernel = sh("uname", "-r").strip()
+    if args.mode == "share":
+        with lab(args.subflows, args.delay_ms, args.rate_mbit, args.queue_pkts, router=True):
+            runs = [share_run(cc, args.subflows, args.warmup_s, args.window_s)
+                    for cc in args.ccs]
+        print(json.dumps({"mode": "share", "kernel": kernel, "rate_mbit": args.rate_mbit,
+                          "runs": runs}, indent=1))
+        return 0
+    if args.mode == "spray":
+        with spray_lab(args.delays_ms, args.rate_mbit, args.queue_pkts, args.ack_delay_ms):
+            runs = [spray_run(level, args.size, args.hold_us) for level in args.levels]
+        print(json.dumps({"mode": "spray", "kernel": kernel, "delays_ms": args.delays_ms,
+                          "rate_mbit_per_path": args.rate_mbit, "runs": runs}, indent=1))
+        return 0
+    report: dict = {"mode": args.mode, "kernel": kernel,
                     "available_schedulers": available(), "runs": []}
     args.out.mkdir(parents=True, exist_ok=True)
     with lab(args.subflows, args.delay_ms, args.rate_mbit, args.queue_pkts):

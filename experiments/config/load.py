@@ -220,6 +220,14 @@ class Config:
         return str(self.data["hosts"]["scheduler"])
 
     @property
+    def reordering(self) -> str:
+        return str(self.data["hosts"]["reordering"])
+
+    @property
+    def reorder_hold_us(self) -> int:
+        return int(self.data["hosts"]["reorder_hold_us"])
+
+    @property
     def subflow_paths(self) -> str:
         return str(self.data["hosts"]["subflow_paths"])
 

@@ -121,6 +121,10 @@ def _even_k(value: Any) -> str | None:
     return None if value >= 2 and value % 2 == 0 and value <= 58 else "an even integer 2..58"
 
 
+def _reorder_hold(value: Any) -> str | None:
+    return None if 1 <= value <= 1_000_000 else "an integer from 1 to 1000000 (µs)"
+
+
 def _subflows(value: Any) -> str | None:
     return None if 1 <= value <= 8 else "an integer 1..8"
 
@@ -232,8 +236,9 @@ SCHEMA = Section(
                                   choices=("tcp", "mptcp")),
                 "subflows": Leaf(int, 4, "MPTCP subflows per connection on the single "
                                  "interface (ndiffports)", check=_subflows),
-                "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows)",
-                           choices=KNOWN_CCS),
+                "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows); "
+                           "lia = RFC 6356 coupled control of MPTCP subflows (lab kernel; "
+                           "plain TCP runs it as reno)", choices=KNOWN_CCS),
                 "kernel": Leaf(str, "host", "host: this machine's kernel; net: the pathdiv lab "
                                "kernel (RB scheduler)", choices=("host", "lab")),
                 "scheduler": Leaf(str, "default", "MPTCP packet scheduler "
@@ -246,6 +251,19 @@ SCHEMA = Section(
                                       "subflows whose path shares a fabric link with an "
                                       "earlier one are not opened",
                                       choices=("hashed", "disjoint", "eliminate")),
+                "reordering": Leaf(str, "default", "how hosts' TCP tolerates reordering: "
+                                   "default = the kernel's settings; tuned = a higher "
+                                   "initial and maximum reordering degree and RACK without "
+                                   "the duplicate-ACK threshold (net.ipv4.tcp_reordering, "
+                                   "tcp_max_reordering, tcp_recovery, per namespace); gro "
+                                   "= the lab kernel's reorder hold: a receiver holds the "
+                                   "SACKs of out-of-order segments for up to "
+                                   "hosts.reorder_hold_us (Juggler's idea)",
+                                   choices=("default", "tuned", "gro")),
+                "reorder_hold_us": Leaf(int, 1000, "bound of the reorder hold in µs "
+                                        "(hosts.reordering: gro): at least the delay "
+                                        "spread of the paths a flow is sprayed over",
+                                        check=_reorder_hold),
             }
         ),
         "lab": Section(

@@ -14,7 +14,7 @@ from pathlib import Path
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.plan import Run
 from pathdiv.experiments.fabric.conditions import netem_keys
-from pathdiv.kernels.abilities import KernelAbilities, lab_kernel_abilities
+from pathdiv.kernels.abilities import LAB_ONLY_CCS, KernelAbilities, lab_kernel_abilities
 
 # Every process a lab starts (namespace shells, tools, the lab kernel's UML) carries
 # PATHDIV_OWNER=<pid of its pathdiv>, so `pathdiv clean` finds those whose owner died.
@@ -98,6 +98,7 @@ def this_kernel() -> KernelAbilities:
         schedulers=frozenset(available_schedulers()),
         mptcp=Path("/proc/sys/net/mptcp").exists(),
         netem=netem_available(),
+        reorder_hold=Path("/proc/sys/net/ipv4/tcp_reorder_hold_us").exists(),
     )
 
 
@@ -107,7 +108,8 @@ def config_problems(cfg: Config, kernel: KernelAbilities) -> list[str]:
     lab = "; the pathdiv lab kernel has it: set hosts.kernel: lab"
     if cfg.cc not in kernel.ccs:
         problems.append(f"hosts.cc: {cfg.cc!r} is not in {kernel.name} (available: "
-                        f"{', '.join(sorted(kernel.ccs)) or 'none'})")
+                        f"{', '.join(sorted(kernel.ccs)) or 'none'})"
+                        + (lab if cfg.host_kernel == "host" and cfg.cc in LAB_ONLY_CCS else ""))
     if cfg.transport == "mptcp" and not kernel.mptcp:
         problems.append(f"hosts.transport: mptcp, but {kernel.name} has no MPTCP")
     if cfg.scheduler not in kernel.schedulers | {"default"}:
@@ -115,6 +117,10 @@ def config_problems(cfg: Config, kernel: KernelAbilities) -> list[str]:
             f"hosts.scheduler: {cfg.scheduler!r} is not in {kernel.name} (available: "
             f"{', '.join(sorted(kernel.schedulers | {'default'}))})"
             + (lab if cfg.host_kernel == "host" else "; rebuild it with `make kernel`"))
+    if cfg.reordering == "gro" and not kernel.reorder_hold:
+        problems.append(f"hosts.reordering: 'gro' needs the reorder hold, which {kernel.name} "
+                        "lacks" + (lab if cfg.host_kernel == "host" else
+                                   "; rebuild it with `make kernel`"))
     keys = netem_keys(cfg.data)
     if keys and not kernel.netem:
         problems.append(f"{', '.join(keys)}: delay and jitter need netem, which {kernel.name} "

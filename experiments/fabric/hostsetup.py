@@ -21,6 +21,37 @@ from pathdiv.topologies.fattree import FatTree
 # every link, which interface counters and captures would then mix with the traffic.
 NO_IPV6 = ("net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
 
+# `hosts.reordering`: how a host's TCP tells reordering from loss, per namespace (these are
+# per-network-namespace sysctls in both kernels pathdiv runs, 6.12 and later). `default`
+# leaves a new namespace's values: initial reordering degree 3 (duplicate ACKs, or SACKed
+# segments, before a loss is assumed), at most 300, RACK loss detection (tcp_recovery=1):
+# a segment is lost when one sent after it was (S)ACKed more than a reordering window ago;
+# the window is min_rtt/4, but 0 while no reordering was seen on the connection and
+# `tcp_reordering` segments or more are SACKed (net/ipv4/tcp_recovery.c, 6.12).
+# `tuned` starts with degree 32 (up to 1000) and sets RACK_NO_DUPTHRESH (tcp_recovery bit
+# 0x4): RACK's time window applies from the first SACK, and it widens by a step of
+# min_rtt/4 for each DSACK (a spurious retransmission), up to one srtt. `gro` is the lab
+# kernel's reorder hold (kernels/patches/0005-…, net/ipv4/tcp_reorder_hold.h): a receiver
+# holds the SACKs of out-of-order segments for up to `hosts.reorder_hold_us`, so a sender
+# sees no reordering shorter than that (Juggler's idea, without moving packets); the other
+# settings stay the kernel's, so the hold is the only difference from `default`.
+HOLD_SYSCTL = "net.ipv4.tcp_reorder_hold_us"
+REORDERING = {
+    "default": (),
+    "tuned": (
+        "net.ipv4.tcp_reordering=32",
+        "net.ipv4.tcp_max_reordering=1000",
+        "net.ipv4.tcp_recovery=5",
+        "net.ipv4.tcp_dsack=1",
+    ),
+    "gro": (f"{HOLD_SYSCTL}={{hold_us}}",),
+}
+
+
+def reordering_sysctls(level: str, hold_us: int) -> list[str]:
+    """key=value settings of a `hosts.reordering` level."""
+    return [s.format(hold_us=hold_us) for s in REORDERING[level]]
+
 
 @dataclass(frozen=True)
 class HostSpec:
@@ -29,6 +60,8 @@ class HostSpec:
     cc: str
     scheduler: str = "default"
     subflow_paths: str = "hashed"  # hashed | disjoint | eliminate
+    reordering: str = "default"  # default | tuned | gro (REORDERING)
+    reorder_hold_us: int = 1000  # the bound of the reorder hold (gro)
 
     @property
     def userspace_pm(self) -> bool:
@@ -45,6 +78,7 @@ def host_sysctls(intf: str, spec: HostSpec) -> list[str]:
         f"net.ipv4.tcp_congestion_control={spec.cc}",
         "net.ipv4.tcp_no_metrics_save=1",
         f"net.mptcp.enabled={1 if spec.transport == 'mptcp' else 0}",
+        *reordering_sysctls(spec.reordering, spec.reorder_hold_us),
     ]
     if spec.transport == "mptcp" and spec.scheduler != "default":
         sysctls.append(f"net.mptcp.scheduler={spec.scheduler}")

@@ -80,7 +80,8 @@ class Network(StartStop):
             self.net.addHost(name, ip=None)
         self._add_links()
         spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler,
-                        self.cfg.subflow_paths)
+                        self.cfg.subflow_paths, self.cfg.reordering,
+                        self.cfg.reorder_hold_us)
         self.run_scripts("setup", {
             name: (host_commands(self.topo, name, spec) if name in self.topo.hosts else [])
             + self._link_commands(name)

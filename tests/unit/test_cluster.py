@@ -234,7 +234,7 @@ def test_concurrent_writers_lose_no_update(tmp_path):
     """Two processes each set 40 statuses of their own, one at a time, under the lock."""
     script = (
         "import sys\nfrom pathlib import Path\n"
-        "from experiments.cluster.planfile import update_plan\n"
+        "from pathdiv.experiments.cluster.planfile import update_plan\n"
         "folder, who = Path(sys.argv[1]), sys.argv[2]\n"
         "def add(prev, i):\n"
         "    runs = list((prev or {}).get('runs', []))\n"

@@ -13,6 +13,7 @@ from pathdiv.kernels.abilities import (
     KernelAbilities,
     fragment_ccs,
     lab_kernel_abilities,
+    patch_ccs,
     patch_schedulers,
 )
 from tests.conftest import REPO
@@ -75,11 +76,39 @@ def test_the_rb_scheduler_on_the_host_kernel_names_the_levels_and_the_fix():
 def test_the_lab_kernels_abilities_come_from_its_recipe():
     assert fragment_ccs("CONFIG_TCP_CONG_ADVANCED=y\nCONFIG_TCP_CONG_BBR=y\n"
                         "# CONFIG_TCP_CONG_VEGAS is not set\n") == {"reno", "bbr"}
-    assert patch_schedulers(['+\t.name\t\t= "rb",\n', " .name = \"old\",\n"]) == {"default",
-                                                                                    "rb"}
+    sched = ('+++ b/net/mptcp/sched_x.c\n+static struct mptcp_sched_ops x = {\n'
+             '+\t.name\t\t= "rb",\n .name = "old",\n')
+    cc = '+++ b/net/mptcp/cc_x.c\n+static struct tcp_congestion_ops y __read_mostly = {\n' \
+         '+\t.name\t\t= "lia",\n'
+    assert patch_schedulers([sched + cc]) == {"default", "rb"}
+    assert patch_ccs([sched + cc]) == {"lia"}
     lab = lab_kernel_abilities()
-    assert {"default", "rb", "roundrobin"} <= lab.schedulers
-    assert {"cubic", "bbr", "dctcp"} <= lab.ccs and lab.netem and lab.mptcp
+    assert {"default", "rb", "roundrobin"} <= lab.schedulers and "lia" not in lab.schedulers
+    assert {"cubic", "bbr", "dctcp", "lia"} <= lab.ccs and lab.netem and lab.mptcp
+
+
+def test_lia_is_for_lab_runs_only():
+    cfg = validate({"hosts": {"transport": "mptcp", "cc": "lia"}})
+    assert plan_problems(expand(cfg, flow_types=["query"]), host=STOCK) == [
+        "hosts.cc: 'lia' is not in this machine's kernel 6.18 (available: cubic, reno); "
+        "the pathdiv lab kernel has it: set hosts.kernel: lab [runs of every run]"]
+    lab = validate({"hosts": {"transport": "mptcp", "cc": "lia", "kernel": "lab"}})
+    assert plan_problems(expand(lab, flow_types=["query"])) == []
+
+
+def test_the_reorder_hold_is_for_lab_runs_only():
+    cfg = validate({"hosts": {"reordering": "gro"}})
+    assert plan_problems(expand(cfg, flow_types=["query"]), host=STOCK) == [
+        "hosts.reordering: 'gro' needs the reorder hold, which this machine's kernel 6.18 "
+        "lacks; the pathdiv lab kernel has it: set hosts.kernel: lab [runs of every run]"]
+    lab = validate({"hosts": {"reordering": "gro", "kernel": "lab"}})
+    assert plan_problems(expand(lab, flow_types=["query"])) == []
+    assert lab_kernel_abilities().reorder_hold
+
+
+def test_an_unknown_reordering_level_names_the_levels():
+    with pytest.raises(ConfigError, match=r"hosts\.reordering.*'juggler'.*default.*tuned"):
+        validate({"hosts": {"reordering": "juggler"}})
 
 
 def test_a_file_that_is_not_utf8_is_named_with_the_bad_byte(tmp_path):
