@@ -93,8 +93,11 @@ def _dev_bytes(ns: str, intf: str) -> int:
     raise AssertionError(f"{intf} not in /proc/net/dev of {ns}")
 
 
-def _wait_until_still(path: Path, quiet_s: float = 0.6, timeout_s: float = 20) -> None:
-    """Wait until the file has stopped growing for quiet_s."""
+def _wait_until_still(path: Path, quiet_s: float = 2.5, timeout_s: float = 30) -> None:
+    """Wait until the file has stopped growing for quiet_s: longer than libpcap's 1 s
+    buffer timeout (tcpdump -U without --immediate-mode hands packets over a block at a
+    time), or the last block is still in the kernel when SIGINT drops it (seen at 0.6 s:
+    a fifth of the bytes missing, 0 'dropped by kernel')."""
     deadline = time.monotonic() + timeout_s
     size, since = -1, time.monotonic()
     while time.monotonic() < deadline:
