@@ -68,3 +68,27 @@ def dataplane_class(name: str):
     if tools is None:
         pytest.skip(f"bmv2 not available: {reason}")
     return Bmv2DataPlane
+
+
+def build_patch_driver(work: Path, patch_name: str, files: list[str], driver: str,
+                       sources: list[str]) -> Path:
+    """Compile a user-space driver (kernels/test/`driver`.c) against kernel C files that a
+    patch creates (`files`: paths in the kernel tree, written into `work`), plus the
+    `sources` among them; skip when no C compiler is found. Returns the binary."""
+    from pathdiv.kernels.build import KERNELS_DIR, new_file_from_patch
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip(f"no C compiler (cc/gcc) to build the user-space {driver}")
+    patch = (KERNELS_DIR / "patches" / patch_name).read_text()
+    for path in files:
+        (work / Path(path).name).write_text(new_file_from_patch(patch, path))
+    binary = work / driver
+    subprocess.run(
+        [cc, "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1",
+         "-I", str(KERNELS_DIR / "test" / "include"), "-I", str(work),
+         "-o", str(binary), str(KERNELS_DIR / "test" / f"{driver}.c"),
+         *(str(work / name) for name in sources)],
+        check=True,
+    )
+    return binary

@@ -8,33 +8,20 @@ driver (kernels/test/lia_wnd_driver.c) answers one question per line.
 from __future__ import annotations
 
 import random
-import shutil
 import subprocess
 
 import pytest
 
-from pathdiv.kernels.build import KERNELS_DIR, new_file_from_patch
+from tests.conftest import build_patch_driver
 
 LIA_PATCH = "0004-mptcp-add-the-lia-coupled-congestion-control.patch"
 
 
 @pytest.fixture(scope="module")
 def lia(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler (cc/gcc) to build the user-space lia driver")
-    work = tmp_path_factory.mktemp("lia")
-    patch = (KERNELS_DIR / "patches" / LIA_PATCH).read_text()
-    for name in ("cc_lia_wnd.c", "cc_lia_wnd.h"):
-        (work / name).write_text(new_file_from_patch(patch, f"net/mptcp/{name}"))
-    binary = work / "lia_wnd_driver"
-    subprocess.run(
-        [cc, "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1",
-         "-I", str(KERNELS_DIR / "test" / "include"), "-I", str(work),
-         "-o", str(binary), str(KERNELS_DIR / "test" / "lia_wnd_driver.c"),
-         str(work / "cc_lia_wnd.c")],
-        check=True,
-    )
+    binary = build_patch_driver(tmp_path_factory.mktemp("lia"), LIA_PATCH,
+                                ["net/mptcp/cc_lia_wnd.c", "net/mptcp/cc_lia_wnd.h"],
+                                "lia_wnd_driver", ["cc_lia_wnd.c"])
     proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
 

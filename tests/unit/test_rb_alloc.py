@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import itertools
 import random
-import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from pathdiv.kernels.build import KERNELS_DIR, new_file_from_patch
+from tests.conftest import build_patch_driver
 
 ALLOC_PATCH = "0002-mptcp-add-the-packet-allocation-of-the-rb-scheduler.patch"
 ALL = (1 << 16) - 1
@@ -65,22 +64,9 @@ class Alloc:
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler (cc/gcc) to build the user-space allocation driver")
-    work = tmp_path_factory.mktemp("rb_alloc")
-    patch = (KERNELS_DIR / "patches" / ALLOC_PATCH).read_text()
-    for name in ("sched_rb_alloc.c", "sched_rb_alloc.h"):
-        (work / name).write_text(new_file_from_patch(patch, f"net/mptcp/{name}"))
-    binary = work / "rb_alloc_driver"
-    subprocess.run(
-        [cc, "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1",
-         "-I", str(KERNELS_DIR / "test" / "include"), "-I", str(work),
-         "-o", str(binary), str(KERNELS_DIR / "test" / "rb_alloc_driver.c"),
-         str(work / "sched_rb_alloc.c")],
-        check=True,
-    )
-    return binary
+    return build_patch_driver(tmp_path_factory.mktemp("rb_alloc"), ALLOC_PATCH,
+                              ["net/mptcp/sched_rb_alloc.c", "net/mptcp/sched_rb_alloc.h"],
+                              "rb_alloc_driver", ["sched_rb_alloc.c"])
 
 
 @pytest.fixture

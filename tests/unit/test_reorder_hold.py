@@ -7,12 +7,11 @@ driver (kernels/test/reorder_hold_driver.c) keeps one socket's state.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 
-from pathdiv.kernels.build import KERNELS_DIR, new_file_from_patch
+from tests.conftest import build_patch_driver
 
 HOLD_PATCH = "0005-tcp-add-a-reorder-hold-for-sprayed-flows.patch"
 PASS, START, START_ACK, ACK, WAIT, CANCEL = range(6)
@@ -21,21 +20,8 @@ MSS = 1000
 
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        pytest.skip("no C compiler (cc/gcc) to build the user-space reorder-hold driver")
-    work = tmp_path_factory.mktemp("reorder_hold")
-    patch = (KERNELS_DIR / "patches" / HOLD_PATCH).read_text()
-    (work / "tcp_reorder_hold.h").write_text(
-        new_file_from_patch(patch, "net/ipv4/tcp_reorder_hold.h"))
-    binary = work / "reorder_hold_driver"
-    subprocess.run(
-        [cc, "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1",
-         "-I", str(KERNELS_DIR / "test" / "include"), "-I", str(work),
-         "-o", str(binary), str(KERNELS_DIR / "test" / "reorder_hold_driver.c")],
-        check=True,
-    )
-    return binary
+    return build_patch_driver(tmp_path_factory.mktemp("reorder_hold"), HOLD_PATCH,
+                              ["net/ipv4/tcp_reorder_hold.h"], "reorder_hold_driver", [])
 
 
 class Receiver:
