@@ -151,18 +151,6 @@ def reading_guide(results: StudyResults) -> list[Block]:
     ]
 
 
-def overview_blocks(results: StudyResults) -> list[Block]:
-    rows = []
-    for c in results.clusters:
-        row: dict[str, Any] = {"cluster": c.label, "n": c.n, "status": c.status}
-        for effect in _effects(results):
-            row[f"{effect} (Pillai p)"] = fmt_p(c.manova_p(effect))
-        rows.append(row)
-    css = ["skipped" if c.status == "skipped" else "" for c in results.clusters]
-    return [Heading("Overview", 2),
-            Table(pd.DataFrame(rows), "MANOVA p-values (Pillai's trace) per cluster", css)]
-
-
 def _effects(results: StudyResults) -> list[str]:
     ivs = list(results.spec.ivs)
     return ivs + ([":".join(ivs)] if len(ivs) > 1 else [])
