@@ -38,6 +38,9 @@ from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
 from pathdiv.topologies.forwarding import forwarding_tables
 
 # Run by path (standard library only), so it needs no installed package in the node.
+# libpcap's block timeout as tcpdump sets it is 1 s, and the kernel retires a block that
+# was opened during one timer period only at the next: 2 periods plus a margin.
+CAPTURE_SETTLE_S = float(os.environ.get("PATHDIV_CAPTURE_SETTLE_S", "2.2"))
 TRANSFER_TOOL = Path(__file__).resolve().parents[1] / "traffic" / "transfer.py"
 
 log = logging.getLogger("pathdiv")
@@ -202,10 +205,11 @@ class Network(StartStop):
             max_packets = limits[link.b.intf]
             intf = link.b.intf
             path = outdir / f"{intf}.pcap"
-            # --immediate-mode: without it packets wait in kernel blocks that are
-            # handed over only on a 1 s timeout, and a stop right after traffic loses them.
-            argv = ["tcpdump", "-n", "-i", intf, "-s", str(snaplen), "-B", "4096", "-U",
-                    "--immediate-mode",
+            # Buffered on both sides (no -U, no --immediate-mode): the kernel hands
+            # packets over in blocks and tcpdump writes whole buffers, so a packet costs
+            # no wake-up or write of its own (in UML each is a host context switch).
+            # stop_capture waits out the block timeout so that nothing is left behind.
+            argv = ["tcpdump", "-n", "-i", intf, "-s", str(snaplen), "-B", "4096",
                     "-Z", "root", "-c", str(max_packets), "-w", str(path), "tcp or icmp"]
             proc = self.node(link.b.node).popen(argv, text=True, stdout=subprocess.DEVNULL,
                                                 stderr=subprocess.PIPE)
@@ -218,7 +222,16 @@ class Network(StartStop):
                 "max_packets": dict(sorted(limits.items()))}
 
     def stop_capture(self) -> dict[str, Any]:
+        """Stop every tcpdump and sum what the kernel dropped.
+
+        libpcap hands a block of packets to tcpdump when the block is full or after its
+        timeout (tcpdump sets 1 s); a SIGINT before that loses the block. So the stop
+        first waits CAPTURE_SETTLE_S after the last packet (the caller's wait_quiet);
+        on the virtual clock that wait costs no wall time.
+        """
         stats: dict[str, Any] = {"dropped_by_kernel": 0, "files_full": []}
+        if self.captures:
+            time.sleep(CAPTURE_SETTLE_S)
         for intf, proc, _ in self.captures:
             if proc.poll() is not None and proc.returncode == 0:
                 stats["files_full"].append(intf)  # exited by itself: hit its -c cap
