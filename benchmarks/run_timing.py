@@ -7,6 +7,7 @@ repetitions chosen in configs/silent.yaml and configs/noisy.yaml.
     python benchmarks/run_timing.py --kernel lab    # the same in the lab kernel (UML)
     python benchmarks/run_timing.py --flow-types query short
     python benchmarks/run_timing.py RESULTS_DIR     # only summarise an existing folder
+    python benchmarks/run_timing.py --kernel lab --patterns noisy --project configs/noisy.yaml
 
 The small plan is each reference config with one switching level (ecmp-mptcp) on this
 machine's kernel (or, with --kernel lab, in one boot of the lab kernel per pattern,
@@ -20,6 +21,12 @@ guest's clock on the lab kernel (virtual time there), the wall clock on the host
 from its first start to its last end) as a fraction of the host link rate: 1.0 is a
 perfect 20 Mbit/s link. Query groups are too short to reach it (handshakes, slow start);
 long flows show whether the emulation keeps up with the configured rate.
+
+`--project CONFIG` adds the projected wall time of CONFIG's whole plan: every run of its
+plan costs the measured host seconds of its pattern and flow type, scaled by the plan's
+iterations over the measured one (traffic is what costs wall time on the virtual clock),
+plus one boot per lab-kernel plan. The small plan measures ecmp-mptcp only; the other
+switching levels carry the same bytes.
 """
 
 from __future__ import annotations
@@ -101,6 +108,39 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def project(config: Path, manifests: list[dict]) -> dict:
+    """Projected wall seconds of `config`'s plan from measured runs (see the docstring).
+
+    A measured run's host seconds split at its capture start: before it, the network
+    build and checks (`_pre_s`; the first run of a folder also holds the boot), after
+    it the traffic (`_traffic_wall_s`), which scales with the plan's iterations."""
+    from pathdiv.experiments.config.load import load
+    from pathdiv.experiments.config.plan import expand
+
+    timed = [m for m in manifests if m.get("status") == "complete" and "_pre_s" in m]
+    later = [m["_pre_s"] for m in timed if not m["_first"]] or [m["_pre_s"] for m in timed]
+    overhead = statistics.median(later) if later else 0.0
+    boot = max((m["_pre_s"] - overhead for m in timed if m["_first"]), default=0.0)
+    traffic: dict[tuple[str, str], list[float]] = {}
+    for m in timed:
+        key = (m["config"]["workload"]["pattern"], m["flow_type"])
+        per_iteration = m["_traffic_wall_s"] / int(m["config"]["workload"]["iterations"])
+        traffic.setdefault(key, []).append(per_iteration)
+    runs = expand(load(config))
+    total, missing = 0.0, set()
+    for run in runs:
+        key = (run.config.data["workload"]["pattern"], run.flow_type)
+        if key not in traffic:
+            missing.add(key)
+            continue
+        total += overhead + statistics.median(traffic[key]) * int(
+            run.config.data["workload"]["iterations"])
+    if any(r.config.data["hosts"]["kernel"] == "lab" for r in runs):
+        total += max(0.0, boot)
+    return {"runs": len(runs), "projected_s": total, "overhead_s": overhead, "boot_s": boot,
+            "missing": sorted(missing)}
+
+
 def small_config(name: str, workdir: Path, kernel: str, flow_types: list[str],
                  clock: str = "virtual") -> Path:
     data = yaml.safe_load((REPO / "configs" / f"{name}.yaml").read_text())
@@ -146,6 +186,11 @@ def read_folder(folder: Path) -> list[dict]:
         m["_transfers"] = list(csv.DictReader(transfers.open())) if transfers.exists() else []
         mtime = path.stat().st_mtime
         m["_wall_s"] = mtime - previous if previous is not None else float("nan")
+        captures = path.parent / "captures"
+        if previous is not None and captures.is_dir():
+            m["_pre_s"] = captures.stat().st_mtime - previous
+            m["_traffic_wall_s"] = mtime - captures.stat().st_mtime
+            m["_first"] = not manifests
         previous = mtime
         manifests.append(m)
     return manifests
@@ -163,6 +208,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="keep the plan's results in this folder")
     parser.add_argument("--patterns", nargs="+", choices=("silent", "noisy"),
                         default=["silent", "noisy"])
+    parser.add_argument("--project", type=Path, metavar="CONFIG",
+                        help="also print the projected wall time of this config's plan")
     args = parser.parse_args()
     host = HostLoad()
     if args.results:
@@ -182,6 +229,12 @@ def main() -> None:
     print(table(rows))
     if not args.results:
         print(f"whole small plan: {host}")
+    if args.project:
+        p = project(args.project, manifests)
+        note = f"; no timing for {p['missing']}: not counted" if p["missing"] else ""
+        print(f"projected wall time of {args.project} ({p['runs']} runs): "
+              f"{p['projected_s'] / 60:.0f} min (per run {p['overhead_s']:.0f} s before the "
+              f"traffic, boot {p['boot_s']:.0f} s{note})")
 
 
 if __name__ == "__main__":

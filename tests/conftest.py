@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -92,3 +93,29 @@ def build_patch_driver(work: Path, patch_name: str, files: list[str], driver: st
         check=True,
     )
     return binary
+
+
+def count_packets(path: Path) -> int:
+    """Records in a classic little-endian pcap file."""
+    buf, n, off = path.read_bytes(), 0, 24
+    while off + 16 <= len(buf):
+        off += 16 + int.from_bytes(buf[off + 8:off + 12], "little")
+        n += 1
+    return n
+
+
+def missing_packets(run_dir: Path) -> dict[str, tuple[int, int]]:
+    """Links whose capture holds fewer packets than their interface counted over the
+    capture window (manifest `interface_counters`): {interface: (captured, counted)}.
+
+    Buffered captures are stopped only after the kernel has handed over its last block;
+    a stop that came too early shows here as a shortfall with 0 'dropped by kernel'."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    counters = manifest["interface_counters"]
+    short = {}
+    for pcap in sorted((run_dir / "captures").glob("*.pcap")):
+        c = counters[pcap.stem]
+        counted, captured = c["rx_packets"] + c["tx_packets"], count_packets(pcap)
+        if captured < counted:
+            short[pcap.stem] = (captured, counted)
+    return short

@@ -7,7 +7,6 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,17 +16,10 @@ from pathdiv.analysis.metrics.table import compute_metrics
 from pathdiv.experiments.config.budget import packet_bytes, run_need
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.config.plan import expand
+from tests.conftest import count_packets
 
 pytestmark = pytest.mark.root
 PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
-
-
-def count_packets(path: Path) -> int:
-    buf, n, off = path.read_bytes(), 0, 24
-    while off + 16 <= len(buf):
-        off += 16 + int.from_bytes(buf[off + 8:off + 12], "little")
-        n += 1
-    return n
 
 
 def test_no_capture_fills_where_the_old_equal_share_would_have(root_fabric, tmp_path):

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from pathdiv.kernels.build import kernel_release
-from tests.conftest import REPO
+from tests.conftest import REPO, missing_packets
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
@@ -122,6 +122,7 @@ def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_fabric
         rows = list(csv.DictReader((out / "runs" / m["run_id"] / "transfers.csv").open()))
         assert len(rows) == 16 and all(r["ok"] == "True" for r in rows), rows
         assert len(list((out / "runs" / m["run_id"] / "captures").glob("*.pcap"))) == 48
+        assert missing_packets(out / "runs" / m["run_id"]) == {}  # nothing lost at the stop
     # the analysis sees all three levels and found every transfer in the captures
     measured = list(csv.DictReader((out / "transfer_metrics.csv").open()))
     assert len(measured) == 3 * 16

@@ -5,7 +5,9 @@
   at least the payload as new (not retransmitted) bytes: MPTCP grouping found them all;
 - throughput ≥ goodput;
 - per link, the bytes in the capture match the interface counters over the capture
-  window within 2% (the runner records them in the manifest as `interface_counters`).
+  window within 2% (the runner records them in the manifest as `interface_counters`),
+  and the capture holds every packet they counted (captures are buffered: a stop before
+  the kernel hands over its last block would lose it).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 
 from pathdiv.analysis.capture.flows import capture_files, read_link_captures
 from pathdiv.analysis.metrics.table import compute_metrics, topology_of
+from tests.conftest import missing_packets
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,6 +111,7 @@ def test_link_bytes_match_interface_counters(results: Path) -> None:
                         "bytes over the capture window); the runner must record them")
         stop = manifest["capture"]["stop"]
         assert stop["dropped_by_kernel"] == 0 and not stop["files_full"], stop
+        assert missing_packets(mpath.parent) == {}
         topo = topology_of(manifest["config"])
         pk = read_link_captures(mpath.parent / "captures", topo)
         captured = pk.groupby("link")["wire_len"].sum()
