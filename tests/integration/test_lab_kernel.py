@@ -116,7 +116,7 @@ def test_sigint_mid_run_leaves_no_uml_process(lab_kernel, tmp_path):
         assert list(share.glob(".labkernel/*/release")), "the guest did not boot within 120 s"
         assert _uml_processes(lab_kernel, share)
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        proc.wait(timeout=180)  # 60 s was once too short at load 14
     finally:
         if proc.poll() is None:
             proc.kill()
