@@ -20,6 +20,7 @@ from pathdiv.experiments.config.plan import Run, expand, parse_only, quick_confi
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
+from pathdiv.experiments.fabric.lifecycle import restore_sigint
 from pathdiv.experiments.fabric.network import NetworkError
 
 log = logging.getLogger("pathdiv")
@@ -454,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    restore_sigint()  # started by a script with `&`: still stop on SIGINT, as Ctrl-C
     if args.debug:
         from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
 

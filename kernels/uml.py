@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pathdiv.experiments.fabric.environment import OWNER_ENV
+from pathdiv.experiments.fabric.lifecycle import restore_sigint
 from pathdiv.kernels.build import LabKernelError, build_lab_kernel, find_lab_kernel
 
 KERNELS_DIR = Path(__file__).resolve().parent
@@ -387,6 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise KeyboardInterrupt  # `kill`, `timeout`: stop UML as on Ctrl-C
 
     signal.signal(signal.SIGTERM, interrupt)
+    restore_sigint()
     try:
         if args.cmd == "build":
             print(build_lab_kernel(args.jobs, log=lambda m: print(m, file=sys.stderr)))

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from pathdiv.experiments.fabric.lifecycle import restore_sigint
+
 REPO = Path(__file__).resolve().parents[1]
+# A suite started by a script with `&` inherits SIGINT ignored, and so would every
+# process the tests start and then stop with SIGINT, as a user's Ctrl-C.
+restore_sigint()
 
 
 def namespaces_usable() -> str | None:

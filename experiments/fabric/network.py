@@ -236,7 +236,9 @@ class Network(StartStop):
             if proc.poll() is not None and proc.returncode == 0:
                 stats["files_full"].append(intf)  # exited by itself: hit its -c cap
             with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGINT)
+                # SIGTERM, not SIGINT: tcpdump flushes its buffer on either, and a
+                # script's `pathdiv ... &` starts it with SIGINT ignored
+                proc.send_signal(signal.SIGTERM)
             try:
                 _, err = proc.communicate(timeout=10)
             except subprocess.TimeoutExpired:

@@ -19,9 +19,15 @@ pytestmark = pytest.mark.root
 PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
 
 
-def start_probe(until: str = "network up") -> subprocess.Popen[str]:
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a script's `pathdiv ... &` starts it
+
+
+def start_probe(until: str = "network up", sigint_ignored: bool = False
+                ) -> subprocess.Popen[str]:
     proc = subprocess.Popen([*PATHDIV, "-v", "probe", "configs/class-probe.yaml"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_ignore_sigint if sigint_ignored else None)
     wait_for_line(proc, proc.stderr, until, 60, "pathdiv probe")
     return proc
 
@@ -43,8 +49,9 @@ def owned_by(pid: int) -> list[int]:
     return [p for p, owner in owned_processes() if owner == pid]
 
 
-def test_ctrl_c_tears_everything_down(root_fabric):
-    proc = start_probe()
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["terminal", "background"])
+def test_ctrl_c_tears_everything_down(root_fabric, sigint_ignored):
+    proc = start_probe(sigint_ignored=sigint_ignored)
     assert owned_by(proc.pid), "the lab should be running before Ctrl-C"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
