@@ -43,6 +43,9 @@ from pathlib import Path
 import yaml
 from hoststat import HostLoad
 
+from pathdiv.experiments.config.load import load
+from pathdiv.experiments.config.plan import expand
+
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("build_s", "traffic_s", "teardown_s")
 
@@ -114,9 +117,6 @@ def project(config: Path, manifests: list[dict]) -> dict:
     A measured run's host seconds split at its capture start: before it, the network
     build and checks (`_pre_s`; the first run of a folder also holds the boot), after
     it the traffic (`_traffic_wall_s`), which scales with the plan's iterations."""
-    from pathdiv.experiments.config.load import load
-    from pathdiv.experiments.config.plan import expand
-
     timed = [m for m in manifests if m.get("status") == "complete" and "_pre_s" in m]
     later = [m["_pre_s"] for m in timed if not m["_first"]] or [m["_pre_s"] for m in timed]
     overhead = statistics.median(later) if later else 0.0

@@ -40,7 +40,7 @@ from pathdiv.topologies.forwarding import forwarding_tables
 # Run by path (standard library only), so it needs no installed package in the node.
 # libpcap's block timeout as tcpdump sets it is 1 s, and the kernel retires a block that
 # was opened during one timer period only at the next: 2 periods plus a margin.
-CAPTURE_SETTLE_S = float(os.environ.get("PATHDIV_CAPTURE_SETTLE_S", "2.2"))
+CAPTURE_SETTLE_S = 2.2
 TRANSFER_TOOL = Path(__file__).resolve().parents[1] / "traffic" / "transfer.py"
 
 log = logging.getLogger("pathdiv")
@@ -225,7 +225,7 @@ class Network(StartStop):
         """Stop every tcpdump and sum what the kernel dropped.
 
         libpcap hands a block of packets to tcpdump when the block is full or after its
-        timeout (tcpdump sets 1 s); a SIGINT before that loses the block. So the stop
+        timeout (tcpdump sets 1 s); a stop signal before that loses the block. So the stop
         first waits CAPTURE_SETTLE_S after the last packet (the caller's wait_quiet);
         on the virtual clock that wait costs no wall time.
         """
