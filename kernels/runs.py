@@ -5,10 +5,11 @@ folder writable, and the guest runs `python -m pathdiv.experiments.runner execut
 FOLDER RUN_ID...` for the plan's lab runs, in plan order. Each run writes its own
 manifest into the folder, recording the kernel it ran on (`uname -r` in the guest) and
 how (`lab_kernel`: runner, clock, image, recipe digest, memory). The host watches the
-folder while the guest runs: progress, plan.json, and two watchdogs, both told apart by
-the guest's heartbeat (its own clock, written every few guest seconds): a run that takes
-longer in guest time than any run of the plan may take, and a guest whose clock stands
-still (in virtual time, a process that polls the clock without sleeping freezes it).
+folder while the guest runs: progress, plan.json, and two watchdogs, fed by the guest's
+heartbeat (its own clock, written every few guest seconds) and by what it writes into the
+run's folder: a run that takes longer in guest time than any run of the plan may take,
+and a guest whose clock stands still while it writes nothing (in virtual time, a
+process that polls the clock without sleeping freezes it).
 
 Pure parts (the guest command, the watchdog bound, what the guest is told) come first;
 `LabSession` holds the side effects.
@@ -46,9 +47,11 @@ REPO_DIR = KERNELS_DIR.parent
 GUEST_ENV = LAB_KERNEL_ENV  # JSON describing the lab kernel, exported to the guest
 PROGRESS_FILE = Path(".labkernel") / "progress.json"  # inside the results folder
 BUILD_ALLOWANCE_S = 120.0  # guest seconds for a network build, capture drain, teardown
-# Wall seconds the guest's clock may stand still (boot included). CPU work costs no
-# guest time, so a busy guest also stands still: once, on a loaded host, the start of
-# a run (between two runs' heartbeats) took 182 s of wall and tripped a 180 s bound.
+# Wall seconds the guest may stand still: its clock does not move and it writes nothing
+# into the run's folder (boot included). CPU work costs no guest time, so a busy guest's
+# clock stands still too: once, on a loaded host, the start of a run (between two runs'
+# heartbeats) took 182 s of wall and tripped a 180 s bound on the clock alone. Its
+# network build was writing node scripts all along, which is why writes count as life.
 FROZEN_WALL_S = 600.0
 
 
@@ -98,8 +101,9 @@ def stall(heartbeat: dict[str, Any] | None, started_guest_s: float | None, bound
     its bound in guest time (pure; `poll` feeds it what it read)."""
     if wall_since_change_s > FROZEN_WALL_S:
         where = "before its first heartbeat" if heartbeat is None else f"during {run_id}"
-        return (f"the lab kernel's clock stood still for {wall_since_change_s:.0f} s of wall "
-                f"time {where}: a process in the guest polls the clock without sleeping "
+        return (f"the lab kernel's clock stood still and it wrote nothing for "
+                f"{wall_since_change_s:.0f} s of wall time {where}: a process in the "
+                "guest polls the clock without sleeping "
                 "(in virtual time every wait must sleep or block); the guest was stopped")
     if heartbeat is not None and started_guest_s is not None:
         spent = float(heartbeat["guest_s"]) - started_guest_s
@@ -107,6 +111,21 @@ def stall(heartbeat: dict[str, Any] | None, started_guest_s: float | None, bound
             return (f"{run_id} did not finish in {spent:.0f} s of guest time (its rounds may "
                     f"take {bound_s:.0f} s); the guest was stopped")
     return None
+
+
+def folder_activity(folder: Path) -> tuple[int, int, int]:
+    """What the guest has written under `folder` so far: (files, bytes, newest mtime in
+    ns). A guest frozen by a polling process writes nothing, a busy one keeps writing
+    (node scripts, captures, logs), so a change tells the two apart."""
+    files = size = newest = 0
+    for root, _, names in os.walk(folder):
+        for name in names:
+            try:
+                st = os.stat(os.path.join(root, name))
+            except OSError:  # written and renamed meanwhile
+                continue
+            files, size, newest = files + 1, size + st.st_size, max(newest, st.st_mtime_ns)
+    return files, size, newest
 
 
 def guest_kernel_description() -> dict[str, Any] | None:
@@ -180,7 +199,8 @@ class LabSession:
         self.bounds: dict[str, float] = {}
         self.desc: dict[str, Any] = {}
         self.heartbeat: dict[str, Any] | None = None
-        self.changed_at = time.monotonic()  # wall time the heartbeat last moved
+        self.changed_at = time.monotonic()  # wall time the guest last showed life
+        self.activity: tuple[int, int, int] | None = None  # of the current run's folder
         self.run_started: dict[str, float] = {}  # guest seconds each run was first seen
 
     @property
@@ -243,6 +263,9 @@ class LabSession:
         current = next((r for r in self.runs if r.run_id not in self.reported), None)
         if current is None:
             return
+        activity = folder_activity(self.folder / "runs" / current.run_id)
+        if activity != self.activity:
+            self.activity, self.changed_at = activity, time.monotonic()
         if self.heartbeat is not None and self.heartbeat.get("run_id") == current.run_id:
             self.run_started.setdefault(current.run_id, float(self.heartbeat["guest_s"]))
         why = stall(self.heartbeat, self.run_started.get(current.run_id),

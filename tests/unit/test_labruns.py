@@ -40,10 +40,11 @@ class FakeGuest:
     """Stands in for uml.run_in_uml; `script` says what the guest does, step by step.
     Each step moves the guest's clock by `step_s` (its heartbeat), unless `frozen`."""
 
-    def __init__(self, script, step_s=1.0, frozen=False):
+    def __init__(self, script, step_s=1.0, frozen=False, wall_step_s=0.0):
         self.script = script
         self.calls = []
         self.step_s, self.frozen, self.guest_s = step_s, frozen, 100.0
+        self.wall_s, self.wall_step_s = 1000.0, wall_step_s  # the host's clock, if faked
 
     def __call__(self, argv, share, kernel, timeout_s, **kw):
         self.calls.append({"argv": argv, "share": share, "kernel": kernel, **kw})
@@ -68,10 +69,15 @@ class FakeGuest:
                     "kernel_release": IMAGE_RELEASE, "lab_kernel": desc,
                     "transfers": {"ok": 1, "total": 1},
                     "timings": {"build_s": 1.0, "traffic_s": 1.0, "teardown_s": 1.0}})
+            elif kind == "write":  # a busy guest: its clock stands, its files grow
+                nodes = run_dir / "lab" / "nodes"
+                nodes.mkdir(parents=True, exist_ok=True)
+                (nodes / f"step{len(list(nodes.iterdir()))}.sh").write_text("ip link\n")
             elif kind == "crash":
                 raise LabKernelError("UML ended without running the command to its end")
             elif kind == "interrupt":
                 raise KeyboardInterrupt
+            self.wall_s += self.wall_step_s
             kw["poll"]()
         return uml.UMLResult(0, "", "", kw["clock"], IMAGE_RELEASE, 1.0)
 
@@ -184,6 +190,49 @@ def test_a_guest_whose_clock_stands_still_is_stopped(tmp_path, monkeypatch, fake
     reason = _plan_statuses(folder)[lab_ids[0]][2]
     assert "the lab kernel's clock stood still" in reason
     assert "polls the clock without sleeping" in reason
+
+
+def _host_clock_of(guest, monkeypatch):
+    """The watchdog's wall clock is the fake guest's: each step takes wall_step_s."""
+    class Clock:
+        @staticmethod
+        def monotonic():
+            return guest.wall_s
+    monkeypatch.setattr(labruns, "time", Clock)
+
+
+def test_a_busy_guest_that_writes_is_not_taken_for_frozen(tmp_path, monkeypatch,
+                                                          fake_machine):
+    """The clock stands still for 4 x 400 s (CPU work costs no guest time) while the run's
+    network build writes its node scripts: alive; the same steps without writes: frozen."""
+    cfg, runs, folder = _lab_plan(tmp_path)
+    lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
+    busy = FakeGuest([("start", 0), *[("write", 0)] * 4, ("complete", 0), ("start", 1),
+                      ("complete", 1)], frozen=True, wall_step_s=400.0)
+    _host_clock_of(busy, monkeypatch)
+    monkeypatch.setattr(uml, "run_in_uml", busy)
+    runner.run_plan(cfg, runs, folder, quiet=True)
+    assert _plan_statuses(folder)[lab_ids[0]][1:] == ("complete", "")
+
+    cfg, runs, folder = _lab_plan(tmp_path / "again")
+    stuck = FakeGuest([("start", 0), *[("start", 0)] * 4, ("complete", 0)], frozen=True,
+                      wall_step_s=400.0)
+    _host_clock_of(stuck, monkeypatch)
+    monkeypatch.setattr(uml, "run_in_uml", stuck)
+    runner.run_plan(cfg, runs, folder, quiet=True)
+    status, reason = _plan_statuses(folder)[lab_ids[0]][1:]
+    assert status == "failed"
+    assert "stood still and it wrote nothing for 800 s of wall time" in reason
+
+
+def test_folder_activity_counts_what_was_written(tmp_path):
+    assert labruns.folder_activity(tmp_path / "missing") == (0, 0, 0)
+    (tmp_path / "lab").mkdir()
+    (tmp_path / "lab" / "a.sh").write_text("abc")
+    files, size, newest = labruns.folder_activity(tmp_path)
+    assert (files, size) == (1, 3) and newest > 0
+    (tmp_path / "lab" / "a.sh").write_text("abcdef")
+    assert labruns.folder_activity(tmp_path)[:2] == (1, 6)
 
 
 def test_stall_tells_slow_from_frozen():
