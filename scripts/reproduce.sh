@@ -14,6 +14,11 @@
 # every cell then has more observations than dependent variables + 1); it lands in
 # docs/reproduction/preview-<name>/ (preview-<name>-<flows> for other flow types).
 # A folder interrupted half way is resumed by running the same command again.
+#
+# SHARDS=N runs the plan as N shards at once (`pathdiv run --shard I/N`, one lab-kernel
+# boot each, logs in the results folder's shard-I.log), then analyses the whole folder.
+# On the virtual clock a shard's results do not depend on the others' load, so N can be
+# the number of cores (docs/reproduction.md).
 set -euo pipefail
 config=${1:?usage: scripts/reproduce.sh CONFIG [--preview]}
 mode=${2:-}
@@ -49,7 +54,45 @@ PY
 fi
 "$py" -m pathdiv.experiments.cli check "$run_config" > "$work/check.txt"
 start=$(date +%s)
-"$py" -m pathdiv.experiments.cli run "$run_config" --out "$work"
+shards=${SHARDS:-1}
+if ! [[ "$shards" =~ ^[1-9][0-9]*$ ]]; then
+    echo "reproduce: SHARDS=$shards: expected a whole number >= 1 (e.g. SHARDS=$(nproc))" >&2
+    exit 2
+fi
+if (( shards == 1 )); then
+    "$py" -m pathdiv.experiments.cli run "$run_config" --out "$work"
+else
+    pids=()
+    stop_shards() {
+        # each shard treats SIGTERM as Ctrl-C: it tears its network down, and its
+        # unfinished run stays pending for the next invocation
+        kill -TERM "${pids[@]}" 2>/dev/null || true
+        wait
+        echo "reproduce: interrupted; run the same command again to resume $work" >&2
+        exit 130
+    }
+    trap stop_shards INT TERM
+    for ((i = 0; i < shards; i++)); do
+        "$py" -m pathdiv.experiments.cli run "$run_config" --out "$work" \
+            --shard "$i/$shards" > "$work/shard-$i.log" 2>&1 &
+        pids+=($!)
+    done
+    echo "reproduce: $shards shards running into $work (logs: $work/shard-*.log)" >&2
+    while kill -0 "${pids[@]}" 2>/dev/null; do
+        sleep 60 & wait $!
+        echo "reproduce: $(date +%T) $("$py" -m pathdiv.experiments.cli status "$work" | head -1)" >&2
+    done
+    failed=0
+    for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+    trap - INT TERM
+    if (( failed )); then
+        tail -n 3 "$work"/shard-*.log >&2
+        echo "reproduce: a shard did not finish every run (see above and $work/plan.json);" \
+            "run the same command again to redo what is not complete" >&2
+        exit 1
+    fi
+    "$py" -m pathdiv.experiments.cli analyze "$work"
+fi
 end=$(date +%s)
 mkdir -p "$dest"
 rm -rf "$dest/plots"
@@ -58,7 +101,7 @@ if [[ -f "$work/reference.json" ]]; then cp "$work/reference.json" "$dest/"; fi
 cp -r "$work/plots" "$dest/plots"
 {
     echo "config: $config${mode:+ ($mode)}"
-    echo "command: scripts/reproduce.sh $config $mode"
+    echo "command: ${SHARDS:+SHARDS=$SHARDS }scripts/reproduce.sh $config $mode"
     echo "commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet || echo ' (with local changes)')"
     echo "wall time: $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s (this invocation, runs and analysis)"
     echo "run time: $("$py" -c 'import json, sys, pathlib; print(round(sum(json.loads(p.read_text())["timings"].get("total_s", 0) for p in pathlib.Path(sys.argv[1]).glob("runs/*/manifest.json")) / 60, 1))' "$work") min (all runs, from their manifests)"
