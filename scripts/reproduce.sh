@@ -22,6 +22,11 @@
 set -euo pipefail
 config=${1:?usage: scripts/reproduce.sh CONFIG [--preview]}
 mode=${2:-}
+shards=${SHARDS:-1}
+if ! [[ "$shards" =~ ^[1-9][0-9]*$ ]]; then
+    echo "reproduce: SHARDS=$shards: expected a whole number >= 1 (e.g. SHARDS=$(nproc))" >&2
+    exit 2
+fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-$root/.venv/bin/python}
 name=$(basename "$config" .yaml)
@@ -54,11 +59,6 @@ PY
 fi
 "$py" -m pathdiv.experiments.cli check "$run_config" > "$work/check.txt"
 start=$(date +%s)
-shards=${SHARDS:-1}
-if ! [[ "$shards" =~ ^[1-9][0-9]*$ ]]; then
-    echo "reproduce: SHARDS=$shards: expected a whole number >= 1 (e.g. SHARDS=$(nproc))" >&2
-    exit 2
-fi
 if (( shards == 1 )); then
     "$py" -m pathdiv.experiments.cli run "$run_config" --out "$work"
 else
@@ -78,9 +78,13 @@ else
         pids+=($!)
     done
     echo "reproduce: $shards shards running into $work (logs: $work/shard-*.log)" >&2
-    while kill -0 "${pids[@]}" 2>/dev/null; do
-        sleep 60 & wait $!
-        echo "reproduce: $(date +%T) $("$py" -m pathdiv.experiments.cli status "$work" | head -1)" >&2
+    ticks=0
+    while kill -0 "${pids[@]}" 2>/dev/null; do  # true while any shard runs
+        sleep 5 & wait $!
+        if (( ++ticks % 12 == 0 )); then
+            echo "reproduce: $(date +%T) $("$py" -m pathdiv.experiments.cli status "$work" \
+                | head -1)" >&2
+        fi
     done
     failed=0
     for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
