@@ -288,7 +288,7 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
     planned = plan_runs if plan_runs is not None else runs
     mine = {r.run_id for r in runs}
     shard_index = shard_of(planned, shard.count) if shard else {}
-    statuses: dict[str, dict[str, str]] = {
+    statuses: dict[str, dict[str, Any]] = {
         r.run_id: {"status": "complete", "reason": ""} for r in done
     }
     outcome = PlanOutcome(folder, {r.run_id: "complete" for r in done})
@@ -325,8 +325,11 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
         status = manifest.get("status", "failed")
         now = time.monotonic()
         eta.finished(run.run_id, now - mark[0] if status == "complete" else None)
+        # the host's wall time of the run (a lab kernel's boot counts towards its first
+        # run): what plans take on this machine, where manifests of lab runs hold guest time
+        statuses[run.run_id] = {"status": status, "reason": manifest.get("error", ""),
+                                "wall_s": round(now - mark[0], 1)}
         mark[0] = now
-        statuses[run.run_id] = {"status": status, "reason": manifest.get("error", "")}
         outcome.statuses[run.run_id] = status
         save_plan()
         tracker.finished(run, status)

@@ -30,13 +30,16 @@ PLAN_OPTIONS = ("reps", "only", "quick", "set", "shards")
 
 # ---- pure ------------------------------------------------------------------------------
 def merged_statuses(previous: dict[str, Any] | None, mine: set[str],
-                    statuses: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-    """Statuses to write: this writer's for its runs (`mine`), the file's for the others."""
-    out: dict[str, dict[str, str]] = {}
+                    statuses: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Statuses to write: this writer's for its runs (`mine`), the file's for the others
+    (status, reason and, once finished, the run's wall time `wall_s`)."""
+    out: dict[str, dict[str, Any]] = {}
     for entry in (previous or {}).get("runs", []):
         run_id = entry.get("run_id")
         if run_id not in mine and "status" in entry:
             out[run_id] = {"status": entry["status"], "reason": entry.get("reason", "")}
+            if "wall_s" in entry:
+                out[run_id]["wall_s"] = entry["wall_s"]
     out.update({k: v for k, v in statuses.items() if k in mine})
     return out
 
@@ -114,16 +117,21 @@ def register_plan(folder: Path, cfg: Config, runs: list[Run], options: dict[str,
     update_plan(folder, build)
 
 
-def plan_document(cfg: Config, runs: list[Run], statuses: dict[str, dict[str, str]],
+def plan_document(cfg: Config, runs: list[Run], statuses: dict[str, dict[str, Any]],
                   previous: dict[str, Any] | None, options: dict[str, Any]) -> dict[str, Any]:
-    """plan.json: every run of this and earlier invocations, with status and reason."""
+    """plan.json: every run of this and earlier invocations, with status and reason, and
+    each finished run's wall time on the host (`wall_s`, kept when a resume finds the run
+    complete)."""
     entries: dict[str, dict[str, Any]] = {}
     for entry in (previous or {}).get("runs", []):
         entries[entry["run_id"]] = entry
     for run in runs:
+        old = entries.get(run.run_id, {})
         entry = {**run.to_dict(), "host_kernel": run.config.host_kernel,
                  "status": "pending", "reason": ""}
         entry.update(statuses.get(run.run_id, {}))
+        if "wall_s" not in entry and "wall_s" in old and old.get("status") == entry["status"]:
+            entry["wall_s"] = old["wall_s"]
         entries[run.run_id] = entry
     return {"name": cfg.name, "source": cfg.source, "options": options,
             "runs": sorted(entries.values(), key=lambda e: (e["repetition"], e["order"]))}

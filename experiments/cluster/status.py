@@ -37,6 +37,8 @@ class RunStatus:
     shard: int | None
     state: str
     note: str = ""
+    flow_type: str = ""
+    wall_s: float | None = None  # the host's wall time of a finished run (plan.json)
 
 
 @dataclass
@@ -85,6 +87,9 @@ class FolderStatus:
                 lines.append(f"{state}:")
                 lines += [f"  {r.run_id}{_where(r, self.shards)}"
                           + (f": {r.note}" if r.note else "") for r in shown]
+        pace = wall_pace(self.runs, self.shards)
+        if pace:
+            lines.append(pace)
         if counts["complete"] == len(self.runs) and self.runs:
             lines.append(f"every run is complete: `pathdiv analyze {self.folder}` makes the "
                          "report")
@@ -123,6 +128,35 @@ def classify(run_state: str, marker: dict[str, Any] | None,
     return "pending", ""
 
 
+def wall_pace(runs: list[RunStatus], shards: int | None) -> str:
+    """The wall time the complete runs took and, at their pace (mean per flow type), what
+    the rest will take; shards run at once, so the slowest shard's rest is the folder's.
+    '' before any run has a wall time."""
+    timed = [r for r in runs if r.state == "complete" and r.wall_s is not None]
+    if not timed:
+        return ""
+    by_type: dict[str, list[float]] = {}
+    for r in timed:
+        by_type.setdefault(r.flow_type, []).append(float(r.wall_s or 0.0))
+    mean = {t: sum(v) / len(v) for t, v in by_type.items()}
+    rest = [r for r in runs if r.state in ("running", "pending")]
+    unknown = sorted({r.flow_type for r in rest if r.flow_type not in mean})
+    paces = ", ".join(f"{t} {m:.0f} s" for t, m in sorted(mean.items()))
+    text = (f"wall time: {sum(float(r.wall_s or 0.0) for r in timed) / 60:.1f} min for "
+            f"{len(timed)} complete run(s) (mean per run: {paces})")
+    if not rest:
+        return text
+    if unknown:
+        return text + f"; no pace yet for {', '.join(unknown)}, so no estimate of the rest"
+    left: dict[int | None, float] = {}
+    for r in rest:
+        key = r.shard if shards else None
+        left[key] = left.get(key, 0.0) + mean[r.flow_type]
+    spread = f" (the slowest of {len(left)} shards)" if shards and len(left) > 1 else ""
+    return text + (f"; about {max(left.values()) / 60:.0f} min to go at that pace"
+                   f"{spread}")
+
+
 # ---- side effects ----------------------------------------------------------------------
 
 
@@ -145,8 +179,10 @@ def folder_status(folder: Path, host: str | None = None) -> FolderStatus:
             manifest = read_json_dict(folder / "runs" / run_id / "manifest.json") or {}
             note = str(manifest.get("error", ""))[:300]
         shard = entry.get("shard")
+        wall = entry.get("wall_s")
         status.runs.append(RunStatus(run_id, int(shard) if shard is not None else None,
-                                     state, note))
+                                     state, note, str(entry.get("flow_type", "")),
+                                     float(wall) if isinstance(wall, int | float) else None))
     for path in sorted((folder / PROGRESS_DIR).glob("shard-*.json")):
         doc = read_json_dict(path)
         if doc and "shard" in doc:

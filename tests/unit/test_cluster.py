@@ -221,13 +221,14 @@ def test_a_shard_of_another_plan_is_refused(tmp_path, capsys):
 
 
 def test_merged_statuses_keep_other_writers_runs():
-    previous = {"runs": [{"run_id": "a", "status": "complete", "reason": ""},
+    previous = {"runs": [{"run_id": "a", "status": "complete", "reason": "", "wall_s": 41.5},
                          {"run_id": "b", "status": "failed", "reason": "x"},
                          {"run_id": "c", "status": "pending", "reason": ""}]}
     merged = planfile.merged_statuses(previous, {"b", "c"}, {"c": {"status": "complete",
-                                                                   "reason": ""}})
-    assert merged == {"a": {"status": "complete", "reason": ""},
-                      "c": {"status": "complete", "reason": ""}}
+                                                                   "reason": "",
+                                                                   "wall_s": 7.0}})
+    assert merged == {"a": {"status": "complete", "reason": "", "wall_s": 41.5},
+                      "c": {"status": "complete", "reason": "", "wall_s": 7.0}}
 
 
 def test_concurrent_writers_lose_no_update(tmp_path):
@@ -324,6 +325,28 @@ def test_status_of_a_planted_folder(tmp_path, capsys):
         sum(1 for r in runs if index[r.run_id] == 0)
     assert main(["status", str(tmp_path / "nope")]) == 1
     assert "has no readable plan.json" in capsys.readouterr().err
+
+
+def test_status_gives_the_wall_time_so_far_and_the_rest_at_that_pace():
+    rs = status.RunStatus
+
+    runs = [rs("q1", 0, "complete", flow_type="query", wall_s=40.0),
+            rs("q2", 1, "complete", flow_type="query", wall_s=50.0),
+            rs("l1", 0, "complete", flow_type="long", wall_s=180.0),
+            rs("q3", 0, "pending", flow_type="query"),
+            rs("l2", 1, "running", flow_type="long"),
+            rs("l3", 1, "pending", flow_type="long"),
+            rs("f1", 1, "failed", flow_type="long", wall_s=3.0)]
+    text = status.wall_pace(runs, shards=2)
+    assert text.startswith("wall time: 4.5 min for 3 complete run(s) (mean per run: "
+                           "long 180 s, query 45 s)")
+    # shard 0 has 45 s to go, shard 1 360 s: they run at once
+    assert text.endswith("about 6 min to go at that pace (the slowest of 2 shards)")
+    unsharded = status.wall_pace([dataclasses.replace(r, shard=None) for r in runs], None)
+    assert unsharded.endswith("about 7 min to go at that pace")  # 45 + 2 x 180 s
+    no_pace = status.wall_pace([*runs, rs("s1", 0, "pending", flow_type="short")], 2)
+    assert no_pace.endswith("no pace yet for short, so no estimate of the rest")
+    assert status.wall_pace([rs("q", None, "pending", flow_type="query")], None) == ""
 
 
 # ---- Slurm scripts ---------------------------------------------------------------------

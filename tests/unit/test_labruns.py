@@ -225,6 +225,29 @@ def test_a_busy_guest_that_writes_is_not_taken_for_frozen(tmp_path, monkeypatch,
     assert "stood still and it wrote nothing for 800 s of wall time" in reason
 
 
+def test_plan_json_records_each_runs_wall_time_and_a_resume_keeps_it(tmp_path, monkeypatch,
+                                                                       fake_machine):
+    """A lab run's manifest holds guest time; plan.json holds what it took on the host,
+    the boot counted towards the first lab run."""
+    cfg, runs, folder = _lab_plan(tmp_path)
+    guest = FakeGuest([("start", 0), ("complete", 0), ("start", 1), ("start", 1),
+                       ("complete", 1)], wall_step_s=20.0)
+    _host_clock_of(guest, monkeypatch)
+    monkeypatch.setattr(runner, "time", labruns.time)
+    monkeypatch.setattr(uml, "run_in_uml", guest)
+    runner.run_plan(cfg, runs, folder, quiet=True)
+    lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
+    walls = {e["run_id"]: e["wall_s"] for e in
+             json.loads((folder / "plan.json").read_text())["runs"]}
+    assert [walls[i] for i in lab_ids] == [40.0, 60.0]
+    host_id = next(r.run_id for r in runs if r.config.host_kernel == "host")
+    assert walls[host_id] == 0.0  # the stand-in host run takes no time on this clock
+    runner.run_plan(cfg, runs, folder, quiet=True)  # everything complete: nothing to do
+    again = {e["run_id"]: e.get("wall_s") for e in
+             json.loads((folder / "plan.json").read_text())["runs"]}
+    assert again == walls
+
+
 def test_folder_activity_counts_what_was_written(tmp_path):
     assert labruns.folder_activity(tmp_path / "missing") == (0, 0, 0)
     (tmp_path / "lab").mkdir()
