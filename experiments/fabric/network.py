@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 import select
 import shlex
 import signal
@@ -77,10 +78,11 @@ class Network(StartStop):
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._cc_restore = allow_cc(self.cfg.cc)
         self.net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
-        for name in self.topo.switches:
-            self.net.addSwitch(name, cls=self.dp.switch_class(), inNamespace=True)
-        for name in self.topo.hosts:
-            self.net.addHost(name, ip=None)
+        with few_descriptors(len(self.topo.nodes)):
+            for name in self.topo.switches:
+                self.net.addSwitch(name, cls=self.dp.switch_class(), inNamespace=True)
+            for name in self.topo.hosts:
+                self.net.addHost(name, ip=None)
         self._add_links()
         spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler,
                         self.cfg.subflow_paths, self.cfg.reordering,
@@ -297,6 +299,36 @@ class Network(StartStop):
                 if line.startswith("FAIL "):
                     failed.append((src, self.topo.address_owner[line.split()[1]]))
         return failed
+
+
+def shell_fd_limit(soft: int, highest_fd: int, nodes: int) -> int | None:
+    """The open-file limit to start `nodes` node shells under, or None to keep `soft`.
+
+    Mininet raises the soft limit to 16384, and `mnexec -c`, which starts every node's
+    shell, closes each descriptor number below the limit: 16384 system calls per node,
+    about 1 s in the lab kernel (User-Mode Linux; ~0.2 s per 16384 on the host kernel).
+    A shell needs only the descriptors this process holds while the shells start (each
+    shell adds a pty pair here), so the limit is that with room to spare, at least 1024.
+    """
+    need = max(1024, highest_fd + 1 + 4 * nodes + 64)
+    return need if need < soft else None
+
+
+@contextlib.contextmanager
+def few_descriptors(nodes: int) -> Iterator[None]:
+    """Start node shells under `shell_fd_limit` (they and their commands inherit it; the
+    hard limit is kept, so a command may raise it), then restore this process's limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    highest = max((int(fd) for fd in os.listdir("/proc/self/fd") if fd.isdigit()),
+                  default=2)
+    limit = shell_fd_limit(soft, highest, nodes)
+    if limit is not None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        yield
+    finally:
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def wait_for_line(
