@@ -14,8 +14,9 @@ machine's kernel (or, with --kernel lab, in one boot of the lab kernel per patte
 on the clock of `--clock`), one repetition, one
 iteration, every flow type.
 
-`host s` is the run's wall time on the host (from the file times of the manifests; the
-first run of a folder includes the boot), `run s` and the phases its own timings: the
+`host s` is the run's wall time on the host (`wall_s` in plan.json, or the manifests'
+file times in folders older than it; the first lab run includes the boot; shards that
+shared the folder are told apart), `run s` and the phases its own timings: the
 guest's clock on the lab kernel (virtual time there), the wall clock on the host kernel.
 `rate` is the median over transfer groups of the group's goodput (its bytes over the time
 from its first start to its last end) as a fraction of the host link rate: 1.0 is a
@@ -173,9 +174,15 @@ def run_small_plan(workdir: Path, flow_types: list[str], kernel: str,
 
 def read_folder(folder: Path) -> list[dict]:
     """The manifests of a results folder, each with its transfers under `_transfers` and
-    its host wall seconds under `_wall_s`: from the previous manifest's write (the
-    folder's config.yaml for the first: the boot included) to its own, as the host's
-    file times say (a lab-kernel run's timings are its guest's clock)."""
+    its host wall seconds under `_wall_s` (a lab-kernel run's timings are its guest's
+    clock): the run's `wall_s` in plan.json, which the host records (the boot counts
+    towards the first lab run); for folders written before it did, from the previous
+    manifest's write (the folder's config.yaml for the first) to its own, as the host's
+    file times say."""
+    plan = folder / "plan.json"
+    recorded = {e["run_id"]: float(e["wall_s"])
+                for e in (json.loads(plan.read_text()).get("runs", []) if plan.exists() else [])
+                if isinstance(e.get("wall_s"), int | float)}
     manifests = []
     paths = sorted(folder.glob("runs/*/manifest.json"), key=lambda p: p.stat().st_mtime)
     previous = (folder / "config.yaml").stat().st_mtime if (folder / "config.yaml").exists() \
@@ -185,7 +192,8 @@ def read_folder(folder: Path) -> list[dict]:
         transfers = path.parent / "transfers.csv"
         m["_transfers"] = list(csv.DictReader(transfers.open())) if transfers.exists() else []
         mtime = path.stat().st_mtime
-        m["_wall_s"] = mtime - previous if previous is not None else float("nan")
+        m["_wall_s"] = recorded.get(path.parent.name,
+                                    mtime - previous if previous is not None else float("nan"))
         captures = path.parent / "captures"
         if previous is not None and captures.is_dir():
             m["_pre_s"] = captures.stat().st_mtime - previous

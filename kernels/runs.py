@@ -280,7 +280,6 @@ class LabSession:
                 continue
             if run_state(self.folder / "runs" / run.run_id) in ("complete", "failed"):
                 self.reported.add(run.run_id)
-                self.last_finish = time.monotonic()
                 manifest = read_json_dict(self.folder / "runs" / run.run_id / "manifest.json")
                 self.on_finished(run, manifest or {})
 
