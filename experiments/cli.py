@@ -82,7 +82,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(describe(runs))
     lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
     if lab_runs:
-        from pathdiv.kernels.runs import describe_lab_kernel
+        from pathdiv.experiments.execute.lab_kernel import describe_lab_kernel
 
         print(f"lab kernel: {lab_runs} run(s) on the pathdiv lab kernel, one boot per clock; "
               f"{describe_lab_kernel()}")
@@ -119,14 +119,14 @@ def _network(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:
 
 def _outside_lab_kernel(cfg: Config) -> bool:
     """hosts.kernel: lab asked for on another kernel: the command boots the lab kernel."""
-    from pathdiv.kernels.runs import guest_kernel_description
+    from pathdiv.experiments.execute.lab_kernel import guest_kernel_description
 
     return cfg.host_kernel == "lab" and guest_kernel_description() is None
 
 
 def _in_lab_kernel(args: argparse.Namespace, cfg: Config) -> int:
-    from pathdiv.kernels.guest_cli import run_in_lab_kernel
-    from pathdiv.kernels.runs import LabKernelError, LabKernelUnavailable
+    from pathdiv.experiments.execute.guest import run_in_lab_kernel
+    from pathdiv.experiments.execute.lab_kernel import LabKernelError, LabKernelUnavailable
 
     try:
         return run_in_lab_kernel(args.command, cfg, json_out=getattr(args, "json", False),

@@ -18,7 +18,7 @@ lab where the lab kernel cannot run; never relabelled as something else). Resumi
 skips complete runs and redoes every other run from scratch (its folder is deleted first).
 
 Runs with hosts.kernel: host execute here, in plan order; then all runs with
-hosts.kernel: lab execute in one boot of the lab kernel per clock (pathdiv.kernels.runs),
+hosts.kernel: lab execute in one boot of the lab kernel per clock (execute.lab_kernel),
 in plan order.
 
 Pure parts (folder naming, state of a run folder, what to resume, manifest skeletons)
@@ -58,6 +58,21 @@ from pathdiv.experiments.config.estimate import PlanClock
 from pathdiv.experiments.config.load import Config, validate
 from pathdiv.experiments.config.plan import Run, expand
 from pathdiv.experiments.dataplane.select import select_dataplane
+from pathdiv.experiments.execute.lab_kernel import (
+    LabKernelUnavailable,
+    LabSession,
+    guest_kernel_description,
+    heartbeat_path,
+    lab_kernel_image,
+    progress_file,
+)
+from pathdiv.experiments.execute.runstate import (
+    STATUSES,
+    base_manifest,
+    finish_manifest,
+    run_state,
+    write_status,
+)
 from pathdiv.experiments.fabric.environment import kernel_release, preflight
 from pathdiv.experiments.fabric.network import Network, NetworkError
 from pathdiv.experiments.fidelity import runhooks as fidelity
@@ -71,13 +86,6 @@ from pathdiv.experiments.manifest import (
     write_json_atomic,
     write_text_atomic,
 )
-from pathdiv.experiments.runstate import (
-    STATUSES,
-    base_manifest,
-    finish_manifest,
-    run_state,
-    write_status,
-)
 from pathdiv.experiments.traffic.rounds import (
     COLUMNS,
     Traffic,
@@ -85,14 +93,6 @@ from pathdiv.experiments.traffic.rounds import (
     with_placement,
 )
 from pathdiv.experiments.traffic.session import run_session, session_manifest
-from pathdiv.kernels.runs import (
-    LabKernelUnavailable,
-    LabSession,
-    guest_kernel_description,
-    heartbeat_path,
-    lab_kernel_image,
-    progress_file,
-)
 
 log = logging.getLogger("pathdiv")
 
@@ -277,7 +277,7 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
              options: dict[str, Any] | None = None, plan_runs: list[Run] | None = None,
              shard: Shard | None = None) -> PlanOutcome:
     """Execute the runs not yet complete in `folder`: host-kernel runs here, in plan order,
-    then every lab-kernel run in one lab-VM boot (see pathdiv.kernels.runs).
+    then every lab-kernel run in one lab-VM boot (see pathdiv.experiments.execute.lab_kernel).
 
     With `shard`, `runs` is that shard's part of `plan_runs` (the whole plan): plan.json
     lists the whole plan and this process sets only its runs' statuses, under a lock, so
@@ -496,7 +496,7 @@ class Heartbeat:
 def main(argv: list[str] | None = None) -> int:
     """`python -m pathdiv.experiments.runner execute FOLDER RUN_ID...`: planned runs, in order.
 
-    This is the command the lab kernel runs (pathdiv.kernels.runs, FOLDER writable): each run
+    This is the command the lab kernel runs (execute.lab_kernel, FOLDER writable): each run
     writes its own manifest.json into the folder. Exit 0 when all are complete, 1 when
     some failed, 2 when the folder or a run id is wrong.
     """

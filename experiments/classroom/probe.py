@@ -106,7 +106,7 @@ def placement_of(net: Network) -> Placement | None:
 def measured_clock() -> str:
     """The clock the probe's rates are measured on: the lab kernel's (virtual or real)
     inside it, the wall clock ("real") anywhere else."""
-    from pathdiv.kernels.runs import guest_kernel_description
+    from pathdiv.experiments.execute.lab_kernel import guest_kernel_description
 
     return str((guest_kernel_description() or {}).get("clock", "real"))
 

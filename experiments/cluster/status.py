@@ -24,8 +24,8 @@ from pathdiv.experiments.cluster.tracking import (
     RUNNING_DIR,
     process_alive,
 )
+from pathdiv.experiments.execute.runstate import run_state
 from pathdiv.experiments.manifest import read_json_dict
-from pathdiv.experiments.runstate import run_state
 
 STATES = ("complete", "failed", "skipped", "running", "pending")
 FINAL = ("complete", "failed", "skipped")

@@ -19,7 +19,7 @@ from pathdiv.kernels.abilities import LAB_ONLY_CCS, KernelAbilities, lab_kernel_
 # Every process a lab starts (namespace shells, tools, the lab kernel's UML) carries
 # PATHDIV_OWNER=<pid of its pathdiv>, so `pathdiv clean` finds those whose owner died.
 OWNER_ENV = "PATHDIV_OWNER"
-LAB_KERNEL_ENV = "PATHDIV_LAB_KERNEL"  # set by pathdiv.kernels.runs in the lab kernel's guest
+LAB_KERNEL_ENV = "PATHDIV_LAB_KERNEL"  # set by experiments.execute.lab_kernel in the guest
 TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "sysctl", "ping", "mnexec")
 
 

@@ -18,8 +18,8 @@ from pathdiv.experiments.cluster.shards import Shard, parse_shard, partition, sh
 from pathdiv.experiments.config.estimate import expected_run_s
 from pathdiv.experiments.config.load import load, validate
 from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.execute.runstate import base_manifest, write_status
 from pathdiv.experiments.manifest import write_json_atomic
-from pathdiv.experiments.runstate import base_manifest, write_status
 from tests.conftest import REPO
 
 
@@ -441,7 +441,7 @@ def test_shipped_example_scripts_are_what_pathdiv_slurm_writes():
 
 
 def test_shards_booting_lab_kernels_into_one_folder_use_their_own_progress_files():
-    from pathdiv.kernels.runs import PROGRESS_FILE, guest_argv, progress_file
+    from pathdiv.experiments.execute.lab_kernel import PROGRESS_FILE, guest_argv, progress_file
 
     assert progress_file(None) == PROGRESS_FILE
     mine = progress_file(Shard(1, 3).name)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pathdiv.experiments.execute.guest import guest_argv
 from pathdiv.kernels import uml
-from pathdiv.kernels.guest_cli import guest_argv
 from tests.conftest import REPO
 
 

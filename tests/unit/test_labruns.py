@@ -14,11 +14,11 @@ import pytest
 from pathdiv.experiments import runner
 from pathdiv.experiments.config.load import validate
 from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.execute import lab_kernel as labruns
+from pathdiv.experiments.execute.runstate import base_manifest
 from pathdiv.experiments.fabric import environment
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, preflight
 from pathdiv.experiments.manifest import write_json_atomic
-from pathdiv.experiments.runstate import base_manifest
-from pathdiv.kernels import runs as labruns
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import LabKernelError
 

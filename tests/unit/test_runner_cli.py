@@ -6,7 +6,7 @@ import pytest
 
 from pathdiv.experiments import runner
 from pathdiv.experiments.cli import main
-from pathdiv.kernels import runs as labruns
+from pathdiv.experiments.execute import lab_kernel as labruns
 from tests.conftest import REPO
 
 

@@ -20,9 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.execute.lab_kernel import (
+    GUEST_ENV,
+    REPO_DIR,
+    kernel_description,
+    lab_kernel_image,
+)
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import kernel_release
-from pathdiv.kernels.runs import GUEST_ENV, REPO_DIR, kernel_description, lab_kernel_image
 
 COMMANDS = ("net", "probe")
 PROBE_TIMEOUT_S = 1800.0  # wall seconds; the probe takes ~1 min of guest time at 20 Mbit/s

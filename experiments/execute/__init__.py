@@ -1,0 +1,1 @@
+"""Executing a run: run-folder state, the lab kernel's host and guest sides."""
