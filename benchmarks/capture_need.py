@@ -1,7 +1,7 @@
 """Captured packets per link against the capture-budget model, for a results folder.
 
 For every complete run it prints the packets each link's capture file holds next to the
-model's need for that link (pathdiv.experiments.config.budget), the largest measured /
+model's need for that link (pathdiv.experiments.plan.budget), the largest measured /
 modelled ratio of any link and the run's total (packets x hops) against the model. A
 ratio above 1.0 means the model undersizes a cap and a capture could be cut.
 
@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from pathdiv.analysis.metrics.table import compute_metrics
-from pathdiv.experiments.config.budget import run_need
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.plan.budget import run_need
+from pathdiv.experiments.plan.runs import expand
 
 GLOBAL_HEADER, RECORD_HEADER = 24, 16
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from pathdiv.analysis.metrics.slowdown import slowdowns
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.plan.runs import expand
 from pathdiv.experiments.runner import execute_run
 
 

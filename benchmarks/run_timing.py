@@ -45,7 +45,7 @@ import yaml
 from hoststat import HostLoad
 
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.plan.runs import expand
 
 REPO = Path(__file__).resolve().parents[1]
 PHASES = ("build_s", "traffic_s", "teardown_s")

@@ -16,12 +16,12 @@ from typing import Any
 from pathdiv.experiments.cluster.slurm import SlurmError
 from pathdiv.experiments.config.load import Config, ConfigError, load
 from pathdiv.experiments.config.names import resolve_config
-from pathdiv.experiments.config.plan import Run, expand, parse_only, quick_config, quick_flow_types
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
 from pathdiv.experiments.fabric.lifecycle import restore_sigint
 from pathdiv.experiments.fabric.network import NetworkError
+from pathdiv.experiments.plan.runs import Run, expand, parse_only, quick_config, quick_flow_types
 
 log = logging.getLogger("pathdiv")
 
@@ -45,7 +45,7 @@ def _config(args: argparse.Namespace) -> Config:
 def _refuse_plan_problems(runs: list[Run]) -> None:
     """Every run held against the kernel it will run on, and its captures against
     capture.budget_mb, before anything starts."""
-    from pathdiv.experiments.config.budget import budget_problems
+    from pathdiv.experiments.plan.budget import budget_problems
 
     budget = budget_problems(runs)
     if budget:
@@ -56,8 +56,8 @@ def _refuse_plan_problems(runs: list[Run]) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from pathdiv.experiments.config.plan import describe, expand
     from pathdiv.experiments.dataplane.select import select_dataplane
+    from pathdiv.experiments.plan.runs import describe, expand
 
     cfg = _config(args)
     runs = expand(cfg)
@@ -91,8 +91,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _print_design(runs: list[Run]) -> None:
     """Capture need and observations per cell of the plan, or what falls short."""
-    from pathdiv.experiments.config.budget import plan_need_mb
-    from pathdiv.experiments.config.design import design_problems, observations_per_cell
+    from pathdiv.experiments.plan.budget import plan_need_mb
+    from pathdiv.experiments.plan.design import design_problems, observations_per_cell
 
     need, which = plan_need_mb(runs)
     if which:

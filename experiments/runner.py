@@ -53,10 +53,7 @@ from pathdiv.experiments.cluster.planfile import (
 )
 from pathdiv.experiments.cluster.shards import Shard, shard_of
 from pathdiv.experiments.cluster.tracking import RunTracker
-from pathdiv.experiments.config.budget import budget_of, run_need
-from pathdiv.experiments.config.estimate import PlanClock
 from pathdiv.experiments.config.load import Config, validate
-from pathdiv.experiments.config.plan import Run, expand
 from pathdiv.experiments.dataplane.select import select_dataplane
 from pathdiv.experiments.execute.lab_kernel import (
     LabKernelUnavailable,
@@ -86,6 +83,9 @@ from pathdiv.experiments.manifest import (
     write_json_atomic,
     write_text_atomic,
 )
+from pathdiv.experiments.plan.budget import budget_of, run_need
+from pathdiv.experiments.plan.estimate import PlanClock
+from pathdiv.experiments.plan.runs import Run, expand
 from pathdiv.experiments.traffic.rounds import (
     COLUMNS,
     Traffic,

@@ -21,8 +21,8 @@ from typing import Any
 
 from pathdiv.experiments.cluster.shards import shard_of
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.plan import Run
 from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.plan.runs import Run
 
 PLAN_FILE = "plan.json"
 PLAN_OPTIONS = ("reps", "only", "quick", "set", "shards")

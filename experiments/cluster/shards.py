@@ -16,8 +16,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pathdiv.experiments.config.estimate import expected_run_s
-from pathdiv.experiments.config.plan import Run
+from pathdiv.experiments.plan.estimate import expected_run_s
+from pathdiv.experiments.plan.runs import Run
 
 SHARD_SYNTAX = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from pathdiv.experiments.cluster.shards import Shard
-from pathdiv.experiments.config.plan import Run
 from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.plan.runs import Run
 
 RUNNING_DIR = "running"
 PROGRESS_DIR = "progress"

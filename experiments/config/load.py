@@ -403,7 +403,7 @@ def condition_problems(data: dict[str, Any]) -> list[str]:
     if sizes not in SIZE_DISTRIBUTIONS and (data["workload"]["pattern"] == "poisson" or
                                             data["workload"]["background"]["pattern"]
                                             == "poisson"):
-        from pathdiv.experiments.traffic.poisson import CdfError, read_cdf
+        from pathdiv.experiments.plan.arrivals import CdfError, read_cdf
 
         try:
             read_cdf(sizes)

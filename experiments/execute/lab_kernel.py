@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.plan import Run
 from pathdiv.experiments.execute.runstate import run_state, write_failed
 from pathdiv.experiments.fabric.environment import LAB_KERNEL_ENV
 from pathdiv.experiments.manifest import read_json_dict
-from pathdiv.experiments.traffic.workloads import rounds
+from pathdiv.experiments.plan.designations import rounds
+from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels import uml
 from pathdiv.kernels.abilities import KERNELS_DIR
 from pathdiv.kernels.build import (

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.config.plan import Run
 from pathdiv.experiments.fabric.environment import kernel_release
 from pathdiv.experiments.manifest import git_revision, write_json_atomic
+from pathdiv.experiments.plan.runs import Run
 
 STATUSES = ("complete", "failed", "skipped")
 

@@ -12,8 +12,8 @@ import subprocess
 from pathlib import Path
 
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.plan import Run
 from pathdiv.experiments.fabric.conditions import netem_keys
+from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels.abilities import LAB_ONLY_CCS, KernelAbilities, lab_kernel_abilities
 
 # Every process a lab starts (namespace shells, tools, the lab kernel's UML) carries

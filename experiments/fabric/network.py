@@ -195,7 +195,7 @@ class Network(StartStop):
         """tcpdump on every link's upper-end interface (both directions), headers only.
 
         `caps` gives each file its packet cap by interface (sized from the plan's need:
-        pathdiv.experiments.config.budget); without it every file gets an equal share of
+        pathdiv.experiments.plan.budget); without it every file gets an equal share of
         budget_mb (snaplen + 16 bytes of record header per packet). Either way a run
         cannot fill the disk.
         """

@@ -32,8 +32,8 @@ from typing import Any
 
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
 from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
+from pathdiv.experiments.plan.designations import Request, Round
 from pathdiv.experiments.traffic.placement import Placement, place_argv
-from pathdiv.experiments.traffic.workloads import Request, Round
 from pathdiv.topologies.fattree import FatTree
 
 log = logging.getLogger("pathdiv")

@@ -29,8 +29,9 @@ from typing import Any
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.fabric.network import Network, wait_for_line
+from pathdiv.experiments.plan.arrivals import Flow, arrivals, size_cdf
+from pathdiv.experiments.plan.designations import derangement, rounds
 from pathdiv.experiments.traffic.events import EventApplier, timeline
-from pathdiv.experiments.traffic.poisson import Flow, arrivals, size_cdf
 from pathdiv.experiments.traffic.rounds import (
     FETCH_GRACE_S,
     SERVER_READY_S,
@@ -39,7 +40,6 @@ from pathdiv.experiments.traffic.rounds import (
     run_workload,
     start_servers,
 )
-from pathdiv.experiments.traffic.workloads import derangement, rounds
 
 log = logging.getLogger("pathdiv")
 

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from pathdiv.analysis.metrics.table import compute_metrics
-from pathdiv.experiments.config.budget import packet_bytes, run_need
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.plan.budget import packet_bytes, run_need
+from pathdiv.experiments.plan.runs import expand
 from tests.conftest import count_packets
 
 pytestmark = pytest.mark.root

@@ -19,9 +19,9 @@ import json
 import pytest
 
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.config.plan import expand, quick_config
 from pathdiv.experiments.fidelity import runhooks
 from pathdiv.experiments.fidelity.hog import slow_links
+from pathdiv.experiments.plan.runs import expand, quick_config
 from pathdiv.experiments.runner import prepare_folder, run_plan
 from tests.conftest import REPO
 

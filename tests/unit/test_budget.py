@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from pathdiv.experiments.config.budget import (
+from pathdiv.experiments.config.load import ConfigError, load, validate
+from pathdiv.experiments.plan.budget import (
     MIN_FILE_PACKETS,
     budget_problems,
     mss,
@@ -13,9 +14,8 @@ from pathdiv.experiments.config.budget import (
     run_need,
     transfer_packets,
 )
-from pathdiv.experiments.config.load import ConfigError, load, validate
-from pathdiv.experiments.config.plan import expand
-from pathdiv.experiments.traffic.workloads import rounds
+from pathdiv.experiments.plan.designations import rounds
+from pathdiv.experiments.plan.runs import expand
 
 
 def cfg(pattern="noisy", budget="auto", size="2MB", transport="tcp", **workload):

@@ -15,11 +15,11 @@ import pytest
 from pathdiv.experiments import runner
 from pathdiv.experiments.cluster import planfile, slurm, status, tracking
 from pathdiv.experiments.cluster.shards import Shard, parse_shard, partition, shard_of, shard_runs
-from pathdiv.experiments.config.estimate import expected_run_s
 from pathdiv.experiments.config.load import load, validate
-from pathdiv.experiments.config.plan import expand
 from pathdiv.experiments.execute.runstate import base_manifest, write_status
 from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.plan.estimate import expected_run_s
+from pathdiv.experiments.plan.runs import expand
 from tests.conftest import REPO
 
 

@@ -7,8 +7,8 @@ import pytest
 from pathdiv.experiments.cli import main
 from pathdiv.experiments.config.load import ConfigError, load, validate
 from pathdiv.experiments.config.names import resolve_config
-from pathdiv.experiments.config.plan import expand
 from pathdiv.experiments.fabric.environment import plan_problems
+from pathdiv.experiments.plan.runs import expand
 from pathdiv.kernels.abilities import (
     KernelAbilities,
     fragment_ccs,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pathdiv.experiments.config.estimate import PlanClock, expected_run_s, format_duration
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.plan.estimate import PlanClock, expected_run_s, format_duration
+from pathdiv.experiments.plan.runs import expand
 from tests.conftest import REPO
 
 

@@ -10,7 +10,6 @@ import pytest
 from pathdiv.analysis.report.fidelity import split, verdict_counts
 from pathdiv.experiments import runner
 from pathdiv.experiments.config.load import ConfigError, validate
-from pathdiv.experiments.config.plan import expand
 from pathdiv.experiments.dataplane.base import parse_proc_net_dev
 from pathdiv.experiments.fidelity import attempts
 from pathdiv.experiments.fidelity.monitor import (
@@ -34,6 +33,7 @@ from pathdiv.experiments.fidelity.verdict import (
     judge,
 )
 from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.plan.runs import expand
 from tests.conftest import REPO
 
 DATA = REPO / "tests" / "data" / "fidelity"

@@ -13,12 +13,12 @@ import pytest
 
 from pathdiv.experiments import runner
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.config.plan import expand
 from pathdiv.experiments.execute import lab_kernel as labruns
 from pathdiv.experiments.execute.runstate import base_manifest
 from pathdiv.experiments.fabric import environment
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, preflight
 from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.plan.runs import expand
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import LabKernelError
 
@@ -284,7 +284,7 @@ def test_the_watchdog_spares_a_long_run_whose_rounds_all_end_in_time():
     about 11 s of guest time each; the bound must leave that alone and still give up on
     a run whose rounds all ran into their timeout."""
     from pathdiv.experiments.config.load import load
-    from pathdiv.experiments.traffic.workloads import rounds
+    from pathdiv.experiments.plan.designations import rounds
     from tests.conftest import REPO
 
     cfg = load(REPO / "configs/silent.yaml")

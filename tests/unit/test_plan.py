@@ -3,7 +3,7 @@
 import pytest
 
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.plan.runs import expand
 
 FACTORS = {
     "switching": {
@@ -54,7 +54,7 @@ def test_only_and_flow_types_filter_the_plan():
 
 
 def test_per_repetition_designations_pair_the_levels_of_a_repetition():
-    from pathdiv.experiments.traffic.workloads import rounds
+    from pathdiv.experiments.plan.designations import rounds
 
     paired = expand(cfg(workload={"designations": "per_repetition", "iterations": 2}))
     hosts = paired[0].config.topology().hosts
@@ -79,8 +79,8 @@ def test_designations_take_per_run_or_per_repetition_only():
 
 
 def test_observations_per_cell_against_what_the_manova_needs():
-    from pathdiv.experiments.config.design import design_problems, observations_per_cell
     from pathdiv.experiments.config.load import load
+    from pathdiv.experiments.plan.design import design_problems, observations_per_cell
 
     noisy = expand(load("configs/noisy.yaml"))
     cells = observations_per_cell(noisy)

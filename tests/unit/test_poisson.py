@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pathdiv.experiments.config.load import ConfigError, validate
-from pathdiv.experiments.traffic.poisson import (
+from pathdiv.experiments.plan.arrivals import (
     DATAMINING,
     WEBSEARCH,
     CdfError,

@@ -9,9 +9,9 @@ import pytest
 from pathdiv.experiments import runner
 from pathdiv.experiments.cluster.planfile import plan_document
 from pathdiv.experiments.config.load import load, validate
-from pathdiv.experiments.config.plan import expand, parse_only, quick_config, quick_flow_types
 from pathdiv.experiments.execute.runstate import base_manifest, run_state
 from pathdiv.experiments.manifest import parse_sysctls, write_csv_atomic, write_json_atomic
+from pathdiv.experiments.plan.runs import expand, parse_only, quick_config, quick_flow_types
 from pathdiv.experiments.runner import ResultsError, check_resumable, split_resume
 from pathdiv.experiments.traffic.rounds import COLUMNS
 from tests.conftest import REPO

@@ -4,6 +4,7 @@ from collections import Counter
 
 import pytest
 
+from pathdiv.experiments.plan.designations import WorkloadError, rounds, transfer_count
 from pathdiv.experiments.traffic.rounds import (
     Traffic,
     TransferRow,
@@ -11,7 +12,6 @@ from pathdiv.experiments.traffic.rounds import (
     merge_fetch_output,
     plan_rows,
 )
-from pathdiv.experiments.traffic.workloads import WorkloadError, rounds, transfer_count
 from pathdiv.topologies.fattree import FatTree
 
 HOSTS = FatTree(4).hosts  # 16 hosts

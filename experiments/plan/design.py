@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from pathdiv.experiments.config.plan import Run
-from pathdiv.experiments.traffic.workloads import rounds
+from pathdiv.experiments.plan.designations import rounds
+from pathdiv.experiments.plan.runs import Run
 
 
 def groups_per_run(run: Run) -> int:

@@ -33,8 +33,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.plan import Run
-from pathdiv.experiments.traffic.workloads import rounds
+from pathdiv.experiments.plan.designations import rounds
+from pathdiv.experiments.plan.runs import Run
 from pathdiv.topologies.fattree import FatTree
 
 MTU = 1500

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.plan import Run
-from pathdiv.experiments.traffic.workloads import rounds
+from pathdiv.experiments.plan.designations import rounds
+from pathdiv.experiments.plan.runs import Run
 
 UNSHAPED_MBPS = 1000.0
 

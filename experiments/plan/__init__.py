@@ -1,0 +1,1 @@
+"""What will run: the runs of a plan, their budget and time estimate, designations, arrivals."""
