@@ -1,6 +1,6 @@
 """Mean flow completion time of 16 concurrent 4-subflow MPTCP transfers through one
 shallow-buffered bottleneck (tbf 20 Mbit/s, 10-packet queue, 2 ms delay on the ACK path),
-per scheduler, in the lab kernel on the virtual clock (kernels/mptcp_lab.py fct).
+per scheduler, in the lab kernel on the virtual clock (tests/support/mptcp_lab.py fct).
 
     python benchmarks/kernel_fct.py [--size 500000] [--flows 16] [--reps 1]
 """
@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
     image = find_lab_kernel() or build_lab_kernel()
     schedulers = ["default", "rb", "roundrobin"] * args.reps
-    argv = [sys.executable, str(KERNELS_DIR / "mptcp_lab.py"), "fct",
+    argv = [sys.executable, str(KERNELS_DIR.parent / "tests" / "support" / "mptcp_lab.py"), "fct",
             "--schedulers", *schedulers, "--size", str(args.size), "--flows", str(args.flows),
             "--queue-pkts", str(args.queue_pkts)]
     with tempfile.TemporaryDirectory() as share, HostLoad() as host:

@@ -1,6 +1,6 @@
 """Link-rate fidelity of the UML lab kernel: one flow's goodput ÷ link rate, both clocks.
 
-One UML boot per (clock, rate) runs kernels/mptcp_lab.py goodput: one MPTCP connection
+One UML boot per (clock, rate) runs tests/support/mptcp_lab.py goodput: one MPTCP connection
 with one subflow between two namespaces over a veth pair shaped by tbf at the rate, 1 ms
 of netem delay on the ACK path. Printed per run: goodput ÷ rate (1448-byte payloads in
 1514-byte frames put the ceiling at 0.956; MPTCP's DSS option lowers it to about 0.943),
@@ -26,7 +26,7 @@ from hoststat import cpu_times, steal_share
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import build_lab_kernel, find_lab_kernel
 
-LAB = str(uml.KERNELS_DIR / "mptcp_lab.py")
+LAB = str(uml.REPO_DIR / "tests" / "support" / "mptcp_lab.py")
 
 
 def one_run(image: Path, clock: str, rate_mbit: float, seconds: float,

@@ -42,7 +42,7 @@ def test_release_schedulers_and_rb_interleaving(lab_kernel, tmp_path):
     share.mkdir()
     res = uml.run_in_uml(
         ["sh", "-c", f"cat /proc/sys/net/mptcp/available_schedulers && exec {sys.executable} "
-         f"{uml.KERNELS_DIR / 'mptcp_lab.py'} check --schedulers default rb "
+         f"{uml.REPO_DIR / 'tests' / 'support' / 'mptcp_lab.py'} check --schedulers default rb "
          f"--out {share / 'check'}"],
         share=share, kernel=lab_kernel, timeout_s=1200)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 def lab_json(lab_kernel, tmp_path, *args: str) -> dict:
     share = tmp_path / "share"
     share.mkdir()
-    res = uml.run_in_uml([sys.executable, str(uml.KERNELS_DIR / "mptcp_lab.py"), *args],
+    lab = uml.REPO_DIR / "tests" / "support" / "mptcp_lab.py"
+    res = uml.run_in_uml([sys.executable, str(lab), *args],
                          share=share, kernel=lab_kernel, timeout_s=1800)
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.clock == "virtual"

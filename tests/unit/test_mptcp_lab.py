@@ -1,4 +1,4 @@
-"""The capture analysis of kernels/mptcp_lab.py (the scheduler checks run in the lab kernel)."""
+"""The capture analysis of tests/support/mptcp_lab.py (its checks run in the lab kernel)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import struct
 
 import dpkt
 
-from pathdiv.kernels.build import KERNELS_DIR
+from tests.conftest import REPO
 
 
 def _load_mptcp_lab():
-    spec = importlib.util.spec_from_file_location("mptcp_lab", KERNELS_DIR / "mptcp_lab.py")
+    path = REPO / "tests" / "support" / "mptcp_lab.py"
+    spec = importlib.util.spec_from_file_location("mptcp_lab", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,0 +1,1 @@
+"""Test support: tools the tests and benchmarks use that the product does not ship."""
