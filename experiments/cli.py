@@ -13,15 +13,44 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.cluster.slurm import SlurmError
+from pathdiv.experiments.classroom.probe import format_probe, run_probe
+from pathdiv.experiments.classroom.shell import PathdivCLI
+from pathdiv.experiments.cluster.planfile import options_conflict, read_plan, register_plan
+from pathdiv.experiments.cluster.shards import describe_shards, parse_shard, shard_runs
+from pathdiv.experiments.cluster.slurm import SlurmError, SlurmJob, submit, write_scripts
+from pathdiv.experiments.cluster.status import folder_status
 from pathdiv.experiments.config.load import Config, ConfigError, load
 from pathdiv.experiments.config.names import resolve_config
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
+from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
+from pathdiv.experiments.dataplane.select import select_dataplane
+from pathdiv.experiments.execute.guest import run_in_lab_kernel
+from pathdiv.experiments.execute.lab_kernel import (
+    LabKernelError,
+    LabKernelUnavailable,
+    describe_lab_kernel,
+    guest_kernel_description,
+)
+from pathdiv.experiments.fabric.clean import clean
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
-from pathdiv.experiments.fabric.lifecycle import restore_sigint
-from pathdiv.experiments.fabric.network import NetworkError
-from pathdiv.experiments.plan.runs import Run, expand, parse_only, quick_config, quick_flow_types
+from pathdiv.experiments.fabric.network import Network, NetworkError
+from pathdiv.experiments.plan.budget import budget_problems, plan_need_mb
+from pathdiv.experiments.plan.design import design_problems, observations_per_cell
+from pathdiv.experiments.plan.runs import (
+    Run,
+    describe,
+    expand,
+    parse_only,
+    quick_config,
+    quick_flow_types,
+)
+from pathdiv.experiments.runner import (
+    ResultsError,
+    prepare_folder,
+    run_plan,
+)
+from pathdiv.kernels.processes import restore_sigint
 
 log = logging.getLogger("pathdiv")
 
@@ -45,8 +74,6 @@ def _config(args: argparse.Namespace) -> Config:
 def _refuse_plan_problems(runs: list[Run]) -> None:
     """Every run held against the kernel it will run on, and its captures against
     capture.budget_mb, before anything starts."""
-    from pathdiv.experiments.plan.budget import budget_problems
-
     budget = budget_problems(runs)
     if budget:
         raise ConfigError(budget, runs[0].config.source)
@@ -56,15 +83,10 @@ def _refuse_plan_problems(runs: list[Run]) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from pathdiv.experiments.dataplane.select import select_dataplane
-    from pathdiv.experiments.plan.runs import describe, expand
-
     cfg = _config(args)
     runs = expand(cfg)
     _refuse_plan_problems(runs)
     if args.shard:
-        from pathdiv.experiments.cluster.shards import parse_shard
-
         parse_shard(args.shard)  # a bad --shard is refused before anything is printed
     topo = cfg.topology()
     _, reason = select_dataplane(cfg.dataplane)
@@ -73,8 +95,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"plan: {len(runs)} run(s)")
     _print_design(runs)
     if args.shard:
-        from pathdiv.experiments.cluster.shards import describe_shards, parse_shard, shard_runs
-
         shard = parse_shard(args.shard)
         print(describe_shards(runs, shard.count))
         runs = shard_runs(runs, shard)
@@ -82,8 +102,6 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(describe(runs))
     lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
     if lab_runs:
-        from pathdiv.experiments.execute.lab_kernel import describe_lab_kernel
-
         print(f"lab kernel: {lab_runs} run(s) on the pathdiv lab kernel, one boot per clock; "
               f"{describe_lab_kernel()}")
     return 0
@@ -91,9 +109,6 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _print_design(runs: list[Run]) -> None:
     """Capture need and observations per cell of the plan, or what falls short."""
-    from pathdiv.experiments.plan.budget import plan_need_mb
-    from pathdiv.experiments.plan.design import design_problems, observations_per_cell
-
     need, which = plan_need_mb(runs)
     if which:
         budget = runs[0].config.data["capture"]["budget_mb"]
@@ -108,9 +123,6 @@ def _print_design(runs: list[Run]) -> None:
 
 
 def _network(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:
-    from pathdiv.experiments.dataplane.select import select_dataplane
-    from pathdiv.experiments.fabric.network import Network
-
     preflight(cfg)
     cls, reason = select_dataplane(cfg.dataplane)
     workdir = Path(tempfile.mkdtemp(prefix="pathdiv-lab-"))
@@ -119,15 +131,10 @@ def _network(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:
 
 def _outside_lab_kernel(cfg: Config) -> bool:
     """hosts.kernel: lab asked for on another kernel: the command boots the lab kernel."""
-    from pathdiv.experiments.execute.lab_kernel import guest_kernel_description
-
     return cfg.host_kernel == "lab" and guest_kernel_description() is None
 
 
 def _in_lab_kernel(args: argparse.Namespace, cfg: Config) -> int:
-    from pathdiv.experiments.execute.guest import run_in_lab_kernel
-    from pathdiv.experiments.execute.lab_kernel import LabKernelError, LabKernelUnavailable
-
     try:
         return run_in_lab_kernel(args.command, cfg, json_out=getattr(args, "json", False),
                                  verbose=args.verbose)
@@ -141,7 +148,6 @@ def cmd_net(args: argparse.Namespace) -> int:
         return _in_lab_kernel(args, cfg)
     net, reason = _network(args, cfg)
     log.info("%s", reason)
-    from pathdiv.experiments.classroom.shell import PathdivCLI
 
     with net as running:  # type: ignore[attr-defined]
         print(f"pathdiv: k={running.topo.k} fat tree up ({reason}); type 'help', 'exit' "
@@ -151,8 +157,6 @@ def cmd_net(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from pathdiv.experiments.classroom.probe import format_probe, run_probe
-
     cfg = _config(args)
     if cfg.transport != "mptcp":
         cfg = cfg.with_overrides([("hosts.transport", "mptcp")])
@@ -167,8 +171,6 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from pathdiv.experiments.fabric.clean import clean
-
     print(clean().summary())
     return 0
 
@@ -234,13 +236,6 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pathdiv.experiments.cluster.planfile import register_plan
-    from pathdiv.experiments.cluster.shards import parse_shard, shard_runs
-    from pathdiv.experiments.runner import (
-        prepare_folder,
-        run_plan,
-    )
-
     shard = parse_shard(args.shard) if args.shard else None
     if shard and args.out is None:
         raise ValueError(f"--shard {shard} needs --out DIR: every shard of a plan writes into "
@@ -304,8 +299,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from pathdiv.experiments.cluster.status import folder_status
-
     status = folder_status(args.folder)
     print(json.dumps(status.to_dict(), indent=2) if args.json else status.summary())
     return 0
@@ -318,14 +311,6 @@ def _launcher() -> list[str]:
 
 
 def cmd_slurm(args: argparse.Namespace) -> int:
-    from pathdiv.experiments.cluster.planfile import options_conflict, read_plan, register_plan
-    from pathdiv.experiments.cluster.shards import describe_shards
-    from pathdiv.experiments.cluster.slurm import SlurmJob, submit, write_scripts
-    from pathdiv.experiments.runner import (
-        ResultsError,
-        prepare_folder,
-    )
-
     cfg, runs, options = _plan(args)
     if not 1 <= args.shards <= len(runs):
         raise ValueError(f"--shards {args.shards}: expected 1 to {len(runs)} (the plan has "
@@ -457,8 +442,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     restore_sigint()  # started by a script with `&`: still stop on SIGINT, as Ctrl-C
     if args.debug:
-        from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
-
         os.environ[DEBUG_ENV] = "1"  # read by every bmv2 switch the lab starts
     _setup_logging(logging.INFO if args.verbose else logging.WARNING)
     try:

@@ -73,6 +73,7 @@ from pathdiv.experiments.execute.runstate import (
 from pathdiv.experiments.fabric.environment import kernel_release, preflight
 from pathdiv.experiments.fabric.network import Network, NetworkError
 from pathdiv.experiments.fidelity import runhooks as fidelity
+from pathdiv.experiments.fidelity.attempts import attempt_entry, shelve, should_repeat
 from pathdiv.experiments.manifest import (
     counter_deltas,
     counter_snapshot,
@@ -401,8 +402,6 @@ def execute_attempts(run: Run, run_dir: Path,
     """`execute_run`, repeated while its fidelity verdict is invalid (at most
     fidelity.max_repeats more times); earlier attempts move to attempt-<n>/ beside the
     last one, and the last manifest lists them all (experiments.fidelity.attempts)."""
-    from pathdiv.experiments.fidelity.attempts import attempt_entry, shelve, should_repeat
-
     max_repeats = int(run.config.data.get("fidelity", {}).get("max_repeats", 0))
     attempts: list[dict[str, Any]] = []
     attempt = 1

@@ -28,9 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pathdiv.experiments.fabric.environment import OWNER_ENV
-from pathdiv.experiments.fabric.lifecycle import restore_sigint
 from pathdiv.kernels.build import LabKernelError, build_lab_kernel, find_lab_kernel
+from pathdiv.kernels.processes import OWNER_ENV, restore_sigint
 
 KERNELS_DIR = Path(__file__).resolve().parent
 REPO_DIR = KERNELS_DIR.parent

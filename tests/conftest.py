@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pathdiv.experiments.fabric.lifecycle import restore_sigint
+from pathdiv.kernels.processes import restore_sigint
 
 REPO = Path(__file__).resolve().parents[1]
 # A suite started by a script with `&` inherits SIGINT ignored, and so would every

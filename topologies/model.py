@@ -34,7 +34,7 @@ class LinkParams:
     bw_mbps: rate in Mbit/s (None = unshaped); delay_ms: one-way delay added at each
     end's egress, jitter_ms: its variation (both need netem); loss_pct: random loss in
     percent on arrival; queue_pkts: drop-tail queue length in packets at each egress.
-    `pathdiv.experiments.fabric.conditions` refines these per direction.
+    `pathdiv.topologies.conditions` refines these per direction.
     """
 
     bw_mbps: float | None = None

@@ -24,7 +24,7 @@ from functools import cache
 import numpy as np
 import pandas as pd
 
-from pathdiv.experiments.fabric.conditions import Conditions
+from pathdiv.topologies.conditions import Conditions
 from pathdiv.topologies.fattree import FatTree
 
 MSS = 1448

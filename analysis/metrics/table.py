@@ -32,11 +32,14 @@ from pathdiv.analysis.capture.flows import (
 from pathdiv.analysis.capture.pcap import ip_to_int
 from pathdiv.analysis.metrics.columns import METRIC_COLUMNS
 from pathdiv.analysis.metrics.sharing import cpu_ms_per_mb
+from pathdiv.analysis.metrics.slowdown import slowdown_table, slowdowns
+from pathdiv.analysis.metrics.timeline import goodput_timeline
 from pathdiv.analysis.metrics.transfer import (
     MEASURES,
     PairGeometry,
     measure_transfer,
 )
+from pathdiv.topologies.conditions import link_params_of, resolve
 from pathdiv.topologies.fattree import FatTree
 
 log = logging.getLogger(__name__)
@@ -84,7 +87,8 @@ def topology_of(config: dict[str, Any]) -> FatTree:
         raise RunLayoutError(f"topology.kind {kind!r} not supported by analysis; expected fattree")
     hosts = config.get("hosts", {})
     aliases = int(hosts.get("subflows", 1)) - 1 if hosts.get("transport") == "mptcp" else 0
-    return FatTree(int(topo_cfg.get("k", 4)), aliases_per_host=max(aliases, 0))
+    links = link_params_of(topo_cfg.get("links") or {})
+    return FatTree(int(topo_cfg.get("k", 4)), links, aliases_per_host=max(aliases, 0))
 
 
 def load_transfers(run_dir: Path) -> pd.DataFrame:
@@ -150,10 +154,6 @@ def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
 def write_run_extras(run_dir: Path, manifest: dict[str, Any], packets: pd.DataFrame,
                      transfers: pd.DataFrame) -> None:
     """timeline.csv (goodput over time) and, for poisson runs, the slowdown column."""
-    from pathdiv.analysis.metrics.slowdown import slowdowns
-    from pathdiv.analysis.metrics.timeline import goodput_timeline
-    from pathdiv.experiments.config.load import validate
-
     config = manifest.get("config", {})
     t0 = manifest.get("workload_start_wall_s")
     if not t0 and len(transfers):
@@ -165,8 +165,8 @@ def write_run_extras(run_dir: Path, manifest: dict[str, Any], packets: pd.DataFr
     timeline = goodput_timeline(packets, topo, port, float(t0))
     _write_atomic(timeline, run_dir / "timeline.csv")
     if config.get("workload", {}).get("pattern") == "poisson":
-        cfg = validate(config)
-        transfers["slowdown"] = slowdowns(transfers, cfg.topology(), cfg.conditions())
+        conds = resolve(topo, config["topology"].get("link_overrides") or {})
+        transfers["slowdown"] = slowdowns(transfers, topo, conds)
 
 
 def path_columns(n_paths: int) -> list[str]:
@@ -297,7 +297,6 @@ def compute_metrics(results_dir: Path) -> Path:
     every = pd.concat(transfers, ignore_index=True)
     _write_atomic(every, results_dir / "transfer_metrics.csv")
     if "slowdown" in every.columns:
-        from pathdiv.analysis.metrics.slowdown import slowdown_table
 
         factors = sorted({k for m in manifests for k in json.loads(m.read_text())
                           .get("factors", {})})

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
+from pathdiv.experiments.execute.lab_kernel import guest_kernel_description
 from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
 from pathdiv.experiments.fidelity.monitor import core_shares, parse_proc_stat, read_text
 from pathdiv.experiments.fidelity.record import build_record, lab_monitor, machine_clock
@@ -106,8 +107,6 @@ def placement_of(net: Network) -> Placement | None:
 def measured_clock() -> str:
     """The clock the probe's rates are measured on: the lab kernel's (virtual or real)
     inside it, the wall clock ("real") anywhere else."""
-    from pathdiv.experiments.execute.lab_kernel import guest_kernel_description
-
     return str((guest_kernel_description() or {}).get("clock", "real"))
 
 

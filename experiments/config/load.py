@@ -27,7 +27,14 @@ from pathdiv.experiments.config.schema import (
     Section,
     parse_size,
 )
-from pathdiv.experiments.fidelity.verdict import threshold_problems
+from pathdiv.experiments.config.sizes import CdfError, read_cdf
+from pathdiv.topologies.conditions import (
+    ConditionError,
+    Conditions,
+    link_params_of,
+    parse_link,
+    resolve,
+)
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import LinkParams, Tier
 
@@ -236,22 +243,10 @@ class Config:
         return str(self.data["hosts"]["kernel"])
 
     def link_params(self) -> dict[Tier, LinkParams]:
-        links = self.data["topology"]["links"]
-        return {
-            Tier(tier): LinkParams(
-                bw_mbps=None if p["bw_mbps"] is None else float(p["bw_mbps"]),
-                delay_ms=float(p["delay_ms"]),
-                queue_pkts=int(p["queue_pkts"]),
-                jitter_ms=float(p["jitter_ms"]),
-                loss_pct=float(p["loss_pct"]),
-            )
-            for tier, p in links.items()
-        }
+        return link_params_of(self.data["topology"]["links"])
 
-    def conditions(self) -> Any:
-        """Every link direction's conditions (`pathdiv.experiments.fabric.conditions`)."""
-        from pathdiv.experiments.fabric.conditions import resolve
-
+    def conditions(self) -> Conditions:
+        """Every link direction's conditions (`pathdiv.topologies.conditions`)."""
         return resolve(self.topology(), self.data["topology"]["link_overrides"])
 
     def flow_sizes(self) -> dict[str, int]:
@@ -355,10 +350,21 @@ def shadowed_overrides(data: Mapping[str, Any], keys: Iterable[str]) -> list[str
     return problems
 
 
+def threshold_problems(section: Mapping[str, Any]) -> list[str]:
+    """Pairs of thresholds in the wrong order (the degraded one must come first)."""
+    pairs = (("steal_degraded_pct", "steal_invalid_pct"),
+             ("link_rate_invalid", "link_rate_degraded"),
+             ("rto_degraded", "rto_invalid"))
+    out = []
+    for low, high in pairs:
+        if low in section and high in section and section[low] > section[high]:
+            out.append(f"fidelity.{low}: {section[low]!r} is not allowed; expected at most "
+                       f"fidelity.{high} ({section[high]!r})")
+    return out
+
+
 def condition_problems(data: dict[str, Any]) -> list[str]:
     """Link names of overrides and events, and the shape of each event."""
-    from pathdiv.experiments.fabric.conditions import ConditionError, parse_link
-
     problems: list[str] = []
     topo = Config(data).topology()
     for name in data["topology"]["link_overrides"]:
@@ -386,8 +392,6 @@ def condition_problems(data: dict[str, Any]) -> list[str]:
             problems.append(f"{where}.link: {event['link']!r}: a link goes {event['action']} "
                             "as a whole; name it with '-' (a1-c1)")
     if not any(p.startswith("topology.link_overrides") for p in problems):
-        from pathdiv.experiments.fabric.conditions import resolve
-
         conds = resolve(topo, data["topology"]["link_overrides"])
         bad = sorted(f"{u}>{v}" for (u, v), c in conds.items() if c.jitter_ms > c.delay_ms)
         if bad:
@@ -403,8 +407,6 @@ def condition_problems(data: dict[str, Any]) -> list[str]:
     if sizes not in SIZE_DISTRIBUTIONS and (data["workload"]["pattern"] == "poisson" or
                                             data["workload"]["background"]["pattern"]
                                             == "poisson"):
-        from pathdiv.experiments.plan.arrivals import CdfError, read_cdf
-
         try:
             read_cdf(sizes)
         except CdfError as exc:

@@ -13,7 +13,7 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
-from pathdiv.experiments.fabric.network import owned_processes, pid_alive, sweep
+from pathdiv.kernels.processes import owned_processes, pid_alive, sweep
 
 # Named namespaces made outside Mininet by pathdiv's one-switch P4 harness and
 # benchmarks (pd4*, pd6*, pd7*) and the lab kernel's two-namespace tool (pdlab-*).

@@ -16,9 +16,6 @@ from pathdiv.experiments.fabric.conditions import netem_keys
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels.abilities import LAB_ONLY_CCS, KernelAbilities, lab_kernel_abilities
 
-# Every process a lab starts (namespace shells, tools, the lab kernel's UML) carries
-# PATHDIV_OWNER=<pid of its pathdiv>, so `pathdiv clean` finds those whose owner died.
-OWNER_ENV = "PATHDIV_OWNER"
 LAB_KERNEL_ENV = "PATHDIV_LAB_KERNEL"  # set by experiments.execute.lab_kernel in the guest
 TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "sysctl", "ping", "mnexec")
 

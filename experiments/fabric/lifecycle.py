@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from typing import Self
 
 
@@ -29,17 +28,3 @@ class StartStop:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def restore_sigint() -> bool:
-    """Make SIGINT stop this process again when it was started with SIGINT ignored.
-
-    POSIX shells start `cmd &` from a script with SIGINT ignored, and an ignored signal
-    stays ignored across exec: such a pathdiv would not stop on `kill -INT`, and neither
-    would the servers and agents it starts. Restoring Python's handler also gives every
-    process started afterwards the default disposition. Returns whether it was ignored.
-    """
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        return False
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    return True

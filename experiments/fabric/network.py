@@ -27,15 +27,12 @@ from typing import Any
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
 from pathdiv.experiments.fabric.conditions import node_commands
-from pathdiv.experiments.fabric.environment import (
-    OWNER_ENV,
-    allow_cc,
-    restore_allowed_cc,
-)
+from pathdiv.experiments.fabric.environment import allow_cc, restore_allowed_cc
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
 from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
+from pathdiv.kernels.processes import OWNER_ENV, sweep
 from pathdiv.topologies.forwarding import forwarding_tables
 
 # Run by path (standard library only), so it needs no installed package in the node.
@@ -365,55 +362,3 @@ def _terminate(proc: subprocess.Popen[Any]) -> None:
             proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=3)
-
-
-def owned_processes() -> Iterator[tuple[int, int]]:
-    """(pid, owner pid) of every process carrying a PATHDIV_OWNER marker."""
-    me = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            env = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        for item in env.split(b"\0"):
-            if item.startswith(OWNER_ENV.encode() + b"="):
-                with contextlib.suppress(ValueError):
-                    yield int(entry.name), int(item.split(b"=", 1)[1])
-                break
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep(owner: int | None = None) -> list[int]:
-    """Kill lab processes of `owner` (None: of every owner no longer alive)."""
-    victims = [
-        pid for pid, own in owned_processes()
-        if (own == owner if owner is not None else not pid_alive(own))
-        and pid != os.getpid()
-    ]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in victims:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and any(_exists(p) for p in victims):
-            time.sleep(0.05)
-    return victims
-
-
-def _exists(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
-    except OSError:
-        return False
-    return state != "Z"

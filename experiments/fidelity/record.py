@@ -13,6 +13,7 @@ from typing import Any
 
 from pathdiv.experiments.fidelity.monitor import Monitor, read_text
 from pathdiv.experiments.fidelity.verdict import Samples, Thresholds, judge
+from pathdiv.experiments.manifest import write_json_atomic
 
 FILE = "fidelity.json"
 
@@ -65,6 +66,4 @@ def unmonitored(reason: str, clock: str) -> dict[str, Any]:
 
 
 def write_record(run_dir: Path, record: dict[str, Any]) -> None:
-    from pathdiv.experiments.manifest import write_json_atomic
-
     write_json_atomic(run_dir / FILE, record)

@@ -91,19 +91,6 @@ class Thresholds:
         return cls(**{k: v for k, v in section.items() if k in names})
 
 
-def threshold_problems(section: Mapping[str, Any]) -> list[str]:
-    """Pairs of thresholds in the wrong order (the degraded one must come first)."""
-    pairs = (("steal_degraded_pct", "steal_invalid_pct"),
-             ("link_rate_invalid", "link_rate_degraded"),
-             ("rto_degraded", "rto_invalid"))
-    out = []
-    for low, high in pairs:
-        if low in section and high in section and section[low] > section[high]:
-            out.append(f"fidelity.{low}: {section[low]!r} is not allowed; expected at most "
-                       f"fidelity.{high} ({section[high]!r})")
-    return out
-
-
 @dataclass(frozen=True)
 class Verdict:
     verdict: str

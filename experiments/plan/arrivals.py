@@ -14,9 +14,7 @@ Distributions (bytes, cumulative probability):
   datamining  VL2 data mining (Greenberg et al., SIGCOMM 2009, Fig. 2), as tabulated in
               Figure1_traffic/datamining.csv of Opera (Mellette et al., NSDI 2020); mean
               5.0 MB, up to 1 GB (cut it with workload.max_size on slow links).
-A CDF file holds lines `<bytes> <cumulative probability>` (comma or space separated,
-'#' comments; probabilities in [0, 1] or percent), non-decreasing in both columns and
-ending at 1.
+A CDF file (`workload.sizes: FILE`) is read by `pathdiv.experiments.config.sizes`.
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-Cdf = list[tuple[float, float]]
+from pathdiv.experiments.config.sizes import Cdf, read_cdf
 
 WEBSEARCH: Cdf = [
     (0, 0.0), (10_000, 0.15), (20_000, 0.20), (30_000, 0.30), (50_000, 0.40),
@@ -44,46 +41,6 @@ DATAMINING: Cdf = [
 ]
 DISTRIBUTIONS = {"websearch": WEBSEARCH, "datamining": DATAMINING}
 MIN_SIZE = 1  # a fetch asks for at least one byte
-
-
-class CdfError(ValueError):
-    """A size distribution that cannot be used (bad file, not a CDF)."""
-
-
-def check_cdf(points: Sequence[tuple[float, float]], source: str) -> Cdf:
-    cdf = [(float(x), float(p)) for x, p in points]
-    if len(cdf) < 2:
-        raise CdfError(f"{source}: a CDF needs at least 2 points, got {len(cdf)}")
-    for (x0, p0), (x1, p1) in itertools.pairwise(cdf):
-        if x1 < x0 or p1 < p0:
-            raise CdfError(f"{source}: sizes and probabilities must not decrease "
-                           f"({x0:g}, {p0:g}) -> ({x1:g}, {p1:g})")
-    if cdf[0][0] < 0 or cdf[0][1] < 0 or abs(cdf[-1][1] - 1.0) > 1e-9:
-        raise CdfError(f"{source}: sizes must be >= 0 and the last probability 1 "
-                       f"(got {cdf[-1][1]:g})")
-    return cdf
-
-
-def read_cdf(path: str | Path) -> Cdf:
-    """A CDF file (see the module doc); percent probabilities are scaled to [0, 1]."""
-    p = Path(path)
-    try:
-        lines = p.read_text().splitlines()
-    except OSError as exc:
-        raise CdfError(f"cannot read {p}: {exc.strerror}") from None
-    points = []
-    for n, line in enumerate(lines, 1):
-        text = line.split("#", 1)[0].replace(",", " ").split()
-        if not text:
-            continue
-        try:
-            points.append((float(text[0]), float(text[1])))
-        except (ValueError, IndexError):
-            raise CdfError(f"{p}:{n}: expected '<bytes> <probability>', got {line!r}") \
-                from None
-    if points and points[-1][1] > 1.0 + 1e-9:
-        points = [(x, q / 100.0) for x, q in points]
-    return check_cdf(points, str(p))
 
 
 def size_cdf(sizes: str, max_size: int | None = None) -> Cdf:

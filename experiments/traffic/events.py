@@ -17,13 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pathdiv.experiments.fabric.conditions import (
-    Conditions,
-    change_commands,
-    changed,
-    link_state_commands,
-    parse_link,
-)
+from pathdiv.experiments.fabric.conditions import change_commands, link_state_commands
+from pathdiv.topologies.conditions import Conditions, changed, parse_link
 from pathdiv.topologies.fattree import FatTree
 
 log = logging.getLogger("pathdiv")

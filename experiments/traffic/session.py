@@ -29,6 +29,7 @@ from typing import Any
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.fabric.network import Network, wait_for_line
+from pathdiv.experiments.manifest import write_csv_atomic
 from pathdiv.experiments.plan.arrivals import Flow, arrivals, size_cdf
 from pathdiv.experiments.plan.designations import derangement, rounds
 from pathdiv.experiments.traffic.events import EventApplier, timeline
@@ -288,8 +289,6 @@ def session_manifest(result: SessionResult, run_dir: Path) -> dict[str, Any]:
     """Write background.csv and requests.csv (when there were any); the manifest's
     `traffic` entry: workload start (wall clock, the captures' clock), the events as
     applied, and what the side traffic offered and got."""
-    from pathdiv.experiments.manifest import write_csv_atomic
-
     out: dict[str, Any] = {"workload_start_wall_s": result.started_wall_s,
                            "events": result.events}
     if result.background:

@@ -12,7 +12,8 @@ import pytest
 
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.kernel import KernelDataPlane
-from pathdiv.experiments.fabric.network import Network, owned_processes, wait_for_line
+from pathdiv.experiments.fabric.network import Network, wait_for_line
+from pathdiv.kernels.processes import owned_processes
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.root

@@ -16,7 +16,8 @@ import pytest
 
 from pathdiv.experiments.classroom.probe import run_probe
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.fabric.network import Network, owned_processes, wait_for_line
+from pathdiv.experiments.fabric.network import Network, wait_for_line
+from pathdiv.kernels.processes import owned_processes
 from tests.conftest import REPO, dataplane_class
 
 pytestmark = pytest.mark.root

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.fabric.network import owned_processes
 from pathdiv.experiments.plan.runs import expand, quick_config, quick_flow_types
+from pathdiv.kernels.processes import owned_processes
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.root

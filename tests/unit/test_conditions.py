@@ -11,8 +11,8 @@ from pathdiv.experiments.fabric.conditions import (
     link_state_commands,
     netem_keys,
     node_commands,
-    resolve,
 )
+from pathdiv.topologies.conditions import resolve
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import LinkParams
 

@@ -1,4 +1,6 @@
-"""The package layout: one `pathdiv` namespace, no import circles, every module importable."""
+"""The package layout: one `pathdiv` namespace, imports that run one way (a layer table),
+no import circles, no function-level import but the heavy optional ones, every module
+importable."""
 
 from __future__ import annotations
 
@@ -15,6 +17,33 @@ from tests.conftest import REPO
 
 FOLDERS = ("topologies", "experiments", "analysis", "kernels")
 
+# The layers, lowest first. A module imports its own unit and units of lower layers only;
+# units that share a layer do not import each other. A module's unit is the longest entry
+# its dotted name starts with. `analysis` needs only `topologies` (so `pathdiv analyze`
+# runs without the emulation stack); `kernels` builds and boots and needs nothing of
+# `experiments`. Inside `experiments` the data flow: what the user wrote (config) ← what
+# will run (plan) ← the network's parts (fabric) ← data planes ← the assembled network ←
+# traffic ← executing a run ← the cluster's view of a plan ← runner ← cli.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("pathdiv.topologies",),
+    ("pathdiv.kernels", "pathdiv.analysis"),
+    ("pathdiv.experiments.config", "pathdiv.experiments.manifest"),
+    ("pathdiv.experiments.plan",),
+    ("pathdiv.experiments.fabric",),
+    ("pathdiv.experiments.dataplane",),
+    ("pathdiv.experiments.fabric.network",),
+    ("pathdiv.experiments.traffic", "pathdiv.experiments.fidelity"),
+    ("pathdiv.experiments.execute",),
+    ("pathdiv.experiments.cluster",),
+    ("pathdiv.experiments.runner", "pathdiv.experiments.classroom"),
+    ("pathdiv.experiments.cli", "pathdiv.experiments", "pathdiv"),
+)
+
+# Imports that may stay inside a function: packages that are heavy to load or optional on
+# a machine (the emulator, plotting, packet crafting, the statistics stack behind
+# `pathdiv analyze`). Any other import belongs at the top of its module.
+LAZY_ALLOWED = ("mininet", "matplotlib", "scapy", "dpkt", "pathdiv.analysis")
+
 
 def modules() -> dict[str, Path]:
     """Dotted name (pathdiv.…) -> file, for every module of the product's folders."""
@@ -29,18 +58,65 @@ def modules() -> dict[str, Path]:
     return out
 
 
+def _targets(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        return [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    return []
+
+
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     """pathdiv modules `path` imports, at module level or inside functions."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        else:
-            continue
-        found |= {t for t in targets if t in known and t != name}
+        found |= {t for t in _targets(node) if t in known and t != name}
     return found
+
+
+def function_level_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import inside a function body of `path`."""
+    out = []
+    for func in ast.walk(ast.parse(path.read_text())):
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(func):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    out += [(node.lineno, t) for t in _targets(node)[:1]]
+                    if isinstance(node, ast.Import):
+                        out += [(node.lineno, t) for t in _targets(node)[1:]]
+    return sorted(set(out))
+
+
+def unit_of(name: str) -> tuple[int, str]:
+    """(layer index, unit) of a dotted module name: the longest entry of LAYERS it starts with."""
+    best: tuple[int, str] | None = None
+    for level, units in enumerate(LAYERS):
+        for unit in units:
+            if (name == unit or name.startswith(unit + ".")) and \
+                    (best is None or len(unit) > len(best[1])):
+                best = (level, unit)
+    if best is None:
+        raise KeyError(f"{name} is in no layer of LAYERS; add its package there")
+    return best
+
+
+def layer_breaks(graph: dict[str, set[str]]) -> list[str]:
+    """'a -> b (why)' for every import of `graph` that climbs a layer or crosses to a sibling."""
+    out = []
+    for name, targets in sorted(graph.items()):
+        level, unit = unit_of(name)
+        for target in sorted(targets):
+            t_level, t_unit = unit_of(target)
+            if t_unit == unit or t_level < level:
+                continue
+            why = "climbs a layer" if t_level > level else "crosses to a sibling unit"
+            out.append(f"{name} -> {target} ({why}: {unit} is below or beside {t_unit})")
+    return out
+
+
+def product_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
+    # `from pkg import module` names the module too; keep only the deepest name per import
+    return {name: imports_of(name, path, set(mods)) for name, path in mods.items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -72,9 +148,65 @@ def test_find_cycle_finds_a_planted_circle():
 
 
 def test_no_module_imports_itself_back_even_inside_a_function():
-    mods = modules()
-    graph = {name: imports_of(name, path, set(mods)) for name, path in mods.items()}
+    graph = product_graph(modules())
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+def test_every_module_has_a_layer_and_imports_only_downwards():
+    graph = product_graph(modules())
+    assert [unit_of(name) for name in graph]  # raises naming a module outside LAYERS
+    breaks = layer_breaks(graph)
+    assert not breaks, "imports against the layers (see LAYERS):\n" + "\n".join(breaks)
+
+
+def test_layer_breaks_names_a_climbing_and_a_sideways_import():
+    graph = {"pathdiv.kernels.uml": {"pathdiv.experiments.fabric.environment"},
+             "pathdiv.analysis.stats.study": {"pathdiv.kernels.build"},
+             "pathdiv.experiments.runner": {"pathdiv.experiments.config.load",
+                                            "pathdiv.topologies.fattree"}}
+    breaks = layer_breaks(graph)
+    assert len(breaks) == 2
+    assert breaks[0].startswith("pathdiv.analysis.stats.study -> pathdiv.kernels.build")
+    assert "sibling" in breaks[0] and "climbs" in breaks[1]
+
+
+def test_no_function_level_import_but_the_heavy_optional_ones():
+    found = [f"{path.relative_to(REPO)}:{line}: import {target}"
+             for path in modules().values()
+             for line, target in function_level_imports(path)
+             if not any(target == ok or target.startswith(ok + ".") for ok in LAZY_ALLOWED)]
+    assert not found, ("imports inside functions (move them to the top of the module, or "
+                       "add a heavy optional package to LAZY_ALLOWED):\n" + "\n".join(found))
+
+
+@pytest.mark.parametrize("planted, expected", [
+    ("from pathdiv.experiments.runner import run_plan\n", "climbs a layer"),
+    ("def f():\n    import json\n    return json\n", "imports inside functions"),
+])
+def test_the_layout_tests_fail_on_a_planted_import(tmp_path, planted, expected):
+    """A copy of the product with one bad import planted in kernels/build.py: the layer
+    and function-level tests above, run on that copy, fail and say why."""
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for folder in FOLDERS:
+        shutil.copytree(REPO / folder, copy / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.patch"))
+    (copy / "tests" / "unit").mkdir(parents=True)
+    (copy / "tests" / "__init__.py").write_text("")
+    (copy / "tests" / "unit" / "__init__.py").write_text("")
+    (copy / "tests" / "conftest.py").write_text(
+        f"from pathlib import Path\nREPO = Path({str(copy)!r})\n")
+    shutil.copy(Path(__file__), copy / "tests" / "unit" / "test_layout.py")
+    build = copy / "kernels" / "build.py"
+    build.write_text(build.read_text() + "\n" + planted)
+    tests = ["tests/unit/test_layout.py::test_every_module_has_a_layer_and_imports_only_downwards",
+             "tests/unit/test_layout.py::test_no_function_level_import_but_the_heavy_optional_ones"]
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--rootdir", str(copy), "-c", "/dev/null", *tests],
+                         capture_output=True, text=True, cwd=copy, timeout=300)
+    assert res.returncode == 1, res.stdout[-3000:]
+    assert "1 failed, 1 passed" in res.stdout, res.stdout[-3000:]
+    assert expected in res.stdout and "kernels" in res.stdout, res.stdout[-3000:]
 
 
 def test_every_module_imports_in_a_fresh_interpreter():

@@ -6,15 +6,14 @@ from __future__ import annotations
 import pytest
 
 from pathdiv.experiments.config.load import ConfigError, validate
+from pathdiv.experiments.config.sizes import CdfError, read_cdf
 from pathdiv.experiments.plan.arrivals import (
     DATAMINING,
     WEBSEARCH,
-    CdfError,
     arrivals,
     cdf_at,
     mean_size,
     offered_load,
-    read_cdf,
     sample,
     size_cdf,
 )

@@ -1,0 +1,84 @@
+"""Link conditions per direction: the model (pure data, read by the fabric and analysis).
+
+A link's two directions are conditioned apart. A direction is `(src, dst)`: packets
+leaving `src` towards `dst`. Its conditions start as its tier's
+(`topology.links.<tier>`), then `topology.link_overrides` replaces keys: `a1-c1` both
+directions, `a1>c1` only a1 → c1 (applied after the both-direction entries). The commands
+that set them on a running network are `pathdiv.experiments.fabric.conditions`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.model import Link, LinkParams, Tier
+
+Direction = tuple[str, str]
+Conditions = dict[Direction, LinkParams]
+
+
+class ConditionError(ValueError):
+    """A link name or a condition that does not fit the topology."""
+
+
+def parse_link(topo: FatTree, key: str) -> tuple[Link, list[Direction]]:
+    """'a1-c1' -> (link, both directions); 'a1>c1' -> (link, [('a1', 'c1')])."""
+    sep = ">" if ">" in key else "-"
+    parts = key.split(sep)
+    link = None
+    if len(parts) == 2:
+        try:
+            link = topo.link_between(parts[0], parts[1])
+        except KeyError:
+            link = None
+    if link is None:
+        names = [lk.name for lk in topo.links]
+        shown = ", ".join(names[:24]) + (f" ... ({len(names)} links)" if len(names) > 24 else "")
+        raise ConditionError(f"{key!r} is not a link of the k={topo.k} fat tree; links are "
+                             f"named lower-upper, e.g. {shown} (a1>c1: one direction)")
+    if sep == ">":
+        return link, [(parts[0], parts[1])]
+    return link, [(link.a.node, link.b.node), (link.b.node, link.a.node)]
+
+
+def link_params_of(links: Mapping[str, Mapping[str, Any]]) -> dict[Tier, LinkParams]:
+    """`topology.links` of a config (tier -> keys) as each tier's LinkParams."""
+    defaults = LinkParams()
+    out = {}
+    for tier, p in links.items():
+        bw = p.get("bw_mbps", defaults.bw_mbps)
+        out[Tier(tier)] = LinkParams(
+            bw_mbps=None if bw is None else float(bw),
+            delay_ms=float(p.get("delay_ms", defaults.delay_ms)),
+            queue_pkts=int(p.get("queue_pkts", defaults.queue_pkts)),
+            jitter_ms=float(p.get("jitter_ms", defaults.jitter_ms)),
+            loss_pct=float(p.get("loss_pct", defaults.loss_pct)),
+        )
+    return out
+
+
+def changed(params: LinkParams, changes: Mapping[str, Any]) -> LinkParams:
+    """`params` with every non-null key of `changes` replaced."""
+    kinds = {"queue_pkts": int}
+    given = {k: (kinds.get(k, float)(v) if v is not None else None)
+             for k, v in changes.items() if v is not None}
+    return dataclasses.replace(params, **given)
+
+
+def resolve(topo: FatTree, overrides: Mapping[str, Mapping[str, Any]]) -> Conditions:
+    """Every direction's conditions: tier, then both-direction overrides, then one-way."""
+    out: Conditions = {}
+    for link in topo.links:
+        out[(link.a.node, link.b.node)] = link.params
+        out[(link.b.node, link.a.node)] = link.params
+    for one_way in (False, True):
+        for key, changes in overrides.items():
+            if (">" in key) != one_way:
+                continue
+            _, dirs = parse_link(topo, key)
+            for d in dirs:
+                out[d] = changed(out[d], changes)
+    return out
