@@ -16,7 +16,9 @@ setup(
     python_requires=">=3.11",
     packages=[f"pathdiv.{p}" for p in find_packages(include=[f"{f}*" for f in FOLDERS])],
     package_dir={f"pathdiv.{f}": f for f in FOLDERS},
-    package_data={"pathdiv.analysis.references": ["*.yaml"]},
+    package_data={"pathdiv.analysis.references": ["*.yaml"],
+                  # the lab kernel's recipe: the schema's schedulers and CCs are read from it
+                  "pathdiv.kernels": ["patches/*.patch", "uml.config"]},
     install_requires=[
         "pyyaml>=6",
         "numpy>=1.24",

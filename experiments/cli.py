@@ -24,7 +24,7 @@ from pathdiv.experiments.config.names import resolve_config
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
-from pathdiv.experiments.dataplane.select import select_dataplane
+from pathdiv.experiments.dataplane.select import mode_problems, select_dataplane
 from pathdiv.experiments.execute.guest import run_in_lab_kernel
 from pathdiv.experiments.execute.lab_kernel import (
     LabKernelError,
@@ -77,7 +77,7 @@ def _refuse_plan_problems(runs: list[Run]) -> None:
     budget = budget_problems(runs)
     if budget:
         raise ConfigError(budget, runs[0].config.source)
-    problems = plan_problems(runs)
+    problems = plan_problems(runs) + mode_problems(runs)
     if problems:
         raise EnvironmentProblem(problems)
 

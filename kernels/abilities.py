@@ -16,13 +16,9 @@ from pathlib import Path
 KERNELS_DIR = Path(__file__).resolve().parent
 LAB_FRAGMENT = KERNELS_DIR / "uml.config"
 
-# The names Linux gives its TCP congestion controls (net/ipv4/tcp_*.c), for the schema.
-KNOWN_CCS = ("reno", "cubic", "bbr", "dctcp", "bic", "highspeed", "htcp", "hybla",
-             "illinois", "lp", "nv", "scalable", "vegas", "veno", "westwood", "yeah", "cdg",
-             "lia")
-# Those only the lab kernel's patches register (kernels/patches): lia, RFC 6356's coupled
-# congestion control for MPTCP subflows (plain TCP sockets run it as Reno).
-LAB_ONLY_CCS = ("lia",)
+# The names Linux gives its TCP congestion controls (net/ipv4/tcp_*.c).
+LINUX_CCS = ("reno", "cubic", "bbr", "dctcp", "bic", "highspeed", "htcp", "hybla",
+             "illinois", "lp", "nv", "scalable", "vegas", "veno", "westwood", "yeah", "cdg")
 
 
 @dataclass(frozen=True)
@@ -43,30 +39,44 @@ def fragment_ccs(fragment: str) -> set[str]:
     return {"reno"} | {name.lower() for name in found if name != "ADVANCED"}
 
 
-def _registered_names(patches: Iterable[str], ops: str) -> set[str]:
-    """`.name = "x"` of the `struct <ops>` initialisers the patches add, file by file."""
-    names: set[str] = set()
+def _registered_names(patches: Iterable[str], ops: str) -> list[str]:
+    """`.name = "x"` of the `struct <ops>` initialisers the patches add, in patch order."""
+    names: dict[str, None] = {}
     for text in patches:
         for part in re.split(r"^\+\+\+ ", text, flags=re.M)[1:]:
             if re.search(rf"^\+.*\bstruct {ops}\b[^;(]*=", part, re.M):
-                names |= set(re.findall(r'^\+\s*\.name\s*=\s*"([a-z0-9_]+)",', part, re.M))
-    return names
+                names.update(dict.fromkeys(
+                    re.findall(r'^\+\s*\.name\s*=\s*"([a-z0-9_]+)",', part, re.M)))
+    return list(names)
 
 
 def patch_schedulers(patches: Iterable[str]) -> set[str]:
     """MPTCP schedulers the patch series registers (`.name = "rb"`), plus the default."""
-    return {"default"} | _registered_names(patches, "mptcp_sched_ops")
+    return {"default", *_registered_names(patches, "mptcp_sched_ops")}
 
 
 def patch_ccs(patches: Iterable[str]) -> set[str]:
     """TCP congestion controls the patch series registers (`.name = "lia"`)."""
-    return _registered_names(patches, "tcp_congestion_ops")
+    return set(_registered_names(patches, "tcp_congestion_ops"))
+
+
+def lab_patches(kernels_dir: Path = KERNELS_DIR) -> list[str]:
+    """The text of every patch of the lab kernel's series, in order."""
+    return [p.read_text() for p in sorted((kernels_dir / "patches").glob("*.patch"))]
+
+
+# The registries of schedulers and congestion controls a config may name: what Linux
+# has, plus what the lab kernel's patches register (a new patch adds its names here).
+LAB_SCHEDULERS = ("default", *_registered_names(lab_patches(), "mptcp_sched_ops"))
+# lia: RFC 6356's coupled congestion control for MPTCP subflows (plain TCP runs it as Reno)
+LAB_ONLY_CCS = tuple(_registered_names(lab_patches(), "tcp_congestion_ops"))
+KNOWN_CCS = (*LINUX_CCS, *(cc for cc in LAB_ONLY_CCS if cc not in LINUX_CCS))
 
 
 def lab_kernel_abilities(kernels_dir: Path = KERNELS_DIR,
                          fragment: Path = LAB_FRAGMENT) -> KernelAbilities:
     text = fragment.read_text()
-    patches = [p.read_text() for p in sorted((kernels_dir / "patches").glob("*.patch"))]
+    patches = lab_patches(kernels_dir)
     return KernelAbilities(
         name="the pathdiv lab kernel",
         ccs=frozenset(fragment_ccs(text) | patch_ccs(patches)),

@@ -23,7 +23,8 @@ from pathdiv.experiments.classroom.views import (
     link_traffic,
 )
 from pathdiv.experiments.config.schema import parse_size
-from pathdiv.experiments.dataplane.base import MODES, SPRAYS, PortCounters
+from pathdiv.experiments.config.switching import SPRAYS
+from pathdiv.experiments.dataplane.base import MODES, DataPlaneError, PortCounters
 from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
 
 FLOW_PORT = PORT  # the server `pathdiv probe` uses; _fetch targets it
@@ -78,7 +79,7 @@ class PathdivCLI(CLI):  # type: ignore[misc]
     def _guard(self, fn: Any, line: str) -> None:
         try:
             fn(line.split())
-        except (LabCommandError, NetworkError, ValueError) as exc:
+        except (LabCommandError, NetworkError, DataPlaneError, ValueError) as exc:
             print(f"error: {exc}")
 
     # ---- commands ------------------------------------------------------------

@@ -28,6 +28,8 @@ from pathdiv.experiments.config.schema import (
     parse_size,
 )
 from pathdiv.experiments.config.sizes import CdfError, read_cdf
+from pathdiv.experiments.config.switching import MODES
+from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.topologies.conditions import (
     ConditionError,
     Conditions,
@@ -398,13 +400,13 @@ def condition_problems(data: dict[str, Any]) -> list[str]:
             problems.append(f"jitter_ms: larger than delay_ms on {', '.join(bad[:6])}"
                             f"{' ...' if len(bad) > 6 else ''}; netem varies the delay by "
                             "±jitter_ms, so set delay_ms >= jitter_ms there")
-    open_loop = data["workload"]["pattern"] == "poisson" or \
+    arrivals = open_loop(data["workload"]["pattern"]) or \
         data["workload"]["background"]["pattern"] != "none"
-    if open_loop and data["topology"]["links"]["host"]["bw_mbps"] is None:
+    if arrivals and data["topology"]["links"]["host"]["bw_mbps"] is None:
         problems.append("topology.links.host.bw_mbps: null (unshaped) leaves no link rate to "
                         "offer workload.load or workload.background.load against; set a rate")
     sizes = str(data["workload"]["sizes"])
-    if sizes not in SIZE_DISTRIBUTIONS and (data["workload"]["pattern"] == "poisson" or
+    if sizes not in SIZE_DISTRIBUTIONS and (open_loop(data["workload"]["pattern"]) or
                                             data["workload"]["background"]["pattern"]
                                             == "poisson"):
         try:
@@ -417,6 +419,10 @@ def condition_problems(data: dict[str, Any]) -> list[str]:
     if lossy and data["dataplane"] == "bmv2":
         problems.append("loss_pct: loss is dropped by nftables on arrival, which bmv2 "
                         "switches read before; use dataplane: kernel for lossy links")
+    mode = MODES.get(str(data["switching"]["mode"]))
+    if data["dataplane"] == "kernel" and mode is not None and mode.kernel_rules is None:
+        problems.append(f"switching.mode: {mode.name!r} is not allowed with dataplane: "
+                        f"kernel; {mode.kernel_refusal}")
     return problems
 
 

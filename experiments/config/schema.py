@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from pathdiv.kernels.abilities import KNOWN_CCS
+from pathdiv.experiments.config.switching import MODES, SPRAYS, mode_help, mode_params
+from pathdiv.experiments.config.workloads import PATTERNS, pattern_help
+from pathdiv.kernels.abilities import KNOWN_CCS, LAB_SCHEDULERS
 
 Check = Callable[[Any], str | None]  # returns "what is allowed" when the value is bad
 
@@ -125,6 +127,12 @@ def _reorder_hold(value: Any) -> str | None:
     return None if 1 <= value <= 1_000_000 else "an integer from 1 to 1000000 (µs)"
 
 
+def _at_least(minimum: int) -> Check:
+    def check(value: Any) -> str | None:
+        return None if value >= minimum else f"an integer >= {minimum}"
+    return check
+
+
 def _subflows(value: Any) -> str | None:
     return None if 1 <= value <= 8 else "an integer 1..8"
 
@@ -224,10 +232,11 @@ SCHEMA = Section(
         ),
         "switching": Section(
             {
-                "mode": Leaf(str, "ecmp", "static: one path per destination; ecmp: per-flow "
-                             "hash; spray: per-packet", choices=("static", "ecmp", "spray")),
+                "mode": Leaf(str, "ecmp", mode_help(), choices=tuple(MODES)),
                 "spray": Leaf(str, "random", "per-packet choice when mode is spray",
-                              choices=("random", "roundrobin")),
+                              choices=SPRAYS),
+                **{p.key: Leaf(int, p.default, p.help, check=_at_least(p.minimum))
+                   for p in mode_params().values()},
             }
         ),
         "hosts": Section(
@@ -239,11 +248,11 @@ SCHEMA = Section(
                 "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows); "
                            "lia = RFC 6356 coupled control of MPTCP subflows (lab kernel; "
                            "plain TCP runs it as reno)", choices=KNOWN_CCS),
-                "kernel": Leaf(str, "host", "host: this machine's kernel; net: the pathdiv lab "
+                "kernel": Leaf(str, "host", "host: this machine's kernel; lab: the pathdiv lab "
                                "kernel (RB scheduler)", choices=("host", "lab")),
                 "scheduler": Leaf(str, "default", "MPTCP packet scheduler "
                                   "(net.mptcp.scheduler)",
-                                  choices=("default", "rb", "roundrobin")),
+                                  choices=LAB_SCHEDULERS),
                 "subflow_paths": Leaf(str, "hashed", "where MPTCP subflows go: hashed = "
                                       "kernel path manager, ECMP's hash decides; disjoint "
                                       "= source ports chosen so the hash puts them on "
@@ -279,15 +288,7 @@ SCHEMA = Section(
         ),
         "workload": Section(
             {
-                "pattern": Leaf(str, "silent", "silent: 1-to-1 pairs take turns; noisy: "
-                                "two halves, in each one client fetches from the rest at "
-                                "once (partition-aggregate); incast: one client fetches "
-                                "from every other host at once; permutation: every host "
-                                "fetches from another at once"
-                                "; poisson: open-loop arrivals at every host with sizes "
-                                "from workload.sizes at workload.load",
-                                choices=("silent", "noisy", "incast", "permutation",
-                                         "poisson")),
+                "pattern": Leaf(str, "silent", pattern_help(), choices=tuple(PATTERNS)),
                 "flow_types": MapOf(
                     Leaf((str, int), None, "payload size", check=_size_check),
                     "flow type name -> payload size of one transfer",

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pathdiv.experiments.config.switching import MODES as MODE_REGISTRY
+from pathdiv.experiments.config.switching import SPRAYS, SwitchingMode
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.forwarding import SwitchTable
 
-MODES = ("static", "ecmp", "spray")
-SPRAYS = ("random", "roundrobin")
+MODES = tuple(MODE_REGISTRY)
 
 
 class DataPlaneError(RuntimeError):
@@ -32,11 +33,13 @@ class PortCounters:
     tx_bytes: int
 
 
-def check_mode(mode: str, spray: str) -> None:
-    if mode not in MODES:
+def check_mode(mode: str, spray: str) -> SwitchingMode:
+    """The registry entry of `mode`; DataPlaneError when the mode or spray is unknown."""
+    if mode not in MODE_REGISTRY:
         raise DataPlaneError(f"switching mode {mode!r} is not one of {', '.join(MODES)}")
     if spray not in SPRAYS:
         raise DataPlaneError(f"spray choice {spray!r} is not one of {', '.join(SPRAYS)}")
+    return MODE_REGISTRY[mode]
 
 
 class DataPlane(ABC):
@@ -50,6 +53,8 @@ class DataPlane(ABC):
         self.workdir = workdir
         self.mode = "static"
         self.spray = "random"
+        # the config's switching section: the keys a mode reads (switching.<key>)
+        self.switching: dict[str, Any] = {}
 
     @abstractmethod
     def switch_class(self) -> type:

@@ -23,6 +23,7 @@ from typing import Any
 
 from mininet.node import Node
 
+from pathdiv.experiments.config.switching import SwitchingMode
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError, PortCounters, check_mode
 from pathdiv.experiments.dataplane.p4.cli import (
     cli_errors,
@@ -34,8 +35,7 @@ from pathdiv.experiments.dataplane.p4.cli import (
 from pathdiv.experiments.dataplane.p4.entries import (
     C_PORT_RX,
     C_PORT_TX,
-    R_SPRAY_POLICY,
-    SPRAY_POLICIES,
+    SELECT,
     EntryOptions,
     SwitchEntries,
     port_macs,
@@ -179,7 +179,7 @@ class Bmv2DataPlane(DataPlane):
         self.mode, self.spray = mode, spray
 
     def set_mode(self, mode: str, spray: str) -> None:
-        check_mode(mode, spray)
+        entry = check_mode(mode, spray)
         if self.net is None:
             raise DataPlaneError("set_mode before start: the bmv2 switches are not running")
         wanted = MODE_PROGRAMS[mode]
@@ -192,24 +192,30 @@ class Bmv2DataPlane(DataPlane):
             )
             self.program = wanted
             self._install(spray)
-        elif spray != self.spray and wanted == "spray":
-            value = SPRAY_POLICIES[spray]
-            self._cli_all(
-                {sw: [f"register_write {R_SPRAY_POLICY} 0 {value}"] for sw in self.topo.switches},
-                "spray",
-            )
-            outputs = self._cli_all(
-                {sw: [f"register_read {R_SPRAY_POLICY} 0"] for sw in self.topo.switches},
-                "spray-readback",
-            )
-            for sw, out in outputs.items():
-                got = parse_registers(out).get((R_SPRAY_POLICY, 0))
+        else:
+            self._rewrite_registers(entry, spray)
+        self.mode, self.spray = mode, spray
+
+    def _rewrite_registers(self, entry: SwitchingMode, spray: str) -> None:
+        """Same program, other parameters (the spray policy): the mode's registers
+        written on every switch and read back."""
+        old = entry.registers({**self.switching, "spray": self.spray})
+        new = entry.registers({**self.switching, "spray": spray})
+        if new == old:
+            return
+        writes = {f"{SELECT}.{name}": value for name, value in new.items()}
+        self._cli_all({sw: [f"register_write {r} 0 {v}" for r, v in writes.items()]
+                       for sw in self.topo.switches}, "spray")
+        outputs = self._cli_all({sw: [f"register_read {r} 0" for r in writes]
+                                 for sw in self.topo.switches}, "spray-readback")
+        for sw, out in outputs.items():
+            for register, value in writes.items():
+                got = parse_registers(out).get((register, 0))
                 if got != value:
                     raise DataPlaneError(
-                        f"switch {sw}: spray policy register reads {got}, expected {value} "
+                        f"switch {sw}: register {register} reads {got}, expected {value} "
                         f"({spray}); read {self.switch_dir / f'{sw}.spray-readback.out'}"
                     )
-        self.mode, self.spray = mode, spray
 
     def stop(self) -> None:
         if self.net is None:
@@ -238,7 +244,8 @@ class Bmv2DataPlane(DataPlane):
 
     def _install(self, spray: str) -> None:
         assert self.program is not None
-        options = EntryOptions(spray, self.options.flowlet_gap_us, self.options.ecn_threshold_pkts)
+        gap = int(self.switching.get("flowlet_gap_us", self.options.flowlet_gap_us))
+        options = EntryOptions(spray, gap, self.options.ecn_threshold_pkts)
         self.entries = {
             sw: switch_entries(
                 self.tables[sw], port_macs(self.topo, sw), self.program, options

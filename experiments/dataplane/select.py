@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 
+from pathdiv.experiments.config.switching import MODES
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
 from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+from pathdiv.experiments.plan.runs import Run
 
 
 def _bmv2() -> tuple[type[DataPlane] | None, str]:
@@ -33,3 +35,18 @@ def select_dataplane(wanted: str) -> tuple[type[DataPlane], str]:
     if cls is None:
         return KernelDataPlane, f"auto: kernel data plane, because {reason}"
     return cls, f"auto: bmv2 data plane ({reason})"
+
+
+def mode_problems(runs: list[Run]) -> list[str]:
+    """Runs whose switching mode the data plane they would get cannot run (a mode
+    with no kernel rules, with dataplane: auto on a machine without bmv2)."""
+    out = []
+    for run in runs:
+        cls, reason = select_dataplane(run.config.dataplane)
+        mode = MODES[run.config.data["switching"]["mode"]]
+        if cls is KernelDataPlane and mode.kernel_rules is None:
+            problem = (f"switching.mode: {mode.name!r} cannot run on the {reason}: "
+                       f"{mode.kernel_refusal}")
+            if problem not in out:
+                out.append(problem)
+    return out

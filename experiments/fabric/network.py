@@ -57,6 +57,7 @@ class Network(StartStop):
         self.tables = forwarding_tables(self.topo, cfg.seed)
         self.workdir = workdir
         self.dp = dataplane(self.topo, self.tables, workdir)
+        self.dp.switching = dict(cfg.data["switching"])
         self.conditions = cfg.conditions()  # per direction; events change it
         self.net: Any = None
         self.procs: list[subprocess.Popen[str]] = []

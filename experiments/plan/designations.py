@@ -21,9 +21,8 @@ Patterns:
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-
-PATTERNS = ("silent", "noisy", "incast", "permutation")
 
 
 class WorkloadError(ValueError):
@@ -70,31 +69,55 @@ def split_groups(hosts: list[str], rng: random.Random) -> list[tuple[str, tuple[
     return [(g[0], tuple(g[1:])) for g in (order[:half], order[half:])]
 
 
+Shape = list[tuple[str, tuple[str, ...]]]  # one round: (client, its servers) each
+
+
+def _pairs(hosts: list[str], rng: random.Random) -> tuple[dict[str, str], list[str]]:
+    pairs = derangement(hosts, rng)
+    order = hosts[:]
+    rng.shuffle(order)  # the turn order of the pairs
+    return pairs, order
+
+
+def _silent(hosts: list[str], rng: random.Random) -> list[Shape]:
+    pairs, order = _pairs(hosts, rng)
+    return [[(c, (pairs[c],))] for c in order]
+
+
+def _permutation(hosts: list[str], rng: random.Random) -> list[Shape]:
+    pairs, order = _pairs(hosts, rng)
+    return [[(c, (pairs[c],)) for c in order]]
+
+
+def _noisy(hosts: list[str], rng: random.Random) -> list[Shape]:
+    return [split_groups(hosts, rng)]
+
+
+def _incast(hosts: list[str], rng: random.Random) -> list[Shape]:
+    client = rng.choice(hosts)
+    return [[(client, tuple(h for h in hosts if h != client))]]
+
+
+# The rounds of one iteration of each closed pattern of the registry
+# (`pathdiv.experiments.config.workloads`), drawn from the iteration's generator.
+SHAPES: dict[str, Callable[[list[str], random.Random], list[Shape]]] = {
+    "silent": _silent, "noisy": _noisy, "incast": _incast, "permutation": _permutation,
+}
+
+
 def rounds(pattern: str, hosts: list[str], seed: int, iterations: int,
            requests: int) -> list[Round]:
     """Every round of a run, in execution order; group ids count from 0."""
-    if pattern not in PATTERNS:
+    if pattern not in SHAPES:
         raise WorkloadError(f"workload.pattern {pattern!r} is not known; choose one of "
-                            f"{', '.join(PATTERNS)}")
+                            f"{', '.join(SHAPES)}")
     if iterations < 1 or requests < 1:
         raise WorkloadError(f"iterations ({iterations}) and requests ({requests}) must be >= 1")
     hosts = sorted(hosts, key=_host_order)
     out: list[Round] = []
     gid = 0
     for it in range(iterations):
-        rng = iteration_rng(seed, pattern, it)
-        if pattern in ("silent", "permutation"):
-            pairs = derangement(hosts, rng)
-            order = hosts[:]
-            rng.shuffle(order)  # the turn order of the pairs
-            shapes = [[(c, (pairs[c],))] for c in order]
-            if pattern == "permutation":
-                shapes = [[(c, (pairs[c],)) for c in order]]
-        elif pattern == "noisy":
-            shapes = [split_groups(hosts, rng)]
-        else:  # incast
-            client = rng.choice(hosts)
-            shapes = [[(client, tuple(h for h in hosts if h != client))]]
+        shapes = SHAPES[pattern](hosts, iteration_rng(seed, pattern, it))
         for _ in range(requests):
             for shape in shapes:
                 rnd = []

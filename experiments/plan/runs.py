@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pathdiv.experiments.config.load import Config, apply_overrides, validate
+from pathdiv.experiments.config.workloads import open_loop
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ def quick_config(cfg: Config) -> Config:
     `poisson` workload, which has no iterations, gets a shorter window instead."""
     iterations = min(int(cfg.data["workload"]["iterations"]), QUICK_ITERATIONS)
     overrides: list[tuple[str, Any]] = [("workload.iterations", iterations)]
-    if cfg.data["workload"]["pattern"] == "poisson":
+    if open_loop(cfg.data["workload"]["pattern"]):
         overrides.append(("workload.duration_s",
                           min(float(cfg.data["workload"]["duration_s"]), QUICK_DURATION_S)))
     return cfg.with_overrides(overrides)

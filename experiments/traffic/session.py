@@ -28,6 +28,7 @@ from typing import Any
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.schema import parse_size
+from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.experiments.fabric.network import Network, wait_for_line
 from pathdiv.experiments.manifest import write_csv_atomic
 from pathdiv.experiments.plan.arrivals import Flow, arrivals, size_cdf
@@ -184,7 +185,7 @@ def run_session(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: 
     w = cfg.data["workload"]
     hosts = net.topo.hosts
     mptcp = traffic.transport == "mptcp"
-    poisson = w["pattern"] == "poisson"
+    poisson = open_loop(w["pattern"])
     plan = [] if poisson else rounds(str(w["pattern"]), hosts, seed, int(w["iterations"]),
                                      int(w["requests"]))
     horizon = float(w["duration_s"]) + traffic.timeout_s if poisson else \

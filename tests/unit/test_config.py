@@ -25,7 +25,7 @@ def test_defaults_fill_an_empty_config():
 
 def test_bad_choice_names_key_value_and_choices():
     assert problems({"switching": {"mode": "sprya"}}) == [
-        "switching.mode: 'sprya' is not allowed; choose one of static, ecmp, spray"
+        "switching.mode: 'sprya' is not allowed; choose one of static, ecmp, spray, flowlet"
     ]
 
 
@@ -50,7 +50,7 @@ def test_factor_levels_are_validated_like_the_file():
     msgs = problems({"factors": {"sw": {"bad": {"switching.mode": "x"},
                                         "typo": {"switching.mdoe": "ecmp"}}}})
     assert "factors.sw.bad: switching.mode: 'x' is not allowed; choose one of static, ecmp, " \
-           "spray" in msgs
+           "spray, flowlet" in msgs
     assert any(m.startswith("factors.sw.typo.switching.mdoe: unknown key") for m in msgs)
 
 

@@ -28,8 +28,11 @@ def test_spray_marks_every_packet(spray, expr):
 
 def test_static_sets_no_marks_and_bad_modes_fail():
     assert "mark set" not in nft_ruleset(TABLES["e1"], "static", "random")
-    with pytest.raises(DataPlaneError, match="switching mode 'flowlet' is not one of"):
+    with pytest.raises(DataPlaneError, match="switching mode 'flowlet': the kernel data plane "
+                       "keeps no per-flow idle-gap state; use dataplane: bmv2"):
         nft_ruleset(TABLES["e1"], "flowlet", "random")
+    with pytest.raises(DataPlaneError, match="switching mode 'bogus' is not one of"):
+        nft_ruleset(TABLES["e1"], "bogus", "random")
 
 
 def test_route_batch_has_one_table_per_uplink_and_main_first():

@@ -20,15 +20,20 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pathdiv.experiments.config.switching import (
+    FLOWLET_GAP_US,
+    MODES,
+    SPRAY_POLICIES,
+    SwitchingMode,
+)
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.forwarding import NextHop, SwitchTable
 
-PROGRAMS = ("static", "ecmp", "spray", "flowlet")
-SPRAY_POLICIES = {"random": 0, "roundrobin": 1}
+PROGRAMS = tuple(dict.fromkeys(m.program for m in MODES.values()))
 UP_GROUP = 1
 PORT_BITS = 9
 MEMBER_BITS = 16
-DEFAULT_FLOWLET_GAP_US = 5000
+DEFAULT_FLOWLET_GAP_US = FLOWLET_GAP_US
 QDEPTH_MAX = (1 << 19) - 1
 
 # Fully qualified names, as p4c-bm2-ss writes them into the JSON and P4Info.
@@ -143,6 +148,18 @@ class EntryOptions:
                 f"got {self.ecn_threshold_pkts}"
             )
 
+    def switching(self) -> dict[str, object]:
+        """The switching keys a mode's registers read (`switching.<key>` of a config)."""
+        return {"spray": self.spray, "flowlet_gap_us": self.flowlet_gap_us}
+
+
+def mode_of_program(program: str) -> SwitchingMode:
+    """The switching mode whose P4 program is `program` (EntryError when none is)."""
+    for mode in MODES.values():
+        if mode.program == program:
+            return mode
+    raise EntryError(f"P4 program {program!r} is not one of {', '.join(PROGRAMS)}")
+
 
 def mac_to_int(mac: str) -> int:
     parts = mac.split(":")
@@ -189,8 +206,7 @@ def switch_entries(
     options: EntryOptions | None = None,
 ) -> SwitchEntries:
     """Everything `program` needs on `table.switch`; `macs` as returned by `port_macs`."""
-    if program not in PROGRAMS:
-        raise EntryError(f"P4 program {program!r} is not one of {', '.join(PROGRAMS)}")
+    mode = mode_of_program(program)
     options = options or EntryOptions()
     sw = table.switch
     entries: list[TableEntry] = []
@@ -205,11 +221,11 @@ def switch_entries(
         entries.append(TableEntry(T_NEIGHBOR, (port,), A_SET_MACS, (mine, peer)))
     # The switch's own address is no host's: drop instead of sending it up the default.
     entries.append(TableEntry(T_LPM, (_prefix(f"{table.address}/32"),), A_DROP, ()))
-    routes = list(table.down) + (list(table.static) if program == "static" else [])
+    routes = list(table.down) + ([] if mode.up_group else list(table.static))
     for route in routes:
         action, params = _forward(route.hop)
         entries.append(TableEntry(T_LPM, (_prefix(route.prefix),), action, params))
-    if program != "static" and table.up:
+    if mode.up_group and table.up:
         entries.append(
             TableEntry(
                 T_LPM,
@@ -223,10 +239,8 @@ def switch_entries(
             entries.append(TableEntry(T_GROUP, (Value(UP_GROUP), Value(i)), action, params))
     _check_unique(sw, entries)
     registers = [RegisterWrite(R_ECN_THRESHOLD, 0, options.ecn_threshold_pkts)]
-    if program == "spray":
-        registers.append(RegisterWrite(R_SPRAY_POLICY, 0, SPRAY_POLICIES[options.spray]))
-    if program == "flowlet":
-        registers.append(RegisterWrite(R_FLOWLET_GAP, 0, options.flowlet_gap_us))
+    registers += [RegisterWrite(f"{SELECT}.{name}", 0, value)
+                  for name, value in mode.registers(options.switching()).items()]
     return SwitchEntries(sw, program, tuple(entries), tuple(registers))
 
 

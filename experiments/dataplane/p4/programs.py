@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from pathdiv.experiments.config.switching import MODES
 from pathdiv.experiments.dataplane.p4.entries import PROGRAMS
 from pathdiv.experiments.dataplane.p4.tools import P4Tools
 
@@ -24,7 +25,7 @@ DEFAULT_CACHE = Path("/var/cache/pathdiv/p4")
 CACHE_ENV = "PATHDIV_P4_CACHE"
 COMPILER_FLAGS = ("--std", "p4-16", "--arch", "v1model")
 # data plane mode -> program that implements it
-MODE_PROGRAMS = {"static": "static", "ecmp": "ecmp", "spray": "spray"}
+MODE_PROGRAMS = {m.name: m.program for m in MODES.values()}
 
 
 class P4CompileError(RuntimeError):
