@@ -74,6 +74,7 @@ from pathdiv.experiments.fabric.environment import kernel_release, preflight
 from pathdiv.experiments.fabric.network import Network, NetworkError
 from pathdiv.experiments.fidelity import runhooks as fidelity
 from pathdiv.experiments.fidelity.attempts import attempt_entry, shelve, should_repeat
+from pathdiv.experiments.fidelity.record import machine_clock
 from pathdiv.experiments.manifest import (
     counter_deltas,
     counter_snapshot,
@@ -197,7 +198,7 @@ def execute_run(run: Run, run_dir: Path,
     manifest = base_manifest(run)
     manifest.update(kernel_release=kernel_release(), git_revision=git_revision(),
                     tools=tool_versions(), lab_kernel=guest_kernel_description())
-    manifest["clock"] = (manifest["lab_kernel"] or {}).get("clock", "real")
+    manifest["clock"] = machine_clock()  # the one place a run's clock is written
     timings = manifest["timings"]
     started = time.monotonic()
     workload = cfg.data["workload"]
@@ -283,117 +284,139 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
     With `shard`, `runs` is that shard's part of `plan_runs` (the whole plan): plan.json
     lists the whole plan and this process sets only its runs' statuses, under a lock, so
     shards can share the folder (experiments.cluster.planfile)."""
+    return PlanExecution(cfg, runs, folder, quiet, options or {}, plan_runs, shard).execute()
 
 
-    todo, done = split_resume(runs, folder)
-    planned = plan_runs if plan_runs is not None else runs
-    mine = {r.run_id for r in runs}
-    shard_index = shard_of(planned, shard.count) if shard else {}
-    statuses: dict[str, dict[str, Any]] = {
-        r.run_id: {"status": "complete", "reason": ""} for r in done
-    }
-    outcome = PlanOutcome(folder, {r.run_id: "complete" for r in done})
-    host_todo = [r for r in todo if r.config.host_kernel != "lab"]
-    lab_todo = [r for r in todo if r.config.host_kernel == "lab"]
+class PlanExecution:
+    """One `run_plan`: what is left to do, the statuses plan.json gets, the progress shown."""
 
-    def save_plan() -> None:
-        update_plan(folder, lambda previous: annotate_shards(plan_document(
-            cfg, planned, merged_statuses(previous, mine, statuses), previous, options or {}),
-            shard_index))
+    def __init__(self, cfg: Config, runs: list[Run], folder: Path, quiet: bool,
+                 options: dict[str, Any], plan_runs: list[Run] | None,
+                 shard: Shard | None) -> None:
+        self.cfg, self.folder, self.quiet, self.options, self.shard = (
+            cfg, folder, quiet, options, shard)
+        todo, self.done = split_resume(runs, folder)
+        self.todo = todo
+        self.planned = plan_runs if plan_runs is not None else runs
+        self.mine = {r.run_id for r in runs}
+        self.shard_index = shard_of(self.planned, shard.count) if shard else {}
+        self.statuses: dict[str, dict[str, Any]] = {
+            r.run_id: {"status": "complete", "reason": ""} for r in self.done}
+        self.outcome = PlanOutcome(folder, {r.run_id: "complete" for r in self.done})
+        self.host_todo = [r for r in todo if r.config.host_kernel != "lab"]
+        self.lab_todo = [r for r in todo if r.config.host_kernel == "lab"]
+        self.image: Path | None = None  # the lab kernel, once found or built
+        self.tracker = RunTracker(folder, runs, shard, complete_before=len(self.done))
+        # tqdm's own remaining time counts runs; the clock weighs them by expected traffic
+        self.bar = tqdm(total=len(runs), initial=len(self.done), unit="run", file=sys.stderr,
+                        disable=quiet, dynamic_ncols=True, desc=cfg.name,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
+                                   "[{elapsed}{postfix}]")
+        self.eta = PlanClock(todo)
+        self.run_started = time.monotonic()  # when the run now in progress started
+        self.label = ""  # what the progress bar shows of the run now in progress
 
-    save_plan()
-    tracker = RunTracker(folder, runs, shard, complete_before=len(done))
-    # tqdm's own remaining time counts runs; the clock weighs them by expected traffic
-    bar = tqdm(total=len(runs), initial=len(done), unit="run", file=sys.stderr,
-               disable=quiet, dynamic_ncols=True, desc=cfg.name,
-               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
-                          "[{elapsed}{postfix}]")
-    eta = PlanClock(todo)
-    mark = [time.monotonic()]  # when the run now in progress started
-    shown = [""]
+    # ---- plan.json and progress ------------------------------------------------------
+    def save_plan(self) -> None:
+        update_plan(self.folder, lambda previous: annotate_shards(plan_document(
+            self.cfg, self.planned, merged_statuses(previous, self.mine, self.statuses),
+            previous, self.options), self.shard_index))
 
-    def show(label: str) -> None:
-        shown[0] = label
-        bar.set_postfix_str(f"{label} | {eta.text()}" if label else eta.text())
+    def show(self, label: str) -> None:
+        self.label = label
+        self.bar.set_postfix_str(f"{label} | {self.eta.text()}" if label else self.eta.text())
 
-    show("")
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            self.bar.write(text, file=sys.stderr)
 
-    def say(text: str) -> None:
-        if not quiet:
-            bar.write(text, file=sys.stderr)
-
-    def finished(run: Run, manifest: dict[str, Any]) -> None:
+    def finished(self, run: Run, manifest: dict[str, Any]) -> None:
         status = manifest.get("status", "failed")
         now = time.monotonic()
-        eta.finished(run.run_id, now - mark[0] if status == "complete" else None)
+        self.eta.finished(run.run_id, now - self.run_started if status == "complete" else None)
         # the host's wall time of the run (a lab kernel's boot counts towards its first
         # run): what plans take on this machine, where manifests of lab runs hold guest time
-        statuses[run.run_id] = {"status": status, "reason": manifest.get("error", ""),
-                                "wall_s": round(now - mark[0], 1)}
-        mark[0] = now
-        outcome.statuses[run.run_id] = status
-        save_plan()
-        tracker.finished(run, status)
-        lab_ids = [r.run_id for r in lab_todo]
-        if run.run_id in lab_ids and image is not None:  # the guest runs them in order
-            following = lab_todo[lab_ids.index(run.run_id) + 1:]
+        self.statuses[run.run_id] = {"status": status, "reason": manifest.get("error", ""),
+                                     "wall_s": round(now - self.run_started, 1)}
+        self.run_started = now
+        self.outcome.statuses[run.run_id] = status
+        self.save_plan()
+        self.tracker.finished(run, status)
+        lab_ids = [r.run_id for r in self.lab_todo]
+        if run.run_id in lab_ids and self.image is not None:  # the guest runs them in order
+            following = self.lab_todo[lab_ids.index(run.run_id) + 1:]
             if following:
-                tracker.started(following[0])
-        say(_run_line(run, manifest))
-        bar.update(1)
-        show(shown[0])
+                self.tracker.started(following[0])
+        self.say(_run_line(run, manifest))
+        self.bar.update(1)
+        self.show(self.label)
 
-    if done:
-        say(f"resuming {folder}: {len(done)} run(s) complete, {len(todo)} to do")
-    image = None
-    state = "stopped"  # what the shard's progress file says if an error ends the plan
-    if lab_todo:  # before any host run: a kernel build or a missing tool shows up first
-
+    # ---- the runs --------------------------------------------------------------------
+    def execute(self) -> PlanOutcome:
+        self.save_plan()
+        self.show("")
+        if self.done:
+            self.say(f"resuming {self.folder}: {len(self.done)} run(s) complete, "
+                     f"{len(self.todo)} to do")
+        state = "stopped"  # what the shard's progress file says if an error ends the plan
+        if self.lab_todo:  # before any host run: a kernel build or a missing tool shows up
+            self.find_lab_kernel()
         try:
-            image = lab_kernel_image(say)
+            for run in self.host_todo:
+                self.host_run(run)
+            for clock, group in lab_groups(self.lab_todo if self.image is not None else []):
+                self.lab_boot(clock, group)
+            state = "done"
+        except KeyboardInterrupt:
+            state = "interrupted"
+            self.save_plan()  # the interrupted run stays pending; its manifest says failed
+            raise
+        finally:
+            self.bar.close()
+            self.tracker.close(state)
+        return self.outcome
+
+    def find_lab_kernel(self) -> None:
+        """The lab kernel's image; without one every lab run is skipped, saying why."""
+        try:
+            self.image = lab_kernel_image(self.say)
         except LabKernelUnavailable as exc:
             reason = lab_skip_reason(str(exc))
-            for run in lab_todo:
-                run_dir = folder / "runs" / run.run_id
+            for run in self.lab_todo:
+                run_dir = self.folder / "runs" / run.run_id
                 if run_dir.exists():
                     shutil.rmtree(run_dir)
-                finished(run, write_status(run, run_dir, "skipped", reason))
-            lab_todo = []
-    try:
-        for run in host_todo:
-            run_dir = folder / "runs" / run.run_id
-            if run_dir.exists():
-                shutil.rmtree(run_dir)  # partial, failed or skipped: redo from scratch
-            run_dir.mkdir(parents=True)
-            tracker.started(run)
-            label = " ".join([run.flow_type, *run.factors.values(), f"rep{run.repetition}"])
-            mark[0] = time.monotonic()
-            show(label)
+                self.finished(run, write_status(run, run_dir, "skipped", reason))
+            self.lab_todo = []
 
-            def on_round(n: int, total: int, label: str = label) -> None:
-                show(f"{label} round {n}/{total}")
+    def host_run(self, run: Run) -> None:
+        run_dir = self.folder / "runs" / run.run_id
+        if run_dir.exists():
+            shutil.rmtree(run_dir)  # partial, failed or skipped: redo from scratch
+        run_dir.mkdir(parents=True)
+        self.tracker.started(run)
+        label = " ".join([run.flow_type, *run.factors.values(), f"rep{run.repetition}"])
+        self.run_started = time.monotonic()
+        self.show(label)
 
-            finished(run, execute_attempts(run, run_dir, on_round, say))
-        for clock, group in lab_groups(lab_todo if image is not None else []):
-            say(f"booting the lab kernel ({image.parent.name}, {clock} clock) for "
-                f"{len(group)} run(s)")
-            for run in group:  # no earlier manifest beside the running marker
-                shutil.rmtree(folder / "runs" / run.run_id, ignore_errors=True)
-            tracker.started(group[0])
-            mark[0] = time.monotonic()  # the boot counts towards the first lab run
-            LabSession(folder, group, image, show, finished,
-                       progress=progress_file(shard.name if shard else None),
-                       clock=clock, memory_mb=int(group[0].config.data["lab"]["memory_mb"])
-                       ).execute()
-        state = "done"
-    except KeyboardInterrupt:
-        state = "interrupted"
-        save_plan()  # the interrupted run stays pending; its manifest says failed
-        raise
-    finally:
-        bar.close()
-        tracker.close(state)
-    return outcome
+        def on_round(n: int, total: int) -> None:
+            self.show(f"{label} round {n}/{total}")
+
+        self.finished(run, execute_attempts(run, run_dir, on_round, self.say))
+
+    def lab_boot(self, clock: str, group: list[Run]) -> None:
+        """One boot of the lab kernel on `clock` runs `group` in order."""
+        assert self.image is not None
+        self.say(f"booting the lab kernel ({self.image.parent.name}, {clock} clock) for "
+                 f"{len(group)} run(s)")
+        for run in group:  # no earlier manifest beside the running marker
+            shutil.rmtree(self.folder / "runs" / run.run_id, ignore_errors=True)
+        self.tracker.started(group[0])
+        self.run_started = time.monotonic()  # the boot counts towards the first lab run
+        LabSession(self.folder, group, self.image, self.show, self.finished,
+                   progress=progress_file(self.shard.name if self.shard else None),
+                   clock=clock, memory_mb=int(group[0].config.data["lab"]["memory_mb"])
+                   ).execute()
 
 
 def execute_attempts(run: Run, run_dir: Path,

@@ -15,7 +15,6 @@ from pathdiv.experiments.fidelity.monitor import Monitor
 from pathdiv.experiments.fidelity.record import (
     build_record,
     lab_monitor,
-    machine_clock,
     manifest_section,
     unmonitored,
     write_record,
@@ -26,8 +25,9 @@ log = logging.getLogger("pathdiv")
 
 
 def start(net: Any, section: dict[str, Any], manifest: dict[str, Any]) -> Monitor | None:
-    clock = machine_clock()
-    manifest["clock"] = clock
+    """The fidelity monitor of a run, started; None (and why, in the manifest) when off or
+    when it cannot start. The run's clock is the manifest's (written by the runner)."""
+    clock = str(manifest["clock"])
     if not section.get("enabled", True):
         manifest["fidelity"] = unmonitored("fidelity.enabled is false", clock)
         return None
