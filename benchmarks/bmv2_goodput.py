@@ -130,7 +130,7 @@ def one_switch_kernel(rate: float | None, size: int) -> tuple[float, float]:
 
 def fattree(plane: str, rate: float, size: int, workdir: Path) -> tuple[float, float]:
     from pathdiv.experiments.config.load import load
-    from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+    from pathdiv.experiments.dataplane.nftables import KernelDataPlane
     from pathdiv.experiments.fabric.network import Network, wait_for_line
 
     cfg = load(REPO / "configs/class-probe.yaml").with_overrides(

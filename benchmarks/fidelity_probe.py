@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pathdiv.experiments.classroom.probe import run_probe
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+from pathdiv.experiments.dataplane.nftables import KernelDataPlane
 from pathdiv.experiments.fabric.network import Network
 from pathdiv.experiments.fidelity.hog import CpuHog, slow_links
 

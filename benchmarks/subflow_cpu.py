@@ -26,7 +26,7 @@ from typing import Any
 
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
-from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+from pathdiv.experiments.dataplane.nftables import KernelDataPlane
 from pathdiv.experiments.fabric.network import Network, wait_for_line
 from pathdiv.experiments.traffic.placement import Placement, place_argv
 

@@ -64,7 +64,7 @@ def lab_kernel() -> Path:
 def dataplane_class(name: str):
     """The data plane class a test parametrised by plane name runs on; bmv2 tests skip
     with the reason when p4lang's tools are not found (PATH or P4_PREFIX)."""
-    from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+    from pathdiv.experiments.dataplane.nftables import KernelDataPlane
 
     if name == "kernel":
         return KernelDataPlane

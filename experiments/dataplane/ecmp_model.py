@@ -4,7 +4,7 @@ Both data planes hash the 5-tuple with a per-switch seed (`topologies/forwarding
 every switch that has an up group, and take the member the hash selects:
 
   kernel  nftables `jhash ip saddr . ip daddr . meta l4proto . th sport . th dport
-          mod n seed S offset 1` (experiments/dataplane/kernel.py). nft concatenates
+          mod n seed S offset 1` (experiments/dataplane/nftables.py). nft concatenates
           the fields into 32-bit registers, each field zero-padded to 4 bytes (net/
           netfilter/nft_payload.c and nft_meta.c zero the register before storing), so
           the kernel's `jhash()` (include/linux/jhash.h, lookup3, words read in CPU

@@ -6,7 +6,7 @@ import importlib
 
 from pathdiv.experiments.config.switching import MODES
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
-from pathdiv.experiments.dataplane.kernel import KernelDataPlane
+from pathdiv.experiments.dataplane.nftables import KernelDataPlane
 from pathdiv.experiments.plan.runs import Run
 
 

@@ -92,7 +92,7 @@ import pathdiv.experiments.config.switching as sw
 assert sw.__file__.startswith(sys.argv[1]), sw.__file__
 from pathdiv.experiments.config.load import validate
 from pathdiv.experiments.config.schema import SCHEMA
-from pathdiv.experiments.dataplane.kernel import nft_ruleset
+from pathdiv.experiments.dataplane.nftables import nft_ruleset
 from pathdiv.experiments.dataplane.p4.entries import EntryOptions, network_entries
 from pathdiv.experiments.dataplane.p4.programs import MODE_PROGRAMS, program_sources
 from pathdiv.topologies.fattree import FatTree

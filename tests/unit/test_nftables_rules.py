@@ -3,7 +3,7 @@
 import pytest
 
 from pathdiv.experiments.dataplane.base import DataPlaneError, parse_proc_net_dev
-from pathdiv.experiments.dataplane.kernel import nft_ruleset, route_batch
+from pathdiv.experiments.dataplane.nftables import nft_ruleset, route_batch
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.shaping import tc_commands
 from pathdiv.topologies.fattree import FatTree
