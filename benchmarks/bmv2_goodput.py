@@ -130,7 +130,7 @@ def one_switch_kernel(rate: float | None, size: int) -> tuple[float, float]:
 
 def fattree(plane: str, rate: float, size: int, workdir: Path) -> tuple[float, float]:
     from pathdiv.experiments.config.load import load
-    from pathdiv.experiments.dataplane.nftables import KernelDataPlane
+    from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
     from pathdiv.experiments.fabric.network import Network, wait_for_line
 
     cfg = load(REPO / "configs/class-probe.yaml").with_overrides(
@@ -140,7 +140,7 @@ def fattree(plane: str, rate: float, size: int, workdir: Path) -> tuple[float, f
     if plane == "bmv2":
         from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane as cls
     else:
-        cls = KernelDataPlane
+        cls = NftablesDataPlane
     with Network(cfg, cls, workdir / f"fattree-{plane}-{rate:g}") as net:
         client, server = net.topo.hosts[0], net.topo.hosts[-1]
         srv = net.transfer(server, ["serve", "--port", str(PORT)])

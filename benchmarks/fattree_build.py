@@ -14,14 +14,14 @@ import time
 from pathlib import Path
 
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.dataplane.nftables import KernelDataPlane
+from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
 from pathdiv.experiments.fabric.network import Network
 
 
 def measure(k: int) -> tuple[float, float, int, int]:
     cfg = validate({"topology": {"k": k}, "hosts": {"transport": "mptcp", "subflows": 4},
                     "dataplane": "kernel"})
-    net = Network(cfg, KernelDataPlane, Path(tempfile.mkdtemp(prefix="pathdiv-bench-")))
+    net = Network(cfg, NftablesDataPlane, Path(tempfile.mkdtemp(prefix="pathdiv-bench-")))
     t0 = time.monotonic()
     net.start()
     built = time.monotonic() - t0

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pathdiv.experiments.classroom.probe import run_probe
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.dataplane.nftables import KernelDataPlane
+from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
 from pathdiv.experiments.fabric.network import Network
 from pathdiv.experiments.fidelity.hog import CpuHog, slow_links
 
@@ -35,7 +35,7 @@ DISTURBANCES = ("none", "hog-nice", "hog-fifo", "slow-links")
 
 def probe(disturbance: str) -> dict:
     cfg = load(REPO / "configs/class-probe.yaml", ["switching.mode=static"])
-    with Network(cfg, KernelDataPlane, Path(tempfile.mkdtemp(prefix="pathdiv-bench-"))) as net:
+    with Network(cfg, NftablesDataPlane, Path(tempfile.mkdtemp(prefix="pathdiv-bench-"))) as net:
         hog: contextlib.AbstractContextManager = contextlib.nullcontext()
         if disturbance == "hog-nice":
             hog = CpuHog("nice", 100, 0)

@@ -26,7 +26,7 @@ from hoststat import HostLoad
 
 from pathdiv.experiments.classroom.probe import PORT, ProbePlan, _fetch
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.dataplane.nftables import KernelDataPlane
+from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
 from pathdiv.experiments.fabric.network import Network, wait_for_line
 
 
@@ -39,7 +39,7 @@ def goodput(rate: float, mode: str, size: int) -> tuple[float, float]:
              for t in ("host", "edge", "core")}
     cfg = validate({"topology": {"k": 4, "links": links}, "dataplane": "kernel",
                     "switching": {"mode": mode}})
-    with Network(cfg, KernelDataPlane, Path(tempfile.mkdtemp(prefix="pathdiv-bench-"))) as net:
+    with Network(cfg, NftablesDataPlane, Path(tempfile.mkdtemp(prefix="pathdiv-bench-"))) as net:
         plan = ProbePlan.for_topology(net.topo)
         server = net.transfer(plan.server, ["serve", "--port", str(PORT)])
         wait_for_line(server, server.stdout, "ready", 15, "server")

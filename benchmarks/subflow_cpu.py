@@ -26,7 +26,7 @@ from typing import Any
 
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
-from pathdiv.experiments.dataplane.nftables import KernelDataPlane
+from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
 from pathdiv.experiments.fabric.network import Network, wait_for_line
 from pathdiv.experiments.traffic.placement import Placement, place_argv
 
@@ -65,7 +65,7 @@ def measure(label: str, overrides: list[str], size: int, reps: int, tmp: Path
     rng = random.Random(1)
     cpu_log = tmp / f"{label}.cpu.jsonl"
     rows = []
-    with Network(cfg, KernelDataPlane, tmp / label) as net:
+    with Network(cfg, NftablesDataPlane, tmp / label) as net:
         if mptcp and cfg.subflow_paths != "hashed":
             placement = Placement(PathModel(net.topo, net.tables, "kernel"),
                                   cfg.subflow_paths, cfg.subflows)

@@ -64,10 +64,10 @@ def lab_kernel() -> Path:
 def dataplane_class(name: str):
     """The data plane class a test parametrised by plane name runs on; bmv2 tests skip
     with the reason when p4lang's tools are not found (PATH or P4_PREFIX)."""
-    from pathdiv.experiments.dataplane.nftables import KernelDataPlane
+    from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
 
     if name == "kernel":
-        return KernelDataPlane
+        return NftablesDataPlane
     from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane, find_p4_tools
 
     tools, reason = find_p4_tools()

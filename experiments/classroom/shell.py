@@ -1,6 +1,6 @@
 """The classroom CLI: Mininet's CLI plus pathdiv's `paths`, `counters`, `mode`, `flow`.
 
-Commands read the running `Lab` (its topology object, data plane and counters) and
+Commands read the running `Network` (its topology object, data plane and counters) and
 print what `classroom/views.py` formats; a bad argument prints one line and the CLI
 carries on. Transfers use the transfer tool (`traffic/transfer.py`) as `pathdiv probe` does.
 """
@@ -30,8 +30,8 @@ from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_l
 FLOW_PORT = PORT  # the server `pathdiv probe` uses; _fetch targets it
 
 
-class LabCommandError(ValueError):
-    """A lab CLI command was given something it cannot use."""
+class ShellCommandError(ValueError):
+    """A classroom shell command was given something it cannot use."""
 
 
 def snapshot(net: Network) -> dict[str, PortCounters]:
@@ -62,7 +62,7 @@ class PathdivCLI(CLI):  # type: ignore[misc]
     prompt = "pathdiv> "
 
     def __init__(self, net: Network, **kwargs: Any) -> None:
-        self.lab = net
+        self.net = net
         self.mark = snapshot(net)
         self.last_flow: tuple[str, str, list[LinkTraffic]] | None = None
         setLogLevel("output")  # the lab builds quietly; node commands must print here
@@ -71,15 +71,15 @@ class PathdivCLI(CLI):  # type: ignore[misc]
 
     # ---- helpers -------------------------------------------------------------
     def _host(self, name: str) -> str:
-        if name not in self.lab.topo.hosts:
-            hosts = self.lab.topo.hosts
-            raise LabCommandError(f"unknown host {name!r}; hosts are {hosts[0]}..{hosts[-1]}")
+        if name not in self.net.topo.hosts:
+            hosts = self.net.topo.hosts
+            raise ShellCommandError(f"unknown host {name!r}; hosts are {hosts[0]}..{hosts[-1]}")
         return name
 
     def _guard(self, fn: Any, line: str) -> None:
         try:
             fn(line.split())
-        except (LabCommandError, NetworkError, DataPlaneError, ValueError) as exc:
+        except (ShellCommandError, NetworkError, DataPlaneError, ValueError) as exc:
             print(f"error: {exc}")
 
     # ---- commands ------------------------------------------------------------
@@ -89,32 +89,32 @@ class PathdivCLI(CLI):  # type: ignore[misc]
 
     def _paths(self, args: list[str]) -> None:
         if len(args) != 2:
-            raise LabCommandError("usage: paths SRC DST, e.g. paths h1 h16")
+            raise ShellCommandError("usage: paths SRC DST, e.g. paths h1 h16")
         src, dst = self._host(args[0]), self._host(args[1])
-        print(format_paths(self.lab.topo, src, dst, self.last_flow))
+        print(format_paths(self.net.topo, src, dst, self.last_flow))
 
     def do_counters(self, line: str) -> None:
         """counters: per-link bytes/packets since the last `counters`, and a heat map."""
         self._guard(self._counters, line)
 
     def _counters(self, args: list[str]) -> None:
-        now = snapshot(self.lab)
-        traffic = link_traffic(self.lab.topo, self.mark, now)
+        now = snapshot(self.net)
+        traffic = link_traffic(self.net.topo, self.mark, now)
         self.mark = now
         print(format_counters(traffic))
-        print(heat_map(self.lab.topo, traffic))
+        print(heat_map(self.net.topo, traffic))
 
     def do_mode(self, line: str) -> None:
         """mode [static|ecmp|spray [random|roundrobin]]: show or switch forwarding live."""
         self._guard(self._mode, line)
 
     def _mode(self, args: list[str]) -> None:
-        dp = self.lab.dp
+        dp = self.net.dp
         if args:
             mode = args[0]
             spray = args[1] if len(args) > 1 else dp.spray
             if mode not in MODES or spray not in SPRAYS or len(args) > 2:
-                raise LabCommandError(f"bad mode {' '.join(args)!r}; expected one of "
+                raise ShellCommandError(f"bad mode {' '.join(args)!r}; expected one of "
                                       f"{', '.join(MODES)} (spray takes random|roundrobin)")
             dp.set_mode(mode, spray)
         extra = f" ({dp.spray})" if dp.mode == "spray" else ""
@@ -127,26 +127,26 @@ class PathdivCLI(CLI):  # type: ignore[misc]
 
     def _flow(self, args: list[str]) -> None:
         if len(args) not in (3, 4):
-            raise LabCommandError("usage: flow SRC DST SIZE [tcp|mptcp], e.g. "
+            raise ShellCommandError("usage: flow SRC DST SIZE [tcp|mptcp], e.g. "
                                   "flow h1 h16 2MB tcp")
         src, dst = self._host(args[0]), self._host(args[1])
         if src == dst:
-            raise LabCommandError(f"SRC and DST are both {src}; pick two hosts")
+            raise ShellCommandError(f"SRC and DST are both {src}; pick two hosts")
         try:
             size = parse_size(args[2])
         except ValueError:
-            raise LabCommandError(f"bad size {args[2]!r}; expected e.g. 500KB, 2MB, "
+            raise ShellCommandError(f"bad size {args[2]!r}; expected e.g. 500KB, 2MB, "
                                   "1MiB") from None
-        lab_transport = self.lab.cfg.transport
-        transport = args[3] if len(args) == 4 else lab_transport
+        net_transport = self.net.cfg.transport
+        transport = args[3] if len(args) == 4 else net_transport
         if transport not in ("tcp", "mptcp"):
-            raise LabCommandError(f"bad transport {transport!r}; expected tcp or mptcp")
-        if transport == "mptcp" and lab_transport != "mptcp":
-            raise LabCommandError("this lab's hosts run TCP only (hosts.transport: tcp); "
+            raise ShellCommandError(f"bad transport {transport!r}; expected tcp or mptcp")
+        if transport == "mptcp" and net_transport != "mptcp":
+            raise ShellCommandError("this lab's hosts run TCP only (hosts.transport: tcp); "
                                   "restart with --set hosts.transport=mptcp")
-        result, traffic = run_flow(self.lab, src, dst, size, transport == "mptcp")
+        result, traffic = run_flow(self.net, src, dst, size, transport == "mptcp")
         self.last_flow = (src, dst, traffic)
-        print(flow_summary(src, dst, size, transport, result, self.lab.topo, traffic))
+        print(flow_summary(src, dst, size, transport, result, self.net.topo, traffic))
 
 
 def run_flow(net: Network, src: str, dst: str, size: int, mptcp: bool

@@ -1,4 +1,4 @@
-"""What the lab CLI prints: per-link traffic, the paths that carried a flow, a heat map.
+"""What the classroom shell prints: per-link traffic, the paths that carried a flow, a heat map.
 
 Pure formatting over the topology object and counter snapshots (no Mininet, no root),
 so every table is unit-tested. A snapshot maps each link's upper-end interface (always

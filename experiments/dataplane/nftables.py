@@ -108,7 +108,7 @@ def nft_ruleset(table: SwitchTable, mode: str, spray: str) -> str:
     )
 
 
-class KernelSwitch(Node):
+class NftablesSwitch(Node):
     """A network namespace that forwards IPv4 in the kernel (configured by the plane)."""
 
 
@@ -120,7 +120,7 @@ SWITCH_SYSCTLS = [
 ]
 
 
-class KernelDataPlane(DataPlane):
+class NftablesDataPlane(DataPlane):
     name = "kernel"
 
     def __init__(self, topo: Any, tables: dict[str, SwitchTable], workdir: Path) -> None:
@@ -129,7 +129,7 @@ class KernelDataPlane(DataPlane):
         self._static_rule = False
 
     def switch_class(self) -> type:
-        return KernelSwitch
+        return NftablesSwitch
 
     def _run(self, switch: str, argv: list[str]) -> str:
         node = self.net[switch]

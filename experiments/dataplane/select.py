@@ -6,7 +6,7 @@ import importlib
 
 from pathdiv.experiments.config.switching import MODES
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
-from pathdiv.experiments.dataplane.nftables import KernelDataPlane
+from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
 from pathdiv.experiments.plan.runs import Run
 
 
@@ -24,7 +24,7 @@ def _bmv2() -> tuple[type[DataPlane] | None, str]:
 def select_dataplane(wanted: str) -> tuple[type[DataPlane], str]:
     """(backend class, one-line reason) for `dataplane: kernel | bmv2 | auto`."""
     if wanted == "kernel":
-        return KernelDataPlane, "kernel data plane (as configured)"
+        return NftablesDataPlane, "kernel data plane (as configured)"
     cls, reason = _bmv2()
     if wanted == "bmv2":
         if cls is None:
@@ -33,7 +33,7 @@ def select_dataplane(wanted: str) -> tuple[type[DataPlane], str]:
                                  "P4_PREFIX, or use dataplane: kernel")
         return cls, f"bmv2 data plane (as configured; {reason})"
     if cls is None:
-        return KernelDataPlane, f"auto: kernel data plane, because {reason}"
+        return NftablesDataPlane, f"auto: kernel data plane, because {reason}"
     return cls, f"auto: bmv2 data plane ({reason})"
 
 
@@ -44,7 +44,7 @@ def mode_problems(runs: list[Run]) -> list[str]:
     for run in runs:
         cls, reason = select_dataplane(run.config.dataplane)
         mode = MODES[run.config.data["switching"]["mode"]]
-        if cls is KernelDataPlane and mode.kernel_rules is None:
+        if cls is NftablesDataPlane and mode.kernel_rules is None:
             problem = (f"switching.mode: {mode.name!r} cannot run on the {reason}: "
                        f"{mode.kernel_refusal}")
             if problem not in out:

@@ -1,6 +1,6 @@
 """The running network: Mininet namespaces for every node of the topology object.
 
-`Lab` is a context manager. `start()` creates the nodes and links, shapes every link,
+`Network` is a context manager. `start()` creates the nodes and links, shapes every link,
 configures hosts (addresses, routes, TCP/MPTCP) and hands the switches to the data
 plane; `stop()` (always reached, also on Ctrl-C) ends every process the lab started,
 stops Mininet and sweeps anything still carrying this lab's marker. Every process the

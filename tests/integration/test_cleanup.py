@@ -11,7 +11,7 @@ import time
 import pytest
 
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.dataplane.nftables import KernelDataPlane
+from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
 from pathdiv.experiments.fabric.network import Network, wait_for_line
 from pathdiv.kernels.processes import owned_processes
 from tests.conftest import REPO
@@ -77,5 +77,5 @@ def test_clean_after_sigkill_then_a_new_lab_works(root_fabric, tmp_path):
                            timeout=60)
     assert "killed 0 leftover" in again.stdout  # idempotent
     cfg = load(REPO / "configs/class-probe.yaml")
-    with Network(cfg, KernelDataPlane, tmp_path) as net:
+    with Network(cfg, NftablesDataPlane, tmp_path) as net:
         assert net.ping_all() == []

@@ -1,4 +1,4 @@
-"""The lab CLI's tables and heat map, from made-up counter snapshots."""
+"""The classroom shell's tables and heat map, from made-up counter snapshots."""
 
 from __future__ import annotations
 
