@@ -70,7 +70,7 @@ from pathdiv.experiments.execute.runstate import (
     run_state,
     write_status,
 )
-from pathdiv.experiments.fabric.environment import kernel_release, preflight
+from pathdiv.experiments.fabric.environment import preflight, running_kernel_release
 from pathdiv.experiments.fabric.network import Network, NetworkError
 from pathdiv.experiments.fidelity import runhooks as fidelity
 from pathdiv.experiments.fidelity.attempts import attempt_entry, shelve, should_repeat
@@ -196,7 +196,7 @@ def execute_run(run: Run, run_dir: Path,
 
     cfg = run.config
     manifest = base_manifest(run)
-    manifest.update(kernel_release=kernel_release(), git_revision=git_revision(),
+    manifest.update(kernel_release=running_kernel_release(), git_revision=git_revision(),
                     tools=tool_versions(), lab_kernel=guest_kernel_description())
     manifest["clock"] = machine_clock()  # the one place a run's clock is written
     timings = manifest["timings"]

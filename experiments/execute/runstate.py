@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.fabric.environment import kernel_release
+from pathdiv.experiments.fabric.environment import running_kernel_release
 from pathdiv.experiments.manifest import git_revision, write_json_atomic
 from pathdiv.experiments.plan.runs import Run
 
@@ -61,7 +61,7 @@ def write_status(run: Run, run_dir: Path, status: str, reason: str,
                  **extra: Any) -> dict[str, Any]:
     """A manifest for a run that did not execute here (skipped) or died with its VM."""
     manifest = base_manifest(run)
-    manifest.update(status=status, error=reason, kernel_release=kernel_release(),
+    manifest.update(status=status, error=reason, kernel_release=running_kernel_release(),
                     git_revision=git_revision())
     manifest.update(extra)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -55,12 +55,13 @@ def netem_available() -> bool:
     """netem on this kernel: tried in a throw-away namespace as root, else looked up."""
     if os.geteuid() == 0:
         return qdisc_available("netem")
-    release = kernel_release()
+    release = running_kernel_release()
     return Path("/sys/module/sch_netem").exists() or any(
         Path(f"/lib/modules/{release}/kernel/net/sched").glob("sch_netem.ko*"))
 
 
-def kernel_release() -> str:
+def running_kernel_release() -> str:
+    """`uname -r` of the kernel this process runs on (the lab kernel's inside its guest)."""
     return os.uname().release
 
 
@@ -76,8 +77,8 @@ def preflight(cfg: Config) -> None:
     in_lab_kernel = bool(os.environ.get(LAB_KERNEL_ENV))
     wrong_kernel = (cfg.host_kernel == "lab") != in_lab_kernel
     if cfg.host_kernel == "lab" and not in_lab_kernel:
-        problems.append(f"hosts.kernel: lab, but this is kernel {kernel_release()}, not the "
-                        "pathdiv lab kernel; `pathdiv run` boots it for such runs")
+        problems.append(f"hosts.kernel: lab, but this is kernel {running_kernel_release()}, "
+                        "not the pathdiv lab kernel; `pathdiv run` boots it for such runs")
     if cfg.host_kernel == "host" and in_lab_kernel:
         problems.append("hosts.kernel: host, but this is the pathdiv lab kernel; run it with "
                         "`pathdiv run` on the machine itself")
@@ -90,7 +91,7 @@ def preflight(cfg: Config) -> None:
 def this_kernel() -> KernelAbilities:
     """What this machine's running kernel offers (read from /proc; netem tried)."""
     return KernelAbilities(
-        name=f"this machine's kernel {kernel_release()}",
+        name=f"this machine's kernel {running_kernel_release()}",
         ccs=frozenset(available_cc()),
         schedulers=frozenset(available_schedulers()),
         mptcp=Path("/proc/sys/net/mptcp").exists(),
