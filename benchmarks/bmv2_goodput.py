@@ -21,13 +21,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
 from pathdiv.experiments.dataplane.p4.entries import switch_entries
-from pathdiv.experiments.dataplane.p4.harness import OneSwitch
 from pathdiv.experiments.dataplane.p4.programs import compile_program
 from pathdiv.experiments.dataplane.p4.tools import require_p4_tools
 from pathdiv.experiments.fabric.shaping import tc_commands
 from pathdiv.topologies.forwarding import NextHop, Route, SwitchTable
 from pathdiv.topologies.model import LinkParams
+from tests.support.p4_harness import OneSwitch
 
 REPO = Path(__file__).resolve().parents[1]
 PORT = 5003

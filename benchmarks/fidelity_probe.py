@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
 from pathdiv.experiments.classroom.probe import run_probe
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
 from pathdiv.experiments.fabric.network import Network
-from pathdiv.experiments.fidelity.hog import CpuHog, slow_links
+from tests.support.hog import CpuHog, slow_links
 
 REPO = Path(__file__).resolve().parent.parent
 DISTURBANCES = ("none", "hog-nice", "hog-fifo", "slow-links")

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pathdiv.analysis.capture.pcap import read_pcap
-from pathdiv.analysis.capture.synth import mp_capable, mp_join_syn
+from tests.support.pcap_synth import mp_capable, mp_join_syn
 
 TSHARK_FIELDS = [
     "frame.time_epoch", "frame.len", "ip.src", "ip.dst", "ip.id", "ip.len", "tcp.srcport",

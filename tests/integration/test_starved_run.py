@@ -20,10 +20,10 @@ import pytest
 
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.fidelity import runhooks
-from pathdiv.experiments.fidelity.hog import slow_links
 from pathdiv.experiments.plan.runs import expand, quick_config
 from pathdiv.experiments.runner import prepare_folder, run_plan
 from tests.conftest import REPO
+from tests.support.hog import slow_links
 
 pytestmark = pytest.mark.root
 SLOW = 0.4

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pathdiv.analysis.stats.synthetic import synthetic_metrics
 from pathdiv.experiments.cli import main
 from tests.conftest import REPO
+from tests.support.study_data import synthetic_metrics
 
 
 def test_check_prints_the_topology_and_plan(capsys):

@@ -328,7 +328,7 @@ def test_metrics_without_a_fidelity_column_are_all_kept():
 
 def test_the_report_says_how_many_invalid_runs_it_left_out(tmp_path):
     from pathdiv.analysis.report.analyze import write_report
-    from pathdiv.analysis.stats.synthetic import synthetic_metrics
+    from tests.support.study_data import synthetic_metrics
 
     metrics = synthetic_metrics(3, repetitions=4, conditions=["noisy"], flow_types=["long"])
     runs = sorted(set(metrics["run_id"]))

@@ -17,8 +17,8 @@ from pathdiv.analysis.capture.flows import (
     read_link_captures,
     split_subflows,
 )
-from pathdiv.analysis.capture.synth import CaptureBuilder, add_transfer, spec_between
 from pathdiv.topologies.fattree import FatTree
+from tests.support.pcap_synth import CaptureBuilder, add_transfer, spec_between
 
 TOPO = FatTree(4, aliases_per_host=3)
 

@@ -1,5 +1,5 @@
 """The study's metrics on scapy-crafted runs whose answers follow from the timing model
-of pathdiv.analysis.capture.synth: a packet sent at t is captured on hop i at t + (i+1)·H, the
+of tests.support.pcap_synth: a packet sent at t is captured on hop i at t + (i+1)·H, the
 server's handshake reply leaves RTT/2 after the client's packet, with RTT = 2·6·H + 2·H
 on the 6-hop paths between pods."""
 
@@ -11,13 +11,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pathdiv.analysis.capture.synth import (
-    ETH_IP_TCP,
-    CaptureBuilder,
-    add_transfer,
-    spec_between,
-    write_run,
-)
 from pathdiv.analysis.metrics.columns import METRIC_COLUMNS
 from pathdiv.analysis.metrics.table import (
     RunLayoutError,
@@ -27,6 +20,13 @@ from pathdiv.analysis.metrics.table import (
 )
 from pathdiv.analysis.metrics.transfer import balance_utilization
 from pathdiv.topologies.fattree import FatTree
+from tests.support.pcap_synth import (
+    ETH_IP_TCP,
+    CaptureBuilder,
+    add_transfer,
+    spec_between,
+    write_run,
+)
 
 H = 50e-6  # CaptureBuilder's hop delay
 RTT = 14 * H

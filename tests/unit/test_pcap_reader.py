@@ -21,7 +21,7 @@ from pathdiv.analysis.capture.pcap import (
     mptcp_token,
     read_pcap,
 )
-from pathdiv.analysis.capture.synth import mp_capable, mp_join_syn
+from tests.support.pcap_synth import mp_capable, mp_join_syn
 
 KEY_A, KEY_B = 0x0102030405060708, 0xA1A2A3A4A5A6A7A8
 

@@ -19,7 +19,7 @@ from pathdiv.analysis.stats.reference import (
 )
 from pathdiv.analysis.stats.spec import AnalysisSpec
 from pathdiv.analysis.stats.study import analyze_metrics
-from pathdiv.analysis.stats.synthetic import synthetic_metrics
+from tests.support.study_data import synthetic_metrics
 
 CLAIMS = {
     "name": "planted", "study": "a planted study", "source": "this test",

@@ -14,7 +14,7 @@ import yaml
 
 from pathdiv.analysis.report.analyze import write_report
 from pathdiv.analysis.report.content import ranking_sentence
-from pathdiv.analysis.stats.synthetic import synthetic_metrics
+from tests.support.study_data import synthetic_metrics
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STUDY_PLOTS = {"box_throughput_mbps", "box_goodput_mbps", "box_fct_s", "box_utilization",
@@ -235,9 +235,9 @@ def test_report_from_measured_runs(tmp_path):
     run manifests, as `pathdiv analyze DIR` does it on a real results folder."""
     import numpy as np
 
-    from pathdiv.analysis.capture.synth import CaptureBuilder, add_transfer, spec_between, write_run
     from pathdiv.analysis.metrics.table import compute_metrics
     from pathdiv.topologies.fattree import FatTree
+    from tests.support.pcap_synth import CaptureBuilder, add_transfer, spec_between, write_run
 
     rng = np.random.default_rng(1)
     n = 0

@@ -11,7 +11,7 @@ from pathdiv.analysis.stats.posthoc import holm
 from pathdiv.analysis.stats.rankings import percent_difference
 from pathdiv.analysis.stats.spec import AnalysisSpec
 from pathdiv.analysis.stats.study import analyze_metrics
-from pathdiv.analysis.stats.synthetic import synthetic_metrics
+from tests.support.study_data import synthetic_metrics
 
 STUDY_REPETITIONS = 4  # the reference experiment's repetitions per configuration
 PLANTED = {"switching": {

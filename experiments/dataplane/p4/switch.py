@@ -1,7 +1,7 @@
 """One `simple_switch` process: its command line, readiness and stop (no Mininet here).
 
 Both the Mininet switch node (experiments/dataplane/bmv2.py) and the one-switch
-harness (experiments/dataplane/p4/harness.py) start bmv2 through these functions.
+harness (tests/support/p4_harness.py) start bmv2 through these functions.
 """
 
 from __future__ import annotations
