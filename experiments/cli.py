@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -342,15 +341,6 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     print(f"submitted job array {array_id} ({args.shards} task(s)) and analysis job "
           f"{analysis_id} (after every task exits 0); follow with `pathdiv status {folder}`")
     return 0
-
-
-def cmd_not_yet(name: str, issue: int) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        print(f"pathdiv {name}: not available yet (tracked in issue {issue}); nothing was run",
-              file=sys.stderr)
-        return 3
-
-    return run
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,7 +20,6 @@ eth0..eth(h-1) go down to the pod's edges and eth(h+m) up to core (a+1, m+1); co
 
 from __future__ import annotations
 
-import ipaddress
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -137,10 +136,6 @@ class FatTree:
     def address_owner(self) -> dict[str, str]:
         """Every host address (primary and aliases) -> host name."""
         return {a: h for h in self.hosts for a in self.host_addresses(h)}
-
-    def host_prefix(self, host: str) -> str:
-        """The host's subnet as seen from the host (its edge's /24)."""
-        return str(ipaddress.ip_network(self.nodes[host].address + "/24", strict=False))
 
     def edge_prefix(self, edge: str) -> str:
         n = self.nodes[edge]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -294,14 +293,3 @@ def _claim_orphan_joins(
             ):
                 out[int(tr.transfer_id)].append(int(sf))
                 break
-
-
-def packets_of(
-    pk: pd.DataFrame, subflows: Iterable[int], index: dict[int, np.ndarray]
-) -> pd.DataFrame:
-    """The packets of the given subflows, in time order."""
-    rows = [index[s] for s in subflows if s in index]
-    if not rows:
-        return pk.iloc[0:0]
-    pos = np.sort(np.concatenate(rows))
-    return pk.iloc[pos]

@@ -151,11 +151,6 @@ def reading_guide(results: StudyResults) -> list[Block]:
     ]
 
 
-def _effects(results: StudyResults) -> list[str]:
-    ivs = list(results.spec.ivs)
-    return ivs + ([":".join(ivs)] if len(ivs) > 1 else [])
-
-
 def cluster_blocks(c: ClusterResult, alpha: float, figure: Plot | None = None) -> list[Block]:
     blocks: list[Block] = [Heading(f"Cluster {c.label}", 2),
                            Paragraph(f"{c.n} observations; analysis status: {c.status}.")]

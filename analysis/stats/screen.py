@@ -31,10 +31,6 @@ class Screen:
     fit_manova: bool = True
 
 
-def _level_list(values: pd.Series) -> str:
-    return ", ".join(sorted(values.astype(str).unique()))
-
-
 def screen_cluster(data: pd.DataFrame, ivs: Sequence[str], dvs: Sequence[str]) -> Screen:
     """Screen one cluster's rows for the factorial model of `dvs` on `ivs`."""
     messages: list[str] = []

@@ -67,10 +67,6 @@ class AnalysisSpec:
     def factors(self) -> tuple[str, ...]:
         return self.clusters + self.ivs
 
-    def is_lower_better(self, dv: str) -> bool:
-        return dv in self.lower_is_better
-
-
 def check_columns(metrics: pd.DataFrame, spec: AnalysisSpec) -> None:
     """Raise if the metrics table lacks a factor column or every dependent variable."""
     missing = [c for c in spec.factors if c not in metrics.columns]

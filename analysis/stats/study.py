@@ -110,14 +110,6 @@ class StudyResults:
         non_empty = [f for f in frames if not f.empty]
         return pd.concat(non_empty, ignore_index=True) if non_empty else frames[0]
 
-    def assumptions_table(self) -> pd.DataFrame:
-        rows = []
-        for cluster in self.clusters:
-            for check in cluster.assumptions:
-                rows.append({**cluster.key, "check": check.name, "status": check.status,
-                             "summary": check.summary, "meaning": check.meaning})
-        return pd.DataFrame(rows)
-
     def summary(self) -> str:
         """A plain-text digest: per cluster, the MANOVA verdicts and any problems."""
         s = self.spec

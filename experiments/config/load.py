@@ -154,13 +154,6 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     cur[parts[-1]] = value
 
 
-def get_dotted(data: Mapping[str, Any], dotted: str) -> Any:
-    cur: Any = data
-    for part in dotted.split("."):
-        cur = cur[part]
-    return cur
-
-
 def parse_override(text: str) -> tuple[str, Any]:
     """'switching.mode=spray' -> ('switching.mode', 'spray'); the value is YAML."""
     if "=" not in text:

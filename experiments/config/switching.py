@@ -108,14 +108,6 @@ MODES: dict[str, SwitchingMode] = {m.name: m for m in (
 )}
 
 
-def mode_named(name: str) -> SwitchingMode:
-    """The registry entry of `name`; ValueError naming the modes there are."""
-    try:
-        return MODES[name]
-    except KeyError:
-        raise ValueError(f"switching mode {name!r} is not one of {', '.join(MODES)}") from None
-
-
 def mode_help() -> str:
     """The schema's help for switching.mode, from the registry."""
     return "; ".join(f"{m.name}: {m.summary}" for m in MODES.values())

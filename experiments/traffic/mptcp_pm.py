@@ -177,11 +177,6 @@ class PathManager:
                        remote: tuple[str, int]) -> None:
         self._request(CMD_SUBFLOW_CREATE, token, local, local_id, remote)
 
-    def destroy_subflow(self, token: int, local: tuple[str, int],
-                        remote: tuple[str, int]) -> None:
-        self._request(CMD_SUBFLOW_DESTROY, token, local, None, remote)
-
-
 class EventDrain:
     """Listens to `mptcp_pm_events` and discards them: while it runs, connections of
     the namespace that use the userspace path manager accept MP_JOINs."""
