@@ -184,29 +184,9 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
-def analyze_folder(folder: Path, stats_only: bool = False,
-                   include_invalid: bool = False) -> Path:
-    """Metrics from the captures (unless stats_only), then statistics and the report.
-
-    Reads only files, so a results folder can be re-analysed anywhere, any time."""
-    from pathdiv.analysis.report.analyze import write_report
-
-    if not folder.is_dir():
-        raise ValueError(f"{folder}: no such results folder")
-    if not stats_only:
-        from pathdiv.analysis.metrics.table import compute_metrics
-
-        if not (folder / "runs").is_dir():
-            raise ValueError(f"{folder} has no runs/ folder; for a folder holding only "
-                             "metrics.csv use `pathdiv analyze --stats-only`")
-        path = compute_metrics(folder)
-        log.info("metrics: %s", path)
-    elif not (folder / "metrics.csv").is_file():
-        raise ValueError(f"{folder} has no metrics.csv to analyse")
-    return write_report(folder, stats_only=stats_only, include_invalid=include_invalid)
-
-
 def cmd_analyze(args: argparse.Namespace) -> int:
+    from pathdiv.analysis.report.analyze import analyze_folder  # statistics stack: seconds
+
     report = analyze_folder(args.folder, stats_only=args.stats_only,
                             include_invalid=args.include_invalid)
     print(f"report: {report}")
@@ -281,6 +261,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"pathdiv: no complete run to analyse; see the reasons in {folder}/plan.json",
               file=sys.stderr)
         return 1
+    from pathdiv.analysis.report.analyze import analyze_folder  # statistics stack: seconds
+
     try:
         report = analyze_folder(folder)
     except Exception as exc:  # the runs stay; analysis can be redone from the files

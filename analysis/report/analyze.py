@@ -1,4 +1,5 @@
-"""Entry point of `pathdiv analyze`: a results folder in, stats.json and reports out.
+"""Entry point of `pathdiv analyze` (and of `python -m pathdiv.analysis`, which needs none of
+the emulation stack): a results folder in, stats.json and reports out.
 
 `write_report(folder)` reads `metrics.csv` (required) and, when present, `config.yaml`
 (its `analysis` section picks clusters/IVs/DVs), `plan.json` and `runs/*/manifest.json`,
@@ -25,6 +26,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from pathdiv.analysis.metrics.table import compute_metrics
 from pathdiv.analysis.report import fidelity
 from pathdiv.analysis.report.blocks import Block, render_html, render_markdown
 from pathdiv.analysis.report.content import Provenance, build_report, reference_blocks
@@ -194,3 +196,21 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
     _write_text(html_path, render_html(blocks, title))
     log.info("analysis: wrote %s", html_path)
     return html_path
+
+
+def analyze_folder(folder: Path, stats_only: bool = False,
+                   include_invalid: bool = False) -> Path:
+    """Metrics from the captures (unless stats_only), then statistics and the report.
+
+    Reads only files, so a results folder can be re-analysed anywhere, any time."""
+    if not folder.is_dir():
+        raise ValueError(f"{folder}: no such results folder")
+    if not stats_only:
+        if not (folder / "runs").is_dir():
+            raise ValueError(f"{folder} has no runs/ folder; for a folder holding only "
+                             "metrics.csv use `pathdiv analyze --stats-only`")
+        path = compute_metrics(folder)
+        log.info("metrics: %s", path)
+    elif not (folder / "metrics.csv").is_file():
+        raise ValueError(f"{folder} has no metrics.csv to analyse")
+    return write_report(folder, stats_only=stats_only, include_invalid=include_invalid)
