@@ -30,6 +30,6 @@ setup(
         "matplotlib>=3.7",
         "tqdm>=4.66",
     ],
-    extras_require={"dev": ["pytest>=7.4", "ruff>=0.6"]},
+    extras_require={"dev": ["pytest>=7.4", "ruff>=0.6", "mypy>=1.10"]},
     entry_points={"console_scripts": ["pathdiv=pathdiv.experiments.cli:main"]},
 )

@@ -63,8 +63,8 @@ def link_params_of(links: Mapping[str, Mapping[str, Any]]) -> dict[Tier, LinkPar
 def changed(params: LinkParams, changes: Mapping[str, Any]) -> LinkParams:
     """`params` with every non-null key of `changes` replaced."""
     kinds = {"queue_pkts": int}
-    given = {k: (kinds.get(k, float)(v) if v is not None else None)
-             for k, v in changes.items() if v is not None}
+    given: dict[str, Any] = {k: kinds.get(k, float)(v) for k, v in changes.items()
+                             if v is not None}
     return dataclasses.replace(params, **given)
 
 

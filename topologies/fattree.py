@@ -20,6 +20,7 @@ eth0..eth(h-1) go down to the pod's edges and eth(h+m) up to core (a+1, m+1); co
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -173,7 +174,7 @@ class FatTree:
             table[link.a.node].append(link)
             table[link.b.node].append(link)
         for node, links in table.items():
-            links.sort(key=lambda lk, n=node: lk.port_of(n).number)
+            links.sort(key=functools.partial(_port_number, node))
         return table
 
     def links_of(self, node: str) -> list[Link]:
@@ -281,3 +282,8 @@ class FatTree:
                 for lk in self.links
             ],
         }
+
+
+def _port_number(node: str, link: Link) -> int:
+    """The number of `node`'s port on `link` (sorts a node's links in port order)."""
+    return link.port_of(node).number
