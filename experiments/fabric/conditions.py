@@ -31,15 +31,20 @@ LOSS_SCALE = 1_000_000  # numgen range: loss_pct resolves to 0.0001 %
 NETEM_KEYS = ("delay_ms", "jitter_ms")
 
 
-def loss_command(intf: str, loss_pct: float) -> list[str]:
-    """One `nft` argv that (re)creates the ingress chain of `intf` with its loss rule."""
-    chain = "in_" + intf.replace("-", "_")
-    cmds = [
+def _ingress_chain(prefix: str, intf: str, priority: int) -> tuple[str, list[str]]:
+    """(chain, nft commands that create it empty) of one netdev ingress chain of `intf`."""
+    chain = prefix + intf.replace("-", "_")
+    return chain, [
         f"add table netdev {NFT_TABLE}",
         f'add chain netdev {NFT_TABLE} {chain} {{ type filter hook ingress device "{intf}" '
-        "priority -500; }",
+        f"priority {priority}; }}",
         f"flush chain netdev {NFT_TABLE} {chain}",
     ]
+
+
+def loss_command(intf: str, loss_pct: float) -> list[str]:
+    """One `nft` argv that (re)creates the ingress chain of `intf` with its loss rule."""
+    chain, cmds = _ingress_chain("in_", intf, -500)
     threshold = round(loss_pct * LOSS_SCALE / 100)
     if threshold > 0:
         cmds.append(f"add rule netdev {NFT_TABLE} {chain} meta protocol ip numgen random "
@@ -82,13 +87,7 @@ def change_commands(topo: FatTree, direction: Direction, old: LinkParams,
 
 def cut_command(intf: str, cut: bool) -> list[str]:
     """One `nft` argv: every packet arriving on `intf` dropped (cut) or none (restored)."""
-    chain = "cut_" + intf.replace("-", "_")
-    cmds = [
-        f"add table netdev {NFT_TABLE}",
-        f'add chain netdev {NFT_TABLE} {chain} {{ type filter hook ingress device "{intf}" '
-        "priority -501; }",
-        f"flush chain netdev {NFT_TABLE} {chain}",
-    ]
+    chain, cmds = _ingress_chain("cut_", intf, -501)
     if cut:
         cmds.append(f"add rule netdev {NFT_TABLE} {chain} counter drop")
     return ["nft", "; ".join(cmds)]
