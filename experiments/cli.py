@@ -17,6 +17,7 @@ from pathdiv.experiments.cluster.slurm import SlurmError
 from pathdiv.experiments.config.load import Config, ConfigError, load
 from pathdiv.experiments.config.names import resolve_config
 from pathdiv.experiments.config.plan import Run, expand, parse_only, quick_config, quick_flow_types
+from pathdiv.experiments.config.safe_yaml import shorten_text
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
@@ -65,7 +66,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.shard:
         from pathdiv.experiments.cluster.shards import parse_shard
 
-        parse_shard(args.shard)  # a bad --shard is refused before anything is printed
+        try:  # a bad --shard is refused before anything is printed
+            shard = parse_shard(args.shard)
+        except ValueError as exc:
+            raise ConfigError([str(exc)], cfg.source) from None
+        if shard.count > len(runs):
+            raise ConfigError([f"--shard {shard}: N must be at most {len(runs)}, the runs of "
+                               "the plan (an empty shard would only hold a node)"], cfg.source)
     topo = cfg.topology()
     _, reason = select_dataplane(cfg.dataplane)
     print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
@@ -98,8 +105,8 @@ def _print_design(runs: list[Run]) -> None:
     if which:
         budget = runs[0].config.data["capture"]["budget_mb"]
         print(f"captures: up to {need:.0f} MB per run ({which}); capture.budget_mb: {budget}")
-    if runs and runs[0].factors:
-        cells = observations_per_cell(runs)
+    cells = observations_per_cell(runs) if runs and runs[0].factors else {}
+    if cells:
         print(f"design: {len(cells)} cells, {min(cells.values())}-{max(cells.values())} "
               f"observations each; designations "
               f"{runs[0].config.data['workload']['designations']}")
@@ -376,7 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("-v", "--verbose", action="store_true", help="log every phase")
     ap.add_argument("--debug", action="store_true",
-                    help="bmv2 switches write console logs and per-port pcaps (labs)")
+                    help="show the traceback of an unexpected error; bmv2 switches write "
+                         "console logs and per-port pcaps (labs)")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_config(name: str, help_: str) -> argparse.ArgumentParser:
@@ -472,6 +480,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pathdiv: interrupted; the network was torn down", file=sys.stderr)
         return 130
+    except Exception as exc:  # the last resort: one line, never a traceback by default
+        if args.debug:
+            raise
+        print(f"pathdiv: unexpected {type(exc).__name__} ({shorten_text(str(exc), 200)}); "
+              "nothing more was started. Run again with --debug for the traceback, and "
+              "report it", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

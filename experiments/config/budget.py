@@ -106,24 +106,36 @@ def pair_links(topo: FatTree, client: str, server: str) -> tuple[int, set[str]]:
 def run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
     """The capture need of one run of `cfg` (its flow type, its designation seed)."""
     topo = cfg.topology()
-    w = cfg.data["workload"]
-    size = cfg.flow_sizes()[flow_type]
-    per_transfer = transfer_packets(size, cfg.transport, cfg.subflows)
     links: Counter[str] = Counter({link.b.intf: 0 for link in topo.links})
     total = 0
     geometry: dict[tuple[str, str], tuple[int, set[str]]] = {}
-    for rnd in rounds(str(w["pattern"]), topo.hosts, seed, int(w["iterations"]),
-                      int(w["requests"])):
-        for request in rnd:
-            for server in request.servers:
-                pair = (request.client, server)
-                if pair not in geometry:
-                    geometry[pair] = pair_links(topo, *pair)
-                hops, intfs = geometry[pair]
-                total += per_transfer * hops
-                for intf in intfs:
-                    links[intf] += per_transfer
+    for client, server, size in transfers(cfg, flow_type, seed):
+        packets = transfer_packets(size, cfg.transport, cfg.subflows)
+        pair = (client, server)
+        if pair not in geometry:
+            geometry[pair] = pair_links(topo, *pair)
+        hops, intfs = geometry[pair]
+        total += packets * hops
+        for intf in intfs:
+            links[intf] += packets
     return RunNeed(dict(links), total, int(cfg.data["capture"]["snaplen"]))
+
+
+def transfers(cfg: Config, flow_type: str, seed: int) -> list[tuple[str, str, int]]:
+    """(client, server, payload bytes) of every measured transfer of a run: the rounds of
+    a closed-loop pattern, or the arrivals of a poisson one (drawn from the same seed as
+    the run draws them, so the need is the run's, not an average)."""
+    w = cfg.data["workload"]
+    hosts = cfg.topology().hosts
+    if w["pattern"] == "poisson":
+        from pathdiv.experiments.traffic.session import poisson_flows
+
+        return [(f.client, f.server, f.size_bytes) for f in poisson_flows(cfg, hosts, seed)]
+    size = cfg.flow_sizes()[flow_type]
+    return [(request.client, server, size)
+            for rnd in rounds(str(w["pattern"]), hosts, seed, int(w["iterations"]),
+                              int(w["requests"]))
+            for request in rnd for server in request.servers]
 
 
 def budget_of(cfg: Config, need: RunNeed) -> float:
