@@ -213,8 +213,11 @@ def analyze_folder(folder: Path, stats_only: bool = False,
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    from pathdiv.experiments.config.results_folder import hand_over
+
     report = analyze_folder(args.folder, stats_only=args.stats_only,
                             include_invalid=args.include_invalid)
+    hand_over(args.folder)
     print(f"report: {report}")
     return 0
 
@@ -243,6 +246,7 @@ def _interrupt(signum: int, frame: object) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from pathdiv.experiments.cluster.planfile import register_plan
     from pathdiv.experiments.cluster.shards import parse_shard, shard_runs
+    from pathdiv.experiments.config.results_folder import hand_over
     from pathdiv.experiments.runner import (
         prepare_folder,
         run_plan,
@@ -283,6 +287,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+        hand_over(folder)  # run through sudo: the results are the user's
     print(f"{folder}: {outcome.summary()}")
     if shard:
         print(f"pathdiv: shard {shard} finished; a shard does not analyse. Once every shard "
@@ -296,6 +301,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     try:
         report = analyze_folder(folder)
+        hand_over(folder)
     except Exception as exc:  # the runs stay; analysis can be redone from the files
         print(f"pathdiv: analysis failed ({type(exc).__name__}: {exc}); the runs are kept "
               f"in {folder}: fix the cause and run `pathdiv analyze {folder}`",
@@ -353,6 +359,9 @@ def cmd_slurm(args: argparse.Namespace) -> int:
                    partition=args.partition, time_limit=args.time, mem=args.mem,
                    cpus=args.cpus, exclusive=not args.shared_nodes, workdir=Path.cwd())
     array, analysis = write_scripts(job)
+    from pathdiv.experiments.config.results_folder import hand_over
+
+    hand_over(folder)
     print(f"plan: {len(runs)} run(s) in {args.shards} shard(s) into {folder}")
     print(describe_shards(runs, args.shards))
     if args.dry_run:

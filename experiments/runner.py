@@ -57,6 +57,7 @@ from pathdiv.experiments.config.budget import budget_of, run_need
 from pathdiv.experiments.config.estimate import PlanClock
 from pathdiv.experiments.config.load import Config, validate
 from pathdiv.experiments.config.plan import Run, expand
+from pathdiv.experiments.config.results_folder import MARKER, out_problem
 from pathdiv.experiments.dataplane.select import select_dataplane
 from pathdiv.experiments.fabric.environment import kernel_release, preflight
 from pathdiv.experiments.fabric.network import Network, NetworkError
@@ -178,8 +179,12 @@ def prepare_folder(cfg: Config, out: Path | None, root: Path = Path("results")) 
         out = root / new_folder_name(cfg.name, datetime.now())
         if out.exists():
             raise ResultsError(f"{out} already exists; wait a second or pass --out")
+    problem = out_problem(out)
+    if problem:
+        raise ResultsError(problem)
     check_resumable(out, cfg)
     out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).touch()
     write_text_atomic(out / "config.yaml", cfg.to_yaml())
     return out
 

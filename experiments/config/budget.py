@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.plan import Run
+from pathdiv.experiments.config.schema import MAX_BUDGET_MB
 from pathdiv.experiments.traffic.workloads import rounds
 from pathdiv.topologies.fattree import FatTree
 
@@ -162,9 +163,17 @@ def budget_problems(runs: Iterable[Run]) -> list[str]:
     short: list[tuple[float, str, int, object]] = []
     for run in runs:
         capture = run.config.data["capture"]
-        if not capture["enabled"] or capture["budget_mb"] == "auto":
+        if not capture["enabled"]:
             continue
         need = run_need(run.config, run.flow_type, run.workload_seed)
+        if need.total_mb > MAX_BUDGET_MB:
+            return [f"capture.budget_mb: the captures of run {run.run_id} would need "
+                    f"{math.ceil(need.total_mb)} MB; at most {MAX_BUDGET_MB} MB per run fit "
+                    "a machine's disk: make the flows smaller or fewer (workload.flow_types, "
+                    "iterations, requests), lower capture.snaplen, or set capture.enabled: "
+                    "false"]
+        if capture["budget_mb"] == "auto":
+            continue
         if float(capture["budget_mb"]) < need.total_mb:
             short.append((need.total_mb, run.run_id, need.snaplen, capture["budget_mb"]))
     if not short:
