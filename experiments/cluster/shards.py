@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathdiv.experiments.config.estimate import expected_run_s
 from pathdiv.experiments.config.plan import Run
 
-SHARD_SYNTAX = re.compile(r"^\s*(\d{1,9})\s*/\s*(\d{1,9})\s*$")
+SHARD_SYNTAX = re.compile(r"^\s*(\d{1,12})\s*/\s*(\d{1,12})\s*$")
 MAX_SHARDS = 1000  # array tasks of one plan (a plan has at most MAX_RUNS runs)
 
 

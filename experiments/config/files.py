@@ -69,13 +69,15 @@ def read_config_file(path: str | Path) -> str:
         raise
     except OSError as exc:
         raise ConfigFileError(f"cannot read {p}: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ConfigFileError(f"{p} is not a regular file; expected a text file")
+    if info.st_size > MAX_FILE_BYTES:
+        os.close(fd)
+        raise ConfigFileError(f"{p} has {info.st_size} bytes; a file a config names is "
+                              f"at most {MAX_FILE_BYTES // 1000} kB")
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigFileError(f"{p} is not a regular file; expected a text file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise ConfigFileError(f"{p} has {info.st_size} bytes; a file a config names is "
-                                  f"at most {MAX_FILE_BYTES // 1000} kB")
         data = f.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
         raise ConfigFileError(f"{p} is larger than {MAX_FILE_BYTES // 1000} kB")

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-MAX_TEXT_BYTES = 1_000_000
+MAX_TEXT_BYTES = 200_000  # the largest shipped config has 3 kB
 MAX_DEPTH = 32
 MAX_NODES = 100_000
 MAX_INT_DIGITS = 30
@@ -68,7 +68,7 @@ def _where(node_or_event: Any) -> str:
 def _scan_events(text: str) -> None:
     """Depth and tags, on the flat event stream (no recursion, no expansion)."""
     depth = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in yaml.parse(text, Loader=_BaseLoader):
         tag = getattr(event, "tag", None)
         if tag is not None and tag != "!":
             raise YamlRefused(f"{_where(event)}: the tag {shorten(tag)} is not allowed; a "
@@ -114,7 +114,11 @@ def _count_nodes(root: Node) -> None:
         stack.extend((k, False) for k in kids if id(k) not in size)
 
 
-class _Loader(yaml.SafeLoader):
+# libyaml's parser when PyYAML has it (10x faster on a large hostile file), else Python's
+_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
     """SafeLoader that refuses duplicate and non-scalar keys and very long integers."""
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:

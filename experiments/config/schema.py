@@ -106,10 +106,11 @@ class Between:
                  low_open: bool = False) -> None:
         self.low, self.high, self.low_open = low, high, low_open
         kind = "an integer" if integer else "a number"
-        low_text = f"> {low:g}" if low_open else f">= {low:g}"
-        self.allowed = (f"{low:g}..{high:g}{' ' + unit if unit else ''}" if not low_open
-                        else f"> {low:g} and <= {high:g}{' ' + unit if unit else ''}")
-        self.want = f"{kind} {low_text} and <= {high:g}{' (' + unit + ')' if unit else ''}"
+        lo, hi = (f"{int(x)}" if float(x).is_integer() else f"{x:g}" for x in (low, high))
+        low_text = f"> {lo}" if low_open else f">= {lo}"
+        self.allowed = (f"{lo}..{hi}{' ' + unit if unit else ''}" if not low_open
+                        else f"> {lo} and <= {hi}{' ' + unit if unit else ''}")
+        self.want = f"{kind} {low_text} and <= {hi}{' (' + unit + ')' if unit else ''}"
 
     def __call__(self, value: Any) -> str | None:
         above = value > self.low if self.low_open else value >= self.low
