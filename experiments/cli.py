@@ -183,9 +183,11 @@ def cmd_clean(args: argparse.Namespace) -> int:
 def cmd_keys(args: argparse.Namespace) -> int:
     for key, leaf in iter_leaves():
         if isinstance(leaf, MapOf):
-            print(f"{key + '.<name>':<34} {leaf.doc}")
+            print(f"{key + '.<name>':<34} {leaf.doc} (at most {leaf.max_items})")
             continue
         allowed = f" [{' | '.join(map(str, leaf.choices))}]" if leaf.choices else ""
+        bounds = getattr(leaf.check, "allowed", None)
+        allowed += f" [allowed: {bounds}]" if bounds else ""
         print(f"{key:<34} {leaf.doc}{allowed} (default: {leaf.default!r})")
     return 0
 

@@ -102,7 +102,9 @@ def hand_over(folder: Path, owner: tuple[int, int] | None = None) -> int:
     uid, gid = owner
     changed = 0
     for root, dirs, files in os.walk(folder, followlinks=False):
-        for name in [*dirs, *files, None]:
+        # a folder is changed as the root of its own walk; a link to one is not walked
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        for name in [None, *files, *links]:
             path = root if name is None else os.path.join(root, name)
             try:
                 os.chown(path, uid, gid, follow_symlinks=False)

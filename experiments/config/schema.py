@@ -308,7 +308,8 @@ SCHEMA = Section(
                      "and Slurm jobs are named after it", check=_plain_name),
         "seed": Leaf(int, 1, "master seed: run order, host designations, ECMP hash seeds",
                      check=_seed),
-        "repetitions": Leaf(int, 1, "repetitions of every factor combination",
+        "repetitions": Leaf(int, 1, "repetitions of every factor combination (a plan, "
+                            f"repetitions x levels x flow types, has at most {MAX_RUNS} runs)",
                             check=_repetitions),
         "topology": Section(
             {
@@ -416,7 +417,9 @@ SCHEMA = Section(
                              "fraction of its access link rate", check=_load_fraction),
                 "sizes": Leaf(str, "websearch", "poisson: flow-size distribution: websearch "
                               "(DCTCP), datamining (VL2) or the path of a CDF file (lines "
-                              "'<bytes> <cumulative probability>')", check=_sizes),
+                              "'<bytes> <cumulative probability>'; relative to the config's "
+                              "folder; a regular file of at most 1 MB reached through no "
+                              "symbolic link)", check=_sizes),
                 "max_size": Leaf((str, int), None, "poisson: sizes above this are cut to it "
                                  "(null: no cut)", check=_size_check, nullable=True),
                 "duration_s": Leaf((int, float), 10, "poisson: length of the arrival "
