@@ -151,7 +151,7 @@ CASES: list[tuple[str, str | bytes, list[str], str]] = [
     ("plan-too-large",
      "repetitions: 1000\nfactors: {f: {a: {}, b: {}, c: {}}}\n", [],
      r"repetitions: 1000 x 3 flow type\(s\) x 3 factor level\(s\) make 9000 runs; a plan "
-     r"has at most 5000"),
+     r"has at most 1000"),
     ("too-many-levels",
      "factors: {f: {" + ", ".join(f"l{i}: {{}}" for i in range(60)) + "}}\n", [],
      r"factors.f: 60 entries; at most 50"),

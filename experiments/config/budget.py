@@ -99,9 +99,24 @@ class RunNeed:
 
 def pair_links(topo: FatTree, client: str, server: str) -> tuple[int, set[str]]:
     """(hop count, capture interfaces of every link any shortest path uses)."""
-    paths = topo.paths(server, client)
-    intfs = {link.b.intf for path in paths for link in topo.path_links(path)}
-    return len(paths[0]) - 1, intfs
+    hops, intfs = _pair_links(topo.k, client, server, topo)
+    return hops, set(intfs)
+
+
+_PAIRS: dict[tuple[int, str, str], tuple[int, frozenset[str]]] = {}
+
+
+def _pair_links(k: int, client: str, server: str,
+                topo: FatTree) -> tuple[int, frozenset[str]]:
+    """Paths and link names depend on k only (not on the links' conditions), so every run
+    of a plan shares one answer per host pair."""
+    key = (k, client, server)
+    if key not in _PAIRS:
+        paths = topo.paths(server, client)
+        _PAIRS[key] = (len(paths[0]) - 1,
+                       frozenset(link.b.intf for path in paths
+                                 for link in topo.path_links(path)))
+    return _PAIRS[key]
 
 
 def run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
@@ -109,13 +124,9 @@ def run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
     topo = cfg.topology()
     links: Counter[str] = Counter({link.b.intf: 0 for link in topo.links})
     total = 0
-    geometry: dict[tuple[str, str], tuple[int, set[str]]] = {}
     for client, server, size in transfers(cfg, flow_type, seed):
         packets = transfer_packets(size, cfg.transport, cfg.subflows)
-        pair = (client, server)
-        if pair not in geometry:
-            geometry[pair] = pair_links(topo, *pair)
-        hops, intfs = geometry[pair]
+        hops, intfs = _pair_links(topo.k, client, server, topo)
         total += packets * hops
         for intf in intfs:
             links[intf] += packets

@@ -202,7 +202,7 @@ _port.allowed = "1..65535"  # type: ignore[attr-defined]
 
 # Upper bounds (see Between); each shows in `pathdiv keys`.
 MAX_REPETITIONS = 1000
-MAX_RUNS = 5000  # runs of one plan: repetitions x factor levels x flow types
+MAX_RUNS = 1000  # runs of one plan (repetitions x factor levels x flow types): days of emulation
 MAX_ITERATIONS = 1000
 MAX_REQUESTS = 100
 MAX_SECONDS = 3600.0  # one timeout, one arrival window, the time of one event
