@@ -491,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pathdiv: interrupted; the network was torn down", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `pathdiv check ... | head`: the reader left, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:  # the last resort: one line, never a traceback by default
         if args.debug:
             raise

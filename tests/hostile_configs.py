@@ -185,6 +185,8 @@ CASES: list[tuple[str, str | bytes, list[str], str]] = [
     ("name-too-long", f"name: {LONG_NAME}\n", [],
      r"name: 'xxxx.*\.\.\. is not allowed; expected a plain name of 1-64"),
     ("name-dots", "name: ..\n", [], r"name: '..' is not allowed; expected a plain name"),
+    ("name-from-file-name", "seed: 1\n", ["FILE:my config;x.yaml"],
+     r"name: the config sets none, and its file name 'my config;x' is not a plain name"),
     ("name-shell", "name: 'x;$(id)'\n", [],
      r"name: 'x;\$\(id\)' is not allowed; expected a plain name"),
     ("level-name-path", "factors: {f: {../x: {}}}\n", [],

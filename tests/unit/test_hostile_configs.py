@@ -36,7 +36,9 @@ def _folder(tmp_path: Path) -> Path:
 def test_a_hostile_config_is_refused_with_one_clear_line(case, tmp_path, capsys):
     name, text, args, expected = case
     folder = _folder(tmp_path)
-    config = folder / "hostile.yaml"
+    files = [a.removeprefix("FILE:") for a in args if a.startswith("FILE:")]
+    args = [a for a in args if not a.startswith("FILE:")]
+    config = folder / (files[0] if files else "hostile.yaml")
     if isinstance(text, bytes):
         config.write_bytes(text)
     else:
