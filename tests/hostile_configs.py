@@ -203,6 +203,8 @@ CASES: list[tuple[str, str | bytes, list[str], str]] = [
      r"config names is read only through real folders"),
     ("sizes-symlink-to-zero", "workload: {pattern: poisson, sizes: zero.cdf}\n", [],
      r"workload.sizes: {dir}/zero.cdf: {dir}/zero.cdf is a symbolic link"),
+    ("sizes-through-linked-folder", "workload: {pattern: poisson, sizes: linked/ok.cdf}\n", [],
+     r"workload.sizes: {dir}/linked/ok.cdf: {dir}/linked is a symbolic link"),
     ("sizes-device", "workload: {pattern: poisson, sizes: /dev/zero.cdf}\n", [],
      r"workload.sizes: cannot read /dev/zero.cdf: No such file or directory"),
     ("sizes-folder", "workload: {pattern: poisson, sizes: folder.cdf}\n", [],
@@ -222,5 +224,7 @@ FILES: dict[str, object] = {
     "folder.cdf": ("dir",),
     "big.cdf": "1 0.5\n" * 333_334,
     "private.cdf": "root:$6$SECRETHASH:19000:0:99999:7:::\n",
+    "real/ok.cdf": "1000 0\n2000 1\n",
+    "linked": ("link", "real"),
 }
 SECRET = "SECRETHASH"  # must never appear in any message

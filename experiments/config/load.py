@@ -29,8 +29,8 @@ from pathdiv.experiments.config.schema import (
     ListOf,
     MapOf,
     Section,
-    _plain_name,
     parse_size,
+    plain_name_problem,
 )
 from pathdiv.experiments.fidelity.verdict import threshold_problems
 from pathdiv.topologies.fattree import FatTree
@@ -537,7 +537,7 @@ def load(path: str | Path, overrides: Iterable[str] = ()) -> Config:
         raise ConfigError([str(exc)], str(p)) from None
     raw = {} if raw is None else raw
     if isinstance(raw, Mapping) and "name" not in raw:
-        if _plain_name(p.stem) is not None:
+        if plain_name_problem(p.stem) is not None:
             raise ConfigError([f"name: the config sets none, and its file name "
                                f"{shorten(p.stem)} is not a plain name; set name: to 1-64 "
                                "letters, digits, '_', '-', '.' (it becomes a folder and a "

@@ -129,7 +129,7 @@ def _sizes(value: Any) -> str | None:
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-def _plain_name(value: Any) -> str | None:
+def plain_name_problem(value: Any) -> str | None:
     """`name` becomes a folder (results/<name>-<time>/) and a Slurm job name."""
     if NAME_RE.match(value) and ".." not in value:
         return None
@@ -137,7 +137,7 @@ def _plain_name(value: Any) -> str | None:
             "or digit, without '..' (it becomes a folder and a Slurm job name)")
 
 
-_plain_name.allowed = "[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"  # type: ignore[attr-defined]
+plain_name_problem.allowed = "[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"  # type: ignore[attr-defined]
 
 
 def _names(value: Any) -> str | None:
@@ -305,7 +305,7 @@ DVS = ("throughput_mbps", "goodput_mbps", "fct_s", "utilization")
 SCHEMA = Section(
     {
         "name": Leaf(str, "experiment", "experiment name; results go to results/<name>-<time>/ "
-                     "and Slurm jobs are named after it", check=_plain_name),
+                     "and Slurm jobs are named after it", check=plain_name_problem),
         "seed": Leaf(int, 1, "master seed: run order, host designations, ECMP hash seeds",
                      check=_seed),
         "repetitions": Leaf(int, 1, "repetitions of every factor combination (a plan, "

@@ -23,6 +23,7 @@ MEGABYTES = 200      # and allocates at most this much Python memory
 def _folder(tmp_path: Path) -> Path:
     for name, content in FILES.items():
         path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, tuple) and content[0] == "link":
             path.symlink_to(content[1])
         elif isinstance(content, tuple):
