@@ -201,6 +201,12 @@ def analyze_folder(folder: Path, stats_only: bool = False,
 
     if not folder.is_dir():
         raise ValueError(f"{folder}: no such results folder")
+    from pathdiv.experiments.config.results_folder import link_inside
+
+    link = link_inside(folder)
+    if link is not None:  # analysis runs as root and writes into the folder
+        raise ValueError(f"{folder} holds the symbolic link {link}; pathdiv follows no "
+                         "link in a results folder: remove it, then analyse again")
     if not stats_only:
         from pathdiv.analysis.metrics.table import compute_metrics
 

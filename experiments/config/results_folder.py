@@ -11,8 +11,9 @@ where root writes, and, for lab-kernel runs, the one host folder the guest may w
 - an existing folder that is not empty and not a pathdiv results folder (one holding
   MARKER, or config.yaml or plan.json as written before the marker; a foreign
   config.yaml is then refused as another experiment's);
-- a results folder holding a symbolic link at its top or in runs/ (pathdiv never
-  follows one).
+- a results folder holding a symbolic link anywhere (pathdiv never follows one; a
+  lab-kernel guest may write into the folder, so `analyze` checks again before it
+  writes).
 
 `hand_over` gives the folder and everything in it to the user who ran pathdiv through
 sudo (SUDO_UID/SUDO_GID), so they can read and remove their own results.
@@ -48,14 +49,14 @@ def is_results_folder(folder: Path) -> bool:
     return any((folder / name).is_file() for name in (MARKER, "config.yaml", "plan.json"))
 
 
-def _links_inside(folder: Path) -> list[Path]:
-    found = []
-    for where in (folder, folder / "runs"):
-        if not where.is_dir() or where.is_symlink():
-            continue
-        with os.scandir(where) as entries:
-            found += [Path(e.path) for e in entries if e.is_symlink()]
-    return found
+def link_inside(folder: Path) -> Path | None:
+    """The first symbolic link anywhere in `folder` (walked without following any)."""
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted([*dirs, *files]):
+            path = Path(root) / name
+            if path.is_symlink():
+                return path
+    return None
 
 
 def out_problem(out: Path) -> str | None:
@@ -75,9 +76,9 @@ def out_problem(out: Path) -> str | None:
     if path.is_dir() and any(path.iterdir()) and not is_results_folder(path):
         return (f"{out} is a folder that is not empty and holds no pathdiv results; give "
                 "a new or empty folder (an existing results folder is resumed)")
-    links = _links_inside(path) if path.is_dir() else []
-    if links:
-        return (f"{out} holds the symbolic link {links[0]}; pathdiv follows no link in a "
+    link = link_inside(path) if path.is_dir() else None
+    if link is not None:
+        return (f"{out} holds the symbolic link {link}; pathdiv follows no link in a "
                 "results folder: remove it")
     return None
 

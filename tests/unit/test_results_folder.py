@@ -67,6 +67,23 @@ def test_a_link_inside_a_results_folder_is_refused(tmp_path):
     (folder / "runs" / "query_rep1").symlink_to("/etc")
     assert refused(folder) == (f"{folder} holds the symbolic link {folder}/runs/query_rep1; "
                                "pathdiv follows no link in a results folder: remove it")
+    (folder / "runs" / "query_rep1").unlink()
+    (folder / "runs" / "query_rep1").mkdir()
+    (folder / "runs" / "query_rep1" / "metrics.csv").symlink_to("/etc/passwd")
+    assert "holds the symbolic link" in refused(folder)
+
+
+def test_analyze_refuses_a_folder_with_a_link_a_guest_could_have_planted(tmp_path, capsys):
+    from pathdiv.experiments.cli import main
+
+    folder = runner.prepare_folder(CFG, tmp_path / "out")
+    (folder / "runs").mkdir()
+    (folder / "report.md").symlink_to(tmp_path / "elsewhere.md")
+    assert main(["analyze", str(folder)]) == 1
+    assert capsys.readouterr().err == (
+        f"pathdiv: {folder} holds the symbolic link {folder}/report.md; pathdiv follows no "
+        "link in a results folder: remove it, then analyse again\n")
+    assert not (tmp_path / "elsewhere.md").exists()
 
 
 def test_results_are_readable_by_others_not_0600(tmp_path):
