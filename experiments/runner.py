@@ -55,9 +55,10 @@ from pathdiv.experiments.cluster.shards import Shard, shard_of
 from pathdiv.experiments.cluster.tracking import RunTracker
 from pathdiv.experiments.config.budget import budget_of, run_need
 from pathdiv.experiments.config.estimate import PlanClock
-from pathdiv.experiments.config.load import Config, validate
+from pathdiv.experiments.config.load import Config, ConfigError, read_config_text, validate
 from pathdiv.experiments.config.plan import Run, expand
 from pathdiv.experiments.config.results_folder import MARKER, out_problem
+from pathdiv.experiments.config.safe_yaml import YamlRefused, load_text, shorten_text
 from pathdiv.experiments.dataplane.select import select_dataplane
 from pathdiv.experiments.fabric.environment import kernel_release, preflight
 from pathdiv.experiments.fabric.network import Network, NetworkError
@@ -137,11 +138,13 @@ def check_resumable(folder: Path, cfg: Config) -> None:
             raise ResultsError(f"{folder} has runs/ but no config.yaml; it was not written by "
                                "`pathdiv run`. Choose another --out folder")
         return
-    try:
-        old = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ResultsError(f"{path} cannot be read ({exc}); choose another --out folder") \
-            from None
+    try:  # within bounds: a lab guest may write into the folder, config.yaml included
+        old = load_text(read_config_text(path)) or {}
+    except (ConfigError, YamlRefused) as exc:
+        raise ResultsError(f"{path} cannot be read ({shorten_text(str(exc))}); choose "
+                           "another --out folder") from None
+    if not isinstance(old, dict):
+        raise ResultsError(f"{path} holds no config; choose another --out folder")
     diff = config_differences(old, cfg.data)
     if diff:
         shown = ", ".join(diff[:6]) + (" ..." if len(diff) > 6 else "")

@@ -109,3 +109,13 @@ def test_hand_over_gives_the_folder_to_the_sudo_user_without_following_links(
         info = path.lstat()
         assert (info.st_uid, info.st_gid) == (4321, 4322), path
     assert outside.stat().st_uid == 0
+
+
+def test_a_bomb_in_a_results_folders_config_is_refused_not_expanded(tmp_path):
+    from tests.hostile_configs import LAUGHS
+
+    folder = runner.prepare_folder(CFG, tmp_path / "out")
+    (folder / "config.yaml").write_text(LAUGHS)  # what a guest could write there
+    said = refused(folder)
+    assert said.startswith(f"{folder}/config.yaml cannot be read (line ")
+    assert "an alias bomb?" in said
