@@ -20,6 +20,8 @@ from pathdiv.experiments.cluster.slurm import SlurmError, SlurmJob, submit, writ
 from pathdiv.experiments.cluster.status import folder_status
 from pathdiv.experiments.config.load import Config, ConfigError, load
 from pathdiv.experiments.config.names import resolve_config
+from pathdiv.experiments.config.results_folder import hand_over, link_inside
+from pathdiv.experiments.config.safe_yaml import shorten_text
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
@@ -86,7 +88,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     runs = expand(cfg)
     _refuse_plan_problems(runs)
     if args.shard:
-        parse_shard(args.shard)  # a bad --shard is refused before anything is printed
+        try:  # a bad --shard is refused before anything is printed
+            shard = parse_shard(args.shard)
+        except ValueError as exc:
+            raise ConfigError([str(exc)], cfg.source) from None
+        if shard.count > len(runs):
+            raise ConfigError([f"--shard {shard}: N must be at most {len(runs)}, the runs of "
+                               "the plan (an empty shard would only hold a node)"], cfg.source)
     topo = cfg.topology()
     _, reason = select_dataplane(cfg.dataplane)
     print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
@@ -112,8 +120,8 @@ def _print_design(runs: list[Run]) -> None:
     if which:
         budget = runs[0].config.data["capture"]["budget_mb"]
         print(f"captures: up to {need:.0f} MB per run ({which}); capture.budget_mb: {budget}")
-    if runs and runs[0].factors:
-        cells = observations_per_cell(runs)
+    cells = observations_per_cell(runs) if runs and runs[0].factors else {}
+    if cells:
         print(f"design: {len(cells)} cells, {min(cells.values())}-{max(cells.values())} "
               f"observations each; designations "
               f"{runs[0].config.data['workload']['designations']}")
@@ -177,9 +185,11 @@ def cmd_clean(args: argparse.Namespace) -> int:
 def cmd_keys(args: argparse.Namespace) -> int:
     for key, leaf in iter_leaves():
         if isinstance(leaf, MapOf):
-            print(f"{key + '.<name>':<34} {leaf.doc}")
+            print(f"{key + '.<name>':<34} {leaf.doc} (at most {leaf.max_items})")
             continue
         allowed = f" [{' | '.join(map(str, leaf.choices))}]" if leaf.choices else ""
+        bounds = getattr(leaf.check, "allowed", None)
+        allowed += f" [allowed: {bounds}]" if bounds else ""
         print(f"{key:<34} {leaf.doc}{allowed} (default: {leaf.default!r})")
     return 0
 
@@ -187,8 +197,14 @@ def cmd_keys(args: argparse.Namespace) -> int:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from pathdiv.analysis.report.analyze import analyze_folder  # statistics stack: seconds
 
+    link = link_inside(args.folder) if args.folder.is_dir() else None
+    if link is not None:  # analysis runs as root and writes into the folder
+        raise ValueError(f"{args.folder} holds the symbolic link {link}; pathdiv follows no "
+                         "link in a results folder: remove it, then analyse again")
+
     report = analyze_folder(args.folder, stats_only=args.stats_only,
                             include_invalid=args.include_invalid)
+    hand_over(args.folder)
     print(f"report: {report}")
     return 0
 
@@ -250,6 +266,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+        hand_over(folder)  # run through sudo: the results are the user's
     print(f"{folder}: {outcome.summary()}")
     if shard:
         print(f"pathdiv: shard {shard} finished; a shard does not analyse. Once every shard "
@@ -265,6 +282,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         report = analyze_folder(folder)
+        hand_over(folder)
     except Exception as exc:  # the runs stay; analysis can be redone from the files
         print(f"pathdiv: analysis failed ({type(exc).__name__}: {exc}); the runs are kept "
               f"in {folder}: fix the cause and run `pathdiv analyze {folder}`",
@@ -312,6 +330,8 @@ def cmd_slurm(args: argparse.Namespace) -> int:
                    partition=args.partition, time_limit=args.time, mem=args.mem,
                    cpus=args.cpus, exclusive=not args.shared_nodes, workdir=Path.cwd())
     array, analysis = write_scripts(job)
+
+    hand_over(folder)
     print(f"plan: {len(runs)} run(s) in {args.shards} shard(s) into {folder}")
     print(describe_shards(runs, args.shards))
     if args.dry_run:
@@ -333,7 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("-v", "--verbose", action="store_true", help="log every phase")
     ap.add_argument("--debug", action="store_true",
-                    help="bmv2 switches write console logs and per-port pcaps (labs)")
+                    help="show the traceback of an unexpected error; bmv2 switches write "
+                         "console logs and per-port pcaps (labs)")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def with_config(name: str, help_: str) -> argparse.ArgumentParser:
@@ -427,6 +448,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pathdiv: interrupted; the network was torn down", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `pathdiv check ... | head`: the reader left, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # the last resort: one line, never a traceback by default
+        if args.debug:
+            raise
+        print(f"pathdiv: unexpected {type(exc).__name__} ({shorten_text(str(exc), 200)}); "
+              "nothing more was started. Run again with --debug for the traceback, and "
+              "report it", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

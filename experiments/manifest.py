@@ -36,11 +36,15 @@ TOOL_COMMANDS: dict[str, list[str]] = {
 
 
 # ---- atomic files -----------------------------------------------------------------
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` so that `path` is either old or complete, never partial."""
+def write_text_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write `text` to `path` so that `path` is either old or complete, never partial.
+
+    The rename replaces a symbolic link at `path` instead of writing through it, and the
+    file gets `mode` (mkstemp's 0600 would hide results from the user who ran sudo)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, mode & ~_umask())
         with os.fdopen(fd, "w", newline="") as fh:
             fh.write(text)
             fh.flush()
@@ -49,6 +53,12 @@ def write_text_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

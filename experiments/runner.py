@@ -53,7 +53,9 @@ from pathdiv.experiments.cluster.planfile import (
 )
 from pathdiv.experiments.cluster.shards import Shard, shard_of
 from pathdiv.experiments.cluster.tracking import RunTracker
-from pathdiv.experiments.config.load import Config, validate
+from pathdiv.experiments.config.load import Config, ConfigError, read_config_text, validate
+from pathdiv.experiments.config.results_folder import MARKER, out_problem
+from pathdiv.experiments.config.safe_yaml import YamlRefused, load_text, shorten_text
 from pathdiv.experiments.dataplane.select import select_dataplane
 from pathdiv.experiments.execute.lab_kernel import (
     LabKernelUnavailable,
@@ -138,11 +140,13 @@ def check_resumable(folder: Path, cfg: Config) -> None:
             raise ResultsError(f"{folder} has runs/ but no config.yaml; it was not written by "
                                "`pathdiv run`. Choose another --out folder")
         return
-    try:
-        old = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ResultsError(f"{path} cannot be read ({exc}); choose another --out folder") \
-            from None
+    try:  # within bounds: a lab guest may write into the folder, config.yaml included
+        old = load_text(read_config_text(path)) or {}
+    except (ConfigError, YamlRefused) as exc:
+        raise ResultsError(f"{path} cannot be read ({shorten_text(str(exc))}); choose "
+                           "another --out folder") from None
+    if not isinstance(old, dict):
+        raise ResultsError(f"{path} holds no config; choose another --out folder")
     diff = config_differences(old, cfg.data)
     if diff:
         shown = ", ".join(diff[:6]) + (" ..." if len(diff) > 6 else "")
@@ -180,8 +184,12 @@ def prepare_folder(cfg: Config, out: Path | None, root: Path = Path("results")) 
         out = root / new_folder_name(cfg.name, datetime.now())
         if out.exists():
             raise ResultsError(f"{out} already exists; wait a second or pass --out")
+    problem = out_problem(out)
+    if problem:
+        raise ResultsError(problem)
     check_resumable(out, cfg)
     out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).touch()
     write_text_atomic(out / "config.yaml", cfg.to_yaml())
     return out
 

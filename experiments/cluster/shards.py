@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathdiv.experiments.plan.estimate import expected_run_s
 from pathdiv.experiments.plan.runs import Run
 
-SHARD_SYNTAX = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+SHARD_SYNTAX = re.compile(r"^\s*(\d{1,12})\s*/\s*(\d{1,12})\s*$")
+MAX_SHARDS = 1000  # array tasks of one plan (a plan has at most MAX_RUNS runs)
 
 
 @dataclass(frozen=True)
@@ -40,11 +41,14 @@ def parse_shard(text: str) -> Shard:
     """'1/3' -> Shard(1, 3); anything else raises ValueError saying what is allowed."""
     match = SHARD_SYNTAX.match(text)
     if not match:
-        raise ValueError(f"--shard {text!r}: expected I/N with integers 0 <= I < N, e.g. "
+        raise ValueError(f"--shard {text[:40]!r}: expected I/N with integers 0 <= I < N, e.g. "
                          "--shard 0/4 for the first of four shards")
     index, count = int(match.group(1)), int(match.group(2))
     if count < 1:
         raise ValueError(f"--shard {text}: N (the number of shards) must be at least 1")
+    if count > MAX_SHARDS:
+        raise ValueError(f"--shard {text}: N (the number of shards) must be at most "
+                         f"{MAX_SHARDS}, and is best at most the number of runs")
     if index >= count:
         raise ValueError(f"--shard {text}: I must be between 0 and N-1 = {count - 1} "
                          "(shards count from 0, like $SLURM_ARRAY_TASK_ID)")

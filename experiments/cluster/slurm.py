@@ -18,10 +18,18 @@ or CAP_NET_ADMIN + CAP_SYS_ADMIN, for the network namespaces. DIR must be on a f
 system every node mounts at the same path.
 
 Script text is pure (`array_script`, `analysis_script`); `submit` runs sbatch.
+
+Every value is quoted or refused (`check_job`): a value on an `#SBATCH` line (job
+name, output and working folders, partition, time, memory) must consist of characters
+neither sbatch nor a shell treats specially (SBATCH_SAFE), since a space, quote or
+newline there would end the option or the header (sbatch reads directives only up to
+the first command line); the command lines quote every word with `shlex`; no value may
+hold a control character (a newline in a comment would start a command).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from collections.abc import Callable
@@ -35,8 +43,31 @@ TASK_CPUS = 2
 TASK_MEM = "6G"  # the lab kernel takes lab.memory_mb (1.5 GiB by default); host runs ~1 GiB
 
 
+SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_./+@:=,-]{1,1000}$")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 class SlurmError(RuntimeError):
     """sbatch refused a script or is missing (the message carries its words)."""
+
+
+def check_job(job: SlurmJob) -> None:
+    """Refuse a value that could change what sbatch or the node's shell reads."""
+    header = {"the experiment name": job.name, "--out": str(job.out),
+              "--partition": job.partition, "--time": job.time_limit, "--mem": job.mem,
+              "the working folder": str(job.workdir) if job.workdir else None}
+    for what, value in header.items():
+        if value is not None and not SBATCH_SAFE.match(value):
+            raise SlurmError(f"{what} {value[:60]!r} cannot go on an #SBATCH line: use only "
+                             "letters, digits and _ . / + @ : = , - (no spaces, quotes or "
+                             "newlines)")
+    words = [*job.command, str(job.config), *job.plan_args]
+    for word in words:
+        if CONTROL.search(word):
+            raise SlurmError(f"{word[:60]!r} holds a control character (a newline?); it "
+                             "cannot go into a batch script")
+    if job.cpus < 1 or job.shards < 1:
+        raise SlurmError(f"cpus ({job.cpus}) and shards ({job.shards}) must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -69,6 +100,7 @@ def _header(job: SlurmJob, name: str, output: str, cpus: int, mem: str) -> list[
 
 def array_script(job: SlurmJob) -> str:
     """The job array: task I executes shard I of N of the plan into the shared folder."""
+    check_job(job)
     out = job.out / SCRIPT_DIR
     lines = _header(job, f"pathdiv-{job.name}", f"{out}/shard-%a.%A.out", job.cpus, job.mem)
     lines.insert(2, f"#SBATCH --array=0-{job.shards - 1}")
@@ -79,7 +111,8 @@ def array_script(job: SlurmJob) -> str:
                       *job.plan_args, "--quiet"])
     lines += [
         "#",
-        f"# pathdiv: shard $SLURM_ARRAY_TASK_ID of {job.shards} of the plan of {job.config}.",
+        f"# pathdiv: shard $SLURM_ARRAY_TASK_ID of {job.shards} of the plan of "
+        f"{shlex.quote(str(job.config))}.",
         f"# A task needs {job.cpus} cores, {job.mem} of memory, a node of its own (two",
         "# emulations on one node disturb each other's timing), and root (or CAP_NET_ADMIN",
         "# + CAP_SYS_ADMIN) for the network namespaces of the emulation. Runs with",
@@ -96,6 +129,7 @@ def array_script(job: SlurmJob) -> str:
 
 def analysis_script(job: SlurmJob) -> str:
     """The analysis job: metrics, statistics and report once every shard is done."""
+    check_job(job)
     out = job.out / SCRIPT_DIR
     lines = _header(job, f"pathdiv-{job.name}-analyze", f"{out}/analyze.%j.out", 1, job.mem)
     analyze = shlex.join([*job.command, "analyze", str(job.out)])

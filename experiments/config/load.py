@@ -9,7 +9,10 @@ what is allowed, and nothing is started.
 from __future__ import annotations
 
 import copy
+import math
+import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +21,7 @@ from typing import Any
 import yaml
 
 from pathdiv.analysis.metrics.columns import DEPENDENT_VARIABLES
+from pathdiv.experiments.config.safe_yaml import MAX_TEXT_BYTES, YamlRefused, load_text, shorten
 from pathdiv.experiments.config.schema import (
     SCHEMA,
     SIZE_DISTRIBUTIONS,
@@ -26,6 +30,7 @@ from pathdiv.experiments.config.schema import (
     MapOf,
     Section,
     parse_size,
+    plain_name_problem,
 )
 from pathdiv.experiments.config.sizes import CdfError, read_cdf
 from pathdiv.experiments.config.switching import MODES
@@ -44,9 +49,14 @@ from pathdiv.topologies.model import LinkParams, Tier
 class ConfigError(ValueError):
     """One or more configuration problems; `problems` lists them one per line."""
 
+    SHOWN = 20  # a config with 10000 unknown keys gets 20 lines, then a count
+
     def __init__(self, problems: list[str], source: str = "config") -> None:
         self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
+        shown = problems[: self.SHOWN]
+        more = [f"... and {len(problems) - len(shown)} more"] if len(problems) > len(shown) \
+            else []
+        lines = "\n".join(f"  - {p}" for p in [*shown, *more])
         super().__init__(f"{source}: {len(problems)} problem(s), nothing was started:\n{lines}")
 
 
@@ -65,6 +75,15 @@ def _is_kind(value: Any, kind: type | tuple[type, ...]) -> bool:
     return isinstance(value, kinds)
 
 
+MAX_STRING_CHARS = 1000  # any string value (a CDF file's path is the longest)
+
+
+def _defaults(node: Leaf | Section | MapOf | ListOf) -> Any:
+    """The value `node` resolves to when absent (what a refused value is replaced by, so
+    the checks after the schema still find every key)."""
+    return _validate(node, None, "", [])
+
+
 def _validate(node: Leaf | Section | MapOf | ListOf, value: Any, key: str,
               problems: list[str]) -> Any:
     """Return the value with defaults filled; append problems for bad values."""
@@ -72,44 +91,44 @@ def _validate(node: Leaf | Section | MapOf | ListOf, value: Any, key: str,
         if value is None:
             return []
         if not isinstance(value, list):
-            problems.append(f"{key}: expected a list, got {value!r}")
+            problems.append(f"{key}: expected a list, got {shorten(value)}")
+            return []
+        if len(value) > node.max_items:
+            problems.append(f"{key}: {len(value)} items; at most {node.max_items}")
             return []
         return [_validate(node.item, item, f"{key}[{i}]", problems)
                 for i, item in enumerate(value)]
     if isinstance(node, Leaf):
-        if value is None:
-            if node.nullable:
-                return None
-            problems.append(f"{key}: null is not allowed; expected {_type_name(node.kind)}")
-            return node.default
-        if not _is_kind(value, node.kind):
-            problems.append(
-                f"{key}: {value!r} is a {type(value).__name__}; expected {_type_name(node.kind)}"
-            )
-            return node.default
-        if node.choices is not None and value not in node.choices:
-            allowed = ", ".join(map(str, node.choices))
-            problems.append(f"{key}: {value!r} is not allowed; choose one of {allowed}")
-            return node.default
-        if node.check is not None:
-            want = node.check(value)
-            if want is not None:
-                problems.append(f"{key}: {value!r} is not allowed; expected {want}")
-                return node.default
-        return value
+        return _validate_leaf(node, value, key, problems)
     if value is None:
+        if isinstance(node, MapOf):
+            return copy.deepcopy(node.default)
         value = {}
     if not isinstance(value, Mapping):
-        problems.append(f"{key or 'config'}: expected a mapping, got {value!r}")
-        return {}
+        what = "a mapping of flow type names" if key == "workload.flow_types" else \
+            "a mapping (key: value lines indented under it)"
+        problems.append(f"{key or 'config'}: expected {what}, got {shorten(value)}")
+        return _defaults(node)
     if isinstance(node, MapOf):
+        if len(value) > node.max_items:
+            problems.append(f"{key}: {len(value)} entries; at most {node.max_items}")
+            return _defaults(node)
+        if len(value) < node.min_items and node.default:
+            problems.append(f"{key}: {shorten(dict(value))} is empty; name at least "
+                            f"{node.min_items} entry, or leave {key} out for the defaults "
+                            f"({', '.join(node.default)})")
+            return _defaults(node)
+        if len(value) < node.min_items:
+            problems.append(f"{key}: {shorten(dict(value))} is empty; give at least "
+                            f"{node.min_items} entry")
+            return {}
         source = value or copy.deepcopy(node.default)
         out: dict[str, Any] = {}
         for name, child in source.items():
-            sub = f"{key}.{name}"
+            sub = f"{key}.{shorten(name, 40) if not isinstance(name, str) else name[:60]}"
             if not isinstance(name, str) or not re.match(node.key_pattern, name):
-                problems.append(f"{sub}: the name {name!r} is not allowed; use letters, digits, "
-                                f"'_', '-' (pattern {node.key_pattern})")
+                problems.append(f"{sub}: the name {shorten(name, 40)} is not allowed; use "
+                                f"letters, digits, '_', '-' (pattern {node.key_pattern})")
                 continue
             out[name] = _validate(node.value, child, sub, problems)
         return out
@@ -117,7 +136,8 @@ def _validate(node: Leaf | Section | MapOf | ListOf, value: Any, key: str,
     for name in value:
         if name not in node.fields:
             valid = ", ".join(node.fields)
-            where = f"{key}.{name}" if key else str(name)
+            shown = name[:60] if isinstance(name, str) else shorten(name, 40)
+            where = f"{key}.{shown}" if key else shown
             problems.append(f"{where}: unknown key; valid keys here are {valid}")
     for name, child in node.fields.items():
         sub = f"{key}.{name}" if key else name
@@ -127,6 +147,35 @@ def _validate(node: Leaf | Section | MapOf | ListOf, value: Any, key: str,
         else:
             out[name] = _validate(child, present, sub, problems)
     return out
+
+
+def _validate_leaf(node: Leaf, value: Any, key: str, problems: list[str]) -> Any:
+    if value is None:
+        if node.nullable:
+            return None
+        problems.append(f"{key}: null is not allowed; expected {_type_name(node.kind)}")
+        return copy.deepcopy(node.default)
+    if not _is_kind(value, node.kind):
+        problems.append(f"{key}: {shorten(value)} is a {type(value).__name__}; expected "
+                        f"{_type_name(node.kind)}")
+        return copy.deepcopy(node.default)
+    if isinstance(value, float) and not math.isfinite(value):
+        problems.append(f"{key}: {shorten(value)} is not allowed; expected a finite number")
+        return copy.deepcopy(node.default)
+    if isinstance(value, str) and len(value) > MAX_STRING_CHARS:
+        problems.append(f"{key}: {shorten(value)} is {len(value)} characters long; at most "
+                        f"{MAX_STRING_CHARS}")
+        return copy.deepcopy(node.default)
+    if node.choices is not None and value not in node.choices:
+        allowed = ", ".join(map(str, node.choices))
+        problems.append(f"{key}: {shorten(value)} is not allowed; choose one of {allowed}")
+        return copy.deepcopy(node.default)
+    if node.check is not None:
+        want = node.check(value)
+        if want is not None:
+            problems.append(f"{key}: {shorten(value)} is not allowed; expected {want}")
+            return copy.deepcopy(node.default)
+    return value
 
 
 def _schema_at(dotted: str) -> Leaf | Section | MapOf | ListOf | None:
@@ -157,12 +206,25 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
 def parse_override(text: str) -> tuple[str, Any]:
     """'switching.mode=spray' -> ('switching.mode', 'spray'); the value is YAML."""
     if "=" not in text:
-        raise ConfigError([f"--set {text!r}: expected KEY=VALUE, e.g. switching.mode=spray"])
+        raise ConfigError([f"--set {shorten_arg(text)!r}: expected KEY=VALUE, e.g. "
+                           "switching.mode=spray"])
     key, raw = text.split("=", 1)
     key = key.strip()
     if _schema_at(key) is None:
-        raise ConfigError([f"--set {key}: unknown key; see `pathdiv keys` for the valid keys"])
-    return key, yaml.safe_load(raw) if raw.strip() else None
+        raise ConfigError([f"--set {shorten_arg(key)}: unknown key; see `pathdiv keys` for "
+                           "the valid keys"])
+    if not raw.strip():
+        return key, None
+    try:
+        return key, load_text(raw)
+    except YamlRefused as exc:
+        raise ConfigError([f"--set {key}={shorten_arg(raw)}: {exc}; quote a text value, "
+                           f"e.g. --set {key}='\"...\"'"]) from None
+
+
+def shorten_arg(text: str, limit: int = 40) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 3] + "..."
 
 
 def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[tuple[str, Any]]) -> dict:
@@ -262,7 +324,8 @@ def validate(raw: Any, source: str = "config") -> Config:
     """Check a parsed mapping; raise ConfigError listing every problem."""
     problems: list[str] = []
     if not isinstance(raw, Mapping):
-        raise ConfigError([f"the top level must be a mapping of keys, got {raw!r}"], source)
+        raise ConfigError([f"the top level must be a mapping of keys (name: ..., topology: "
+                           f"...), got {shorten(raw)}"], source)
     data = _validate(SCHEMA, raw, "", problems)
     # Factor levels override dotted keys: each must exist and each resolved level must
     # itself validate, so a typo in a level fails now, not in run 17 of 40.
@@ -419,23 +482,70 @@ def condition_problems(data: dict[str, Any]) -> list[str]:
     return problems
 
 
-def load(path: str | Path, overrides: Iterable[str] = ()) -> Config:
-    """Read a YAML file, apply `--set` overrides, validate."""
-    p = Path(path)
+def read_config_text(p: Path) -> str:
+    """The text of a config file: a regular file (not a device or FIFO) of at most
+    MAX_TEXT_BYTES, UTF-8."""
     try:
-        text = p.read_bytes().decode("utf-8")
+        with open(p, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ConfigError([f"{p} is not a regular file; a config is a YAML file"],
+                                  str(p))
+            data = f.read(MAX_TEXT_BYTES + 1)
     except OSError as exc:
         raise ConfigError([f"cannot read {p}: {exc.strerror}"], str(p)) from None
+    if len(data) > MAX_TEXT_BYTES:
+        raise ConfigError([f"{p} is larger than {MAX_TEXT_BYTES // 1000} kB; a config is a "
+                           "few kB of YAML"], str(p))
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         bad = exc.object[exc.start]
         raise ConfigError([f"{p} is not UTF-8 text (byte {exc.start} is {bad:#04x}); save it "
                            "as UTF-8"], str(p)) from None
+
+
+def _resolve_files(raw: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Paths of files the config names (workload.sizes, in the config and in factor
+    levels) made absolute against the config's folder, not the working directory."""
+    from pathdiv.experiments.config.files import is_file_reference
+
+    def fix(value: Any) -> Any:
+        if isinstance(value, str) and is_file_reference(value) and \
+                not Path(value).is_absolute():
+            return str(folder / value)
+        return value
+
+    workload = raw.get("workload")
+    if isinstance(workload, dict) and "sizes" in workload:
+        raw = {**raw, "workload": {**workload, "sizes": fix(workload["sizes"])}}
+    factors = raw.get("factors")
+    if isinstance(factors, dict):
+        raw = {**raw, "factors": {
+            f: ({lv: ({k: (fix(v) if k == "workload.sizes" else v)
+                       for k, v in over.items()} if isinstance(over, dict) else over)
+                 for lv, over in levels.items()} if isinstance(levels, dict) else levels)
+            for f, levels in factors.items()}}
+    return raw
+
+
+def load(path: str | Path, overrides: Iterable[str] = ()) -> Config:
+    """Read a YAML file, apply `--set` overrides, validate."""
+    p = Path(path)
+    text = read_config_text(p)
     try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"not valid YAML: {exc}"], str(p)) from None
+        raw = load_text(text)
+    except YamlRefused as exc:
+        raise ConfigError([str(exc)], str(p)) from None
+    raw = {} if raw is None else raw
     if isinstance(raw, Mapping) and "name" not in raw:
+        if plain_name_problem(p.stem) is not None:
+            raise ConfigError([f"name: the config sets none, and its file name "
+                               f"{shorten(p.stem)} is not a plain name; set name: to 1-64 "
+                               "letters, digits, '_', '-', '.' (it becomes a folder and a "
+                               "Slurm job name)"], str(p))
         raw = {"name": p.stem, **raw}
+    if isinstance(raw, dict):
+        raw = _resolve_files(raw, Path(os.path.abspath(p)).parent)
     parsed = [parse_override(o) for o in overrides]
     cfg = validate(apply_overrides(raw, parsed) if isinstance(raw, Mapping) else raw, str(p))
     shadowed = shadowed_overrides(cfg.data, [key for key, _ in parsed])

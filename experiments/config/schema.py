@@ -45,6 +45,7 @@ class ListOf:
 
     item: Section
     doc: str
+    max_items: int = 1000
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ class MapOf:
     value: Leaf | Section | MapOf
     doc: str
     default: dict[str, Any] = field(default_factory=dict)
-    key_pattern: str = r"^[A-Za-z][A-Za-z0-9_.-]*$"
+    key_pattern: str = r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$"
+    min_items: int = 0  # an explicit {} with fewer entries is refused
+    max_items: int = 1000
 
 
 SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
@@ -79,12 +82,41 @@ def parse_size(value: Any) -> int:
     return size
 
 
+MAX_SIZE_BYTES = 10**9  # one transfer, one request: 1 GB
+
+
 def _size_check(value: Any) -> str | None:
     try:
-        parse_size(value)
-    except ValueError:
+        size = parse_size(value)
+    except (ValueError, OverflowError):
         return "a positive size such as 10KB, 500KB, 25MB or 1MiB (KB = 1000 bytes)"
+    if size > MAX_SIZE_BYTES:
+        return "a size of at most 1GB"
     return None
+
+
+_size_check.allowed = "1B..1GB"  # type: ignore[attr-defined]
+
+
+class Between:
+    """A check for a number within [low, high] (`pathdiv keys` shows `allowed`).
+
+    The upper bounds are what one 2-core machine with 24 GB can honour in one run: more
+    would not fail fast but fill the disk or memory, or run for days."""
+
+    def __init__(self, low: float, high: float, unit: str = "", integer: bool = False,
+                 low_open: bool = False) -> None:
+        self.low, self.high, self.low_open = low, high, low_open
+        kind = "an integer" if integer else "a number"
+        lo, hi = (f"{int(x)}" if float(x).is_integer() else f"{x:g}" for x in (low, high))
+        low_text = f"> {lo}" if low_open else f">= {lo}"
+        self.allowed = (f"{lo}..{hi}{' ' + unit if unit else ''}" if not low_open
+                        else f"> {lo} and <= {hi}{' ' + unit if unit else ''}")
+        self.want = f"{kind} {low_text} and <= {hi}{' (' + unit + ')' if unit else ''}"
+
+    def __call__(self, value: Any) -> str | None:
+        above = value > self.low if self.low_open else value >= self.low
+        return None if above and value <= self.high else self.want
 
 
 SIZE_DISTRIBUTIONS = ("websearch", "datamining")
@@ -96,12 +128,23 @@ def _sizes(value: Any) -> str | None:
     return "websearch, datamining or a CDF file path ending in .txt, .cdf or .csv"
 
 
-def _positive(value: Any) -> str | None:
-    return None if value > 0 else "a number > 0"
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-def _non_negative(value: Any) -> str | None:
-    return None if value >= 0 else "a number >= 0"
+def plain_name_problem(value: Any) -> str | None:
+    """`name` becomes a folder (results/<name>-<time>/) and a Slurm job name."""
+    if NAME_RE.match(value) and ".." not in value:
+        return None
+    return ("a plain name of 1-64 letters, digits, '_', '-', '.', starting with a letter "
+            "or digit, without '..' (it becomes a folder and a Slurm job name)")
+
+
+plain_name_problem.allowed = "[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"  # type: ignore[attr-defined]
+
+
+def _names(value: Any) -> str | None:
+    ok = all(isinstance(v, str) and 0 < len(v) <= 64 for v in value) and len(value) <= 20
+    return None if ok else "a list of at most 20 names (strings)"
 
 
 def _reference(value: Any) -> str | None:
@@ -113,18 +156,33 @@ def _reference(value: Any) -> str | None:
     return None if ok else f"one of {', '.join(names)}, or a list of them"
 
 
+MAX_BUDGET_MB = 50_000  # captures of one run: 50 GB
+
+
 def _budget(value: Any) -> str | None:
-    if value == "auto" or (isinstance(value, int) and value >= 1):
+    if value == "auto" or (isinstance(value, int) and 1 <= value <= MAX_BUDGET_MB):
         return None
-    return "an integer number of MB >= 1, or auto (sized from the plan)"
+    return f"an integer number of MB from 1 to {MAX_BUDGET_MB}, or auto (sized from the plan)"
+
+
+_budget.allowed = f"1..{MAX_BUDGET_MB} MB or auto"  # type: ignore[attr-defined]
+
+MAX_K = 8  # k=8: 80 switches, 128 hosts; k=10 (125 switches, 250 hosts) outgrows 2 cores
 
 
 def _even_k(value: Any) -> str | None:
-    return None if value >= 2 and value % 2 == 0 and value <= 58 else "an even integer 2..58"
+    ok = 2 <= value <= MAX_K and value % 2 == 0
+    return None if ok else f"an even integer 2..{MAX_K}"
+
+
+_even_k.allowed = f"2, 4, ... {MAX_K}"  # type: ignore[attr-defined]
 
 
 def _reorder_hold(value: Any) -> str | None:
     return None if 1 <= value <= 1_000_000 else "an integer from 1 to 1000000 (µs)"
+
+
+_reorder_hold.allowed = "1..1000000 µs"  # type: ignore[attr-defined]
 
 
 def _at_least(minimum: int) -> Check:
@@ -137,6 +195,9 @@ def _subflows(value: Any) -> str | None:
     return None if 1 <= value <= 8 else "an integer 1..8"
 
 
+_subflows.allowed = "1..8"  # type: ignore[attr-defined]
+
+
 def _probability(value: Any) -> str | None:
     return None if 0 < value < 1 else "a number between 0 and 1"
 
@@ -145,38 +206,85 @@ def _port(value: Any) -> str | None:
     return None if 1 <= value <= 65535 else "a TCP port 1..65535"
 
 
-def _at_least_one(value: Any) -> str | None:
-    return None if value >= 1 else "an integer >= 1"
+_port.allowed = "1..65535"  # type: ignore[attr-defined]
 
+# Upper bounds (see Between); each shows in `pathdiv keys`.
+MAX_REPETITIONS = 1000
+MAX_RUNS = 1000  # runs of one plan (repetitions x factor levels x flow types): days of emulation
+MAX_ITERATIONS = 1000
+MAX_REQUESTS = 100
+MAX_SECONDS = 3600.0  # one timeout, one arrival window, the time of one event
+MAX_QUEUE_PKTS = 100_000
+MAX_LAB_MEMORY_MB = 16_384  # of 24 GB, leaving the host and the captures room
+MAX_SNAPLEN = 65_535
+MAX_BW_MBPS = 100_000.0
+MAX_DELAY_MS = 10_000.0
+MAX_RPC_RATE = 10_000.0
+MAX_CONNECTIONS = 64
+MAX_REPEATS = 10
+MAX_RTOS = 1_000_000
+MAX_SEED = 2**32 - 1
+MAX_FLOW_TYPES = 20
+MAX_EVENTS = 1000
+MAX_FACTORS = 4
+MAX_LEVELS = 50
+MAX_NAME_CHARS = 40  # a flow type, factor or level name: part of every run id
 
-def _at_least_256(value: Any) -> str | None:
-    return None if value >= 256 else "an integer >= 256"
+_repetitions = Between(1, MAX_REPETITIONS, integer=True)
+_iterations = Between(1, MAX_ITERATIONS, integer=True)
+_requests = Between(1, MAX_REQUESTS, integer=True)
+_connections = Between(1, MAX_CONNECTIONS, integer=True)
+_rtos = Between(1, MAX_RTOS, integer=True)
+_max_repeats = Between(0, MAX_REPEATS, integer=True)
+_seconds = Between(0, MAX_SECONDS, "s", low_open=True)
+_at_s = Between(0, MAX_SECONDS, "s")
+_queue = Between(1, MAX_QUEUE_PKTS, "packets", integer=True)
+_lab_memory = Between(256, MAX_LAB_MEMORY_MB, "MB", integer=True)
+_snaplen = Between(64, MAX_SNAPLEN, "bytes", integer=True)
+_sample_interval = Between(0.05, 60, "s")
+_min_backlogged = Between(0, 600, "s", low_open=True)
+_bw = Between(0, MAX_BW_MBPS, "Mbit/s", low_open=True)
+_delay = Between(0, MAX_DELAY_MS, "ms")
+_rpc_rate = Between(0, MAX_RPC_RATE, "requests/s")
+_seed = Between(0, MAX_SEED, integer=True)
 def _percent(value: Any) -> str | None:
     return None if 0 <= value <= 100 else "a percentage 0..100"
 
 
+_percent.allowed = "0..100 %"  # type: ignore[attr-defined]
+
+
 def _fraction(value: Any) -> str | None:
     return None if 0 < value <= 1 else "a fraction of the link rate, > 0 and <= 1"
+
+
+_fraction.allowed = "> 0 and <= 1"  # type: ignore[attr-defined]
 def _load_fraction(value: Any) -> str | None:
     return None if 0 < value <= 1 else "a fraction of the link rate, 0 < load <= 1"
+
+
+_load_fraction.allowed = "> 0 and <= 1"  # type: ignore[attr-defined]
 
 
 def _loss(value: Any) -> str | None:
     return None if 0 <= value < 100 else "a percentage 0 <= loss_pct < 100"
 
 
+_loss.allowed = ">= 0 and < 100 %"  # type: ignore[attr-defined]
+
+
 # Link condition keys: (type, doc, check). The tiers give them defaults; link overrides
 # and `set` events change them per link or per direction (fabric/conditions.py).
 CONDITION_KEYS: dict[str, tuple[type | tuple[type, ...], str, Check]] = {
-    "bw_mbps": ((int, float), "link rate in Mbit/s (null: unshaped)", _positive),
+    "bw_mbps": ((int, float), "link rate in Mbit/s (null: unshaped)", _bw),
     "delay_ms": ((int, float), "one-way delay in ms added at each egress (needs netem: "
-                 "hosts.kernel: lab)", _non_negative),
+                 "hosts.kernel: lab)", _delay),
     "jitter_ms": ((int, float), "delay variation in ms (netem: uniform within ±jitter_ms, "
                   "may reorder; needs delay_ms >= jitter_ms and hosts.kernel: lab)",
-                  _non_negative),
+                  _delay),
     "loss_pct": ((int, float), "random loss of IPv4 packets in percent, dropped on arrival "
                  "at the receiving end (nftables, any kernel)", _loss),
-    "queue_pkts": (int, "drop-tail queue length in packets at each egress", _at_least_one),
+    "queue_pkts": (int, "drop-tail queue length in packets at each egress", _queue),
 }
 CONDITION_DEFAULTS: dict[str, Any] = {"delay_ms": 0, "jitter_ms": 0, "loss_pct": 0,
                                       "queue_pkts": 100}
@@ -204,10 +312,13 @@ DVS = ("throughput_mbps", "goodput_mbps", "fct_s", "utilization")
 
 SCHEMA = Section(
     {
-        "name": Leaf(str, "experiment", "experiment name; results go to results/<name>-<time>/"),
-        "seed": Leaf(int, 1, "master seed: run order, host designations, ECMP hash seeds"),
-        "repetitions": Leaf(int, 1, "repetitions of every factor combination",
-                            check=_at_least_one),
+        "name": Leaf(str, "experiment", "experiment name; results go to results/<name>-<time>/ "
+                     "and Slurm jobs are named after it", check=plain_name_problem),
+        "seed": Leaf(int, 1, "master seed: run order, host designations, ECMP hash seeds",
+                     check=_seed),
+        "repetitions": Leaf(int, 1, "repetitions of every factor combination (a plan, "
+                            f"repetitions x levels x flow types, has at most {MAX_RUNS} runs)",
+                            check=_repetitions),
         "topology": Section(
             {
                 "kind": Leaf(str, "fattree", "topology family", choices=("fattree",)),
@@ -282,7 +393,7 @@ SCHEMA = Section(
                               "time and links are the only bottleneck; real = the wall "
                               "clock (for CPU-cost measures)", choices=("virtual", "real")),
                 "memory_mb": Leaf(int, 1536, "memory of the lab kernel in MB (a k=4 run "
-                                  "peaks near 500)", check=_at_least_256),
+                                  "peaks near 500)", check=_lab_memory),
             },
             "how lab-kernel runs execute",
         ),
@@ -293,24 +404,27 @@ SCHEMA = Section(
                     Leaf((str, int), None, "payload size", check=_size_check),
                     "flow type name -> payload size of one transfer",
                     default={"query": "128KB", "short": "500KB", "long": "25MB"},
+                    min_items=1, max_items=MAX_FLOW_TYPES,
                 ),
                 "iterations": Leaf(int, 4, "designation rounds per run (new pairs/groups each)",
-                                   check=_at_least_one),
+                                   check=_iterations),
                 "requests": Leaf(int, 1, "requests per client per iteration",
-                                 check=_at_least_one),
+                                 check=_requests),
                 "timeout_s": Leaf((int, float), 120, "a transfer not done by then fails",
-                                  check=_positive),
+                                  check=_seconds),
                 "server_port": Leaf(int, 8080, "TCP port of the transfer server on every "
                                     "host", check=_port),
                 "load": Leaf((int, float), 0.5, "poisson: offered load per host as a "
                              "fraction of its access link rate", check=_load_fraction),
                 "sizes": Leaf(str, "websearch", "poisson: flow-size distribution: websearch "
                               "(DCTCP), datamining (VL2) or the path of a CDF file (lines "
-                              "'<bytes> <cumulative probability>')", check=_sizes),
+                              "'<bytes> <cumulative probability>'; relative to the config's "
+                              "folder; a regular file of at most 1 MB reached through no "
+                              "symbolic link)", check=_sizes),
                 "max_size": Leaf((str, int), None, "poisson: sizes above this are cut to it "
                                  "(null: no cut)", check=_size_check, nullable=True),
                 "duration_s": Leaf((int, float), 10, "poisson: length of the arrival "
-                                   "window (iterations are not used)", check=_positive),
+                                   "window (iterations are not used)", check=_seconds),
                 "background": Section(
                     {
                         "pattern": Leaf(str, "none", "none; poisson: open-loop flows between "
@@ -330,9 +444,9 @@ SCHEMA = Section(
                     {
                         "rate_per_s": Leaf((int, float), 0, "requests per second per host, "
                                            "Poisson (0: no request/response traffic)",
-                                           check=_non_negative),
+                                           check=_rpc_rate),
                         "connections": Leaf(int, 1, "persistent connections per host, each "
-                                            "to a random other host", check=_at_least_one),
+                                            "to a random other host", check=_connections),
                         "request_size": Leaf((str, int), "100B", "bytes of one request",
                                              check=_size_check),
                         "response_size": Leaf((str, int), "1KB", "bytes of one response",
@@ -355,7 +469,7 @@ SCHEMA = Section(
             Section(
                 {
                     "at_s": Leaf((int, float), None, "seconds after the workload starts",
-                                 check=_non_negative),
+                                 check=_at_s),
                     "link": Leaf(str, None, "link name such as a1-c1 (a1>c1: one direction, "
                                  "for set only)"),
                     "action": Leaf(str, None, "down: both ends drop every packet that arrives "
@@ -368,13 +482,14 @@ SCHEMA = Section(
             ),
             "changes applied while the workload runs, each with action or set; recorded "
             "with their actual times in the manifest",
+            max_items=MAX_EVENTS,
         ),
         "capture": Section(
             {
                 "enabled": Leaf(bool, True, "capture packet headers on every link"),
                 "snaplen": Leaf(int, 96, "bytes kept per packet; 96 holds every header the "
                                 "metrics read (Ethernet 14 + IPv4 20 + TCP with options <= 60)",
-                                check=_at_least_one),
+                                check=_snaplen),
                 "budget_mb": Leaf((int, str), "auto", "MB the captures of one run may "
                                   "write, all links together; auto: what the run's "
                                   "transfers need (payload / MSS x transfers x hops x "
@@ -388,7 +503,7 @@ SCHEMA = Section(
                 "enabled": Leaf(bool, True, "sample host CPU, qdiscs and TCP timeouts during "
                                 "each run's traffic and give it a verdict (docs/fidelity.md)"),
                 "sample_interval_s": Leaf((int, float), 0.2, "seconds between qdisc samples",
-                                          check=_positive),
+                                          check=_sample_interval),
                 "steal_degraded_pct": Leaf((int, float), 3, "CPU stolen by the hypervisor "
                                            "during traffic (percent, mean of the cores) from "
                                            "which a run is degraded", check=_percent),
@@ -401,32 +516,36 @@ SCHEMA = Section(
                                           "rate: invalid", check=_fraction),
                 "min_backlogged_s": Leaf((int, float), 1.0, "seconds a link must be "
                                          "backlogged before its rate is judged",
-                                         check=_positive),
+                                         check=_min_backlogged),
                 "rto_degraded": Leaf(int, 3, "TCP timeouts beyond the qdisc drops (all hosts) "
-                                     "from which a run is degraded", check=_at_least_one),
+                                     "from which a run is degraded", check=_rtos),
                 "rto_invalid": Leaf(int, 20, "unexplained TCP timeouts from which a run is "
-                                    "invalid", check=_at_least_one),
+                                    "invalid", check=_rtos),
                 "max_repeats": Leaf(int, 2, "times an invalid run is repeated (earlier "
                                     "attempts kept in runs/<run_id>/attempt-<n>/)",
-                                    check=_non_negative),
+                                    check=_max_repeats),
             },
             "fidelity monitor and verdict of real-clock runs",
         ),
         "factors": MapOf(
             MapOf(
                 MapOf(Leaf((str, int, float, bool), None, "override value", nullable=True),
-                      "dotted config key -> value", key_pattern=r"^[a-z_]+(\.[a-z_]+)+$"),
+                      "dotted config key -> value", key_pattern=r"^[a-z_]+(\.[a-z_]+){1,5}$",
+                      max_items=50),
                 "level name -> overrides",
+                min_items=1, max_items=MAX_LEVELS,
             ),
             "factor name -> levels; the plan crosses all factors",
+            max_items=MAX_FACTORS,
         ),
         "analysis": Section(
             {
                 "clusters": Leaf(list, ["condition", "flow_type"], "columns that split the "
-                                 "data into test clusters"),
+                                 "data into test clusters", check=_names),
                 "ivs": Leaf(list, None, "independent variables: one or two factor names; null: "
-                            "the config's factors", nullable=True),
-                "dvs": Leaf(list, list(DVS), "dependent variables (metrics.csv columns)"),
+                            "the config's factors", nullable=True, check=_names),
+                "dvs": Leaf(list, list(DVS), "dependent variables (metrics.csv columns)",
+                            check=_names),
                 "alpha": Leaf(float, 0.05, "significance level", check=_probability),
                 "reference": Leaf((str, list), None, "the published study (or list of "
                                   "studies) this config reproduces: files of "

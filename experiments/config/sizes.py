@@ -8,8 +8,11 @@ ending at 1. The arrivals that draw from it are `pathdiv.experiments.plan.arriva
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from pathlib import Path
+
+from pathdiv.experiments.config.files import ConfigFileError, read_config_file
 
 Cdf = list[tuple[float, float]]
 
@@ -36,19 +39,23 @@ def read_cdf(path: str | Path) -> Cdf:
     """A CDF file (see the module doc); percent probabilities are scaled to [0, 1]."""
     p = Path(path)
     try:
-        lines = p.read_text().splitlines()
-    except OSError as exc:
-        raise CdfError(f"cannot read {p}: {exc.strerror}") from None
+        lines = read_config_file(p).splitlines()
+    except ConfigFileError as exc:
+        raise CdfError(str(exc)) from None
     points = []
     for n, line in enumerate(lines, 1):
         text = line.split("#", 1)[0].replace(",", " ").split()
         if not text:
             continue
         try:
-            points.append((float(text[0]), float(text[1])))
+            x, q = float(text[0]), float(text[1])
         except (ValueError, IndexError):
-            raise CdfError(f"{p}:{n}: expected '<bytes> <probability>', got {line!r}") \
+            # the line itself is not shown: the file may not be the author's to read
+            raise CdfError(f"{p}:{n}: expected '<bytes> <probability>' (two numbers)") \
                 from None
+        if not (math.isfinite(x) and math.isfinite(q)):
+            raise CdfError(f"{p}:{n}: sizes and probabilities must be finite numbers")
+        points.append((x, q))
     if points and points[-1][1] > 1.0 + 1e-9:
         points = [(x, q / 100.0) for x, q in points]
     return check_cdf(points, str(p))

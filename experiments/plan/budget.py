@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.config.schema import MAX_BUDGET_MB
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.topologies.fattree import FatTree
@@ -98,32 +99,55 @@ class RunNeed:
 
 def pair_links(topo: FatTree, client: str, server: str) -> tuple[int, set[str]]:
     """(hop count, capture interfaces of every link any shortest path uses)."""
-    paths = topo.paths(server, client)
-    intfs = {link.b.intf for path in paths for link in topo.path_links(path)}
-    return len(paths[0]) - 1, intfs
+    hops, intfs = _pair_links(topo.k, client, server, topo)
+    return hops, set(intfs)
+
+
+_PAIRS: dict[tuple[int, str, str], tuple[int, frozenset[str]]] = {}
+
+
+def _pair_links(k: int, client: str, server: str,
+                topo: FatTree) -> tuple[int, frozenset[str]]:
+    """Paths and link names depend on k only (not on the links' conditions), so every run
+    of a plan shares one answer per host pair."""
+    key = (k, client, server)
+    if key not in _PAIRS:
+        paths = topo.paths(server, client)
+        _PAIRS[key] = (len(paths[0]) - 1,
+                       frozenset(link.b.intf for path in paths
+                                 for link in topo.path_links(path)))
+    return _PAIRS[key]
 
 
 def run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
     """The capture need of one run of `cfg` (its flow type, its designation seed)."""
     topo = cfg.topology()
-    w = cfg.data["workload"]
-    size = cfg.flow_sizes()[flow_type]
-    per_transfer = transfer_packets(size, cfg.transport, cfg.subflows)
     links: Counter[str] = Counter({link.b.intf: 0 for link in topo.links})
     total = 0
-    geometry: dict[tuple[str, str], tuple[int, set[str]]] = {}
-    for rnd in rounds(str(w["pattern"]), topo.hosts, seed, int(w["iterations"]),
-                      int(w["requests"])):
-        for request in rnd:
-            for server in request.servers:
-                pair = (request.client, server)
-                if pair not in geometry:
-                    geometry[pair] = pair_links(topo, *pair)
-                hops, intfs = geometry[pair]
-                total += per_transfer * hops
-                for intf in intfs:
-                    links[intf] += per_transfer
+    for client, server, size in transfers(cfg, flow_type, seed):
+        packets = transfer_packets(size, cfg.transport, cfg.subflows)
+        hops, intfs = _pair_links(topo.k, client, server, topo)
+        total += packets * hops
+        for intf in intfs:
+            links[intf] += packets
     return RunNeed(dict(links), total, int(cfg.data["capture"]["snaplen"]))
+
+
+def transfers(cfg: Config, flow_type: str, seed: int) -> list[tuple[str, str, int]]:
+    """(client, server, payload bytes) of every measured transfer of a run: the rounds of
+    a closed-loop pattern, or the arrivals of a poisson one (drawn from the same seed as
+    the run draws them, so the need is the run's, not an average)."""
+    w = cfg.data["workload"]
+    hosts = cfg.topology().hosts
+    if w["pattern"] == "poisson":
+        from pathdiv.experiments.traffic.session import poisson_flows
+
+        return [(f.client, f.server, f.size_bytes) for f in poisson_flows(cfg, hosts, seed)]
+    size = cfg.flow_sizes()[flow_type]
+    return [(request.client, server, size)
+            for rnd in rounds(str(w["pattern"]), hosts, seed, int(w["iterations"]),
+                              int(w["requests"]))
+            for request in rnd for server in request.servers]
 
 
 def budget_of(cfg: Config, need: RunNeed) -> float:
@@ -150,9 +174,17 @@ def budget_problems(runs: Iterable[Run]) -> list[str]:
     short: list[tuple[float, str, int, object]] = []
     for run in runs:
         capture = run.config.data["capture"]
-        if not capture["enabled"] or capture["budget_mb"] == "auto":
+        if not capture["enabled"]:
             continue
         need = run_need(run.config, run.flow_type, run.workload_seed)
+        if need.total_mb > MAX_BUDGET_MB:
+            return [f"capture.budget_mb: the captures of run {run.run_id} would need "
+                    f"{math.ceil(need.total_mb)} MB; at most {MAX_BUDGET_MB} MB per run fit "
+                    "a machine's disk: make the flows smaller or fewer (workload.flow_types, "
+                    "iterations, requests), lower capture.snaplen, or set capture.enabled: "
+                    "false"]
+        if capture["budget_mb"] == "auto":
+            continue
         if float(capture["budget_mb"]) < need.total_mb:
             short.append((need.total_mb, run.run_id, need.snaplen, capture["budget_mb"]))
     if not short:

@@ -23,10 +23,18 @@ def groups_per_run(run: Run) -> int:
     return sum(len(rnd) for rnd in plan)
 
 
+def open_loop(run: Run) -> bool:
+    """A poisson workload: its observations are arrivals, drawn at run time."""
+    return run.config.data["workload"]["pattern"] == "poisson"
+
+
 def observations_per_cell(runs: Iterable[Run]) -> dict[tuple[str, ...], int]:
-    """(flow type, *factor levels) -> observations the plan yields for that cell."""
+    """(flow type, *factor levels) -> observations the plan yields for that cell (none for
+    poisson runs, whose arrivals are only known when they run)."""
     cells: Counter[tuple[str, ...]] = Counter()
     for run in runs:
+        if open_loop(run):
+            continue
         cells[(run.flow_type, *run.factors.values())] += groups_per_run(run)
     return dict(cells)
 
@@ -37,6 +45,8 @@ def design_problems(runs: list[Run]) -> list[str]:
         return []
     dvs = list(runs[0].config.data["analysis"]["dvs"])
     cells = observations_per_cell(runs)
+    if not cells:
+        return []
     fewest = min(cells.values())
     if fewest > len(dvs) + 1:
         return []

@@ -55,6 +55,8 @@ def expected_traffic_s(cfg: Config, flow_type: str, seed: int) -> float:
     costs = COSTS.get(cfg.host_kernel, COSTS["host"])
     bps = bottleneck_mbps(cfg) * 1e6 * costs.rate_fraction
     timeout = float(w["timeout_s"])
+    if w["pattern"] == "poisson":  # the arrival window, then the last flows' drain
+        return float(w["duration_s"]) + min(timeout, 2 * costs.round_overhead_s)
     total = 0.0
     for rnd in rounds(str(w["pattern"]), cfg.topology().hosts, seed, int(w["iterations"]),
                       int(w["requests"])):

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from pathdiv.experiments.config.load import Config, apply_overrides, validate
+from pathdiv.experiments.config.load import Config, ConfigError, apply_overrides, validate
+from pathdiv.experiments.config.schema import MAX_RUNS
 from pathdiv.experiments.config.workloads import open_loop
 
 
@@ -85,11 +87,18 @@ def expand(
         [lv for lv in factors[n] if only.get(n, lv) == lv] for n in names
     ]
     flows = [f for f in flows if only.get("flow_type", f) == f]
+    count = reps * len(flows) * math.prod(len(lv) for lv in level_lists)
+    if count > MAX_RUNS:
+        raise ConfigError([f"repetitions: {reps} x {len(flows)} flow type(s) x "
+                           f"{' x '.join(str(len(lv)) for lv in level_lists) or '1'} factor "
+                           f"level(s) make {count} runs; a plan has at most {MAX_RUNS} "
+                           "(split it into several configs)"], cfg.source)
     cells: list[tuple[dict[str, str], str]] = [
         (dict(zip(names, combo, strict=True)), flow)
         for combo in itertools.product(*level_lists)
         for flow in flows
     ]
+    _refuse_shared_ids(cells, names, cfg.source)
     rng = random.Random(cfg.seed)
     runs: list[Run] = []
     for rep in range(1, reps + 1):
@@ -100,11 +109,34 @@ def expand(
             for n, lv in levels.items():
                 overrides += list(factors[n][lv].items())
             run_cfg = validate(apply_overrides(cfg.data, overrides), cfg.source)
-            key = "_".join([f"{flow}", *(levels[n] for n in names), f"rep{rep}"])
+            key = f"{cell_key(flow, levels, names)}_rep{rep}"
             seed = run_seed(cfg.seed, key)
             runs.append(Run(key, len(runs), rep, flow, levels, seed, run_cfg,
                             designation_seed(cfg, rep, flow, seed)))
     return runs
+
+
+def cell_key(flow: str, levels: dict[str, str], names: list[str]) -> str:
+    """The run id of a cell without its repetition: flow type and levels joined by '_'."""
+    return "_".join([flow, *(levels[n] for n in names)])
+
+
+def _refuse_shared_ids(cells: list[tuple[dict[str, str], str]], names: list[str],
+                       source: str) -> None:
+    """Two cells whose ids are the same ('a_b' + 'c' and 'a' + 'b_c') would write into
+    one run folder, the second overwriting the first as if it were a resume."""
+    seen: dict[str, tuple[dict[str, str], str]] = {}
+    for levels, flow in cells:
+        key = cell_key(flow, levels, names)
+        if key in seen:
+            a, b = seen[key], (levels, flow)
+            show = [", ".join([f"flow_type={f}", *(f"{n}={lv[n]}" for n in names)])
+                    for lv, f in (a, b)]
+            raise ConfigError([f"factors: the runs of ({show[0]}) and ({show[1]}) would both "
+                               f"have the run id {key}_rep<N> (flow type and levels joined "
+                               "by '_'); rename a level or flow type so no two join the same"],
+                              source)
+        seen[key] = (levels, flow)
 
 
 def describe(runs: list[Run]) -> str:

@@ -27,12 +27,16 @@ def test_every_condition_key_is_validated_with_key_value_and_allowed():
     msgs = problems({"topology": {"links": {"core": {
         "bw_mbps": 0, "delay_ms": -1, "jitter_ms": -2, "loss_pct": 100, "queue_pkts": 0}}}})
     assert msgs == [
-        "topology.links.core.bw_mbps: 0 is not allowed; expected a number > 0",
-        "topology.links.core.delay_ms: -1 is not allowed; expected a number >= 0",
-        "topology.links.core.jitter_ms: -2 is not allowed; expected a number >= 0",
+        "topology.links.core.bw_mbps: 0 is not allowed; expected a number > 0 and <= 100000 "
+        "(Mbit/s)",
+        "topology.links.core.delay_ms: -1 is not allowed; expected a number >= 0 and <= 10000 "
+        "(ms)",
+        "topology.links.core.jitter_ms: -2 is not allowed; expected a number >= 0 and <= "
+        "10000 (ms)",
         "topology.links.core.loss_pct: 100 is not allowed; expected a percentage "
         "0 <= loss_pct < 100",
-        "topology.links.core.queue_pkts: 0 is not allowed; expected an integer >= 1",
+        "topology.links.core.queue_pkts: 0 is not allowed; expected an integer >= 1 and <= "
+        "100000 (packets)",
     ]
 
 

@@ -35,7 +35,8 @@ def test_event_errors_name_the_event_and_what_is_allowed():
     assert "events[4].link: 'a1>c1': a link goes up as a whole; name it with '-' (a1-c1)" \
         in msgs
     assert "events[5].action: 'reboot' is not allowed; choose one of down, up" in msgs
-    assert "events[6].at_s: -1 is not allowed; expected a number >= 0" in msgs
+    assert ("events[6].at_s: -1 is not allowed; expected a number >= 0 and <= 3600 (s)"
+            in msgs)
     assert any(m.startswith("events[6].set.colour: unknown key; valid keys here are bw_mbps")
                for m in msgs)
     assert problems({"events": {"at_s": 1}}) == ["events: expected a list, got {'at_s': 1}"]

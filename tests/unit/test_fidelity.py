@@ -128,7 +128,8 @@ def test_thresholds_are_config_keys_validated_like_the_rest():
         validate({"fidelity": {"link_rate_invalid": 1.5, "max_repeats": -1, "nope": 1}})
     text = str(err.value)
     assert "fidelity.link_rate_invalid: 1.5 is not allowed; expected a fraction" in text
-    assert "fidelity.max_repeats: -1 is not allowed; expected a number >= 0" in text
+    assert ("fidelity.max_repeats: -1 is not allowed; expected an integer >= 0 and <= 10"
+            in text)
     assert "fidelity.nope: unknown key" in text
     with pytest.raises(ConfigError, match=r"fidelity.steal_degraded_pct: 12 is not allowed; "
                        r"expected at most fidelity.steal_invalid_pct \(10\)"):

@@ -91,13 +91,14 @@ def test_workload_keys_are_validated():
         "CDF file path ending in .txt, .cdf or .csv",
         "workload.max_size: 'huge' is not allowed; expected a positive size such as 10KB, "
         "500KB, 25MB or 1MiB (KB = 1000 bytes)",
-        "workload.duration_s: 0 is not allowed; expected a number > 0",
+        "workload.duration_s: 0 is not allowed; expected a number > 0 and <= 3600 (s)",
         "workload.background.pattern: 'bursty' is not allowed; choose one of none, "
         "poisson, permutation",
         "workload.background.load: 0 is not allowed; expected a fraction of the link "
         "rate, 0 < load <= 1",
-        "workload.rpc.rate_per_s: -1 is not allowed; expected a number >= 0",
-        "workload.rpc.connections: 0 is not allowed; expected an integer >= 1",
+        "workload.rpc.rate_per_s: -1 is not allowed; expected a number >= 0 and <= 10000 "
+            "(requests/s)",
+        "workload.rpc.connections: 0 is not allowed; expected an integer >= 1 and <= 64",
         "workload.rpc.request_size: 'x' is not allowed; expected a positive size such as "
         "10KB, 500KB, 25MB or 1MiB (KB = 1000 bytes)",
         "workload.rpc.port: 0 is not allowed; expected a TCP port 1..65535",
