@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from pathdiv.analysis.metrics.columns import DEPENDENT_VARIABLES
+from pathdiv.experiments.config.files import is_file_reference
 from pathdiv.experiments.config.safe_yaml import MAX_TEXT_BYTES, YamlRefused, load_text, shorten
 from pathdiv.experiments.config.schema import (
     SCHEMA,
@@ -507,8 +508,6 @@ def read_config_text(p: Path) -> str:
 def _resolve_files(raw: dict[str, Any], folder: Path) -> dict[str, Any]:
     """Paths of files the config names (workload.sizes, in the config and in factor
     levels) made absolute against the config's folder, not the working directory."""
-    from pathdiv.experiments.config.files import is_file_reference
-
     def fix(value: Any) -> Any:
         if isinstance(value, str) and is_file_reference(value) and \
                 not Path(value).is_absolute():

@@ -26,6 +26,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.config.sizes import Cdf, read_cdf
 
 WEBSEARCH: Cdf = [
@@ -142,3 +144,19 @@ def offered_load(flows: Sequence[Flow], hosts: int, rate_mbps: float,
     """Bytes asked for, as a fraction of `hosts` access links over the window."""
     asked = sum(f.size_bytes for f in flows)
     return asked * 8 / (hosts * rate_mbps * 1e6 * duration_s)
+
+
+def access_rate_mbps(cfg: Config) -> float:
+    rate = cfg.link_params()["host"].bw_mbps  # type: ignore[index]
+    if rate is None:
+        raise ValueError("topology.links.host.bw_mbps: null (unshaped) leaves no link rate "
+                         "to offer a load against; set a rate for poisson or background load")
+    return float(rate)
+
+
+def poisson_flows(cfg: Config, hosts: list[str], seed: int) -> list[Flow]:
+    """The measured flows of a `poisson` run (pure)."""
+    w = cfg.data["workload"]
+    cap = parse_size(w["max_size"]) if w["max_size"] is not None else None
+    return arrivals(hosts, access_rate_mbps(cfg), size_cdf(str(w["sizes"]), cap),
+                    float(w["load"]), float(w["duration_s"]), seed)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.schema import MAX_BUDGET_MB
+from pathdiv.experiments.plan.arrivals import poisson_flows
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.topologies.fattree import FatTree
@@ -140,8 +141,6 @@ def transfers(cfg: Config, flow_type: str, seed: int) -> list[tuple[str, str, in
     w = cfg.data["workload"]
     hosts = cfg.topology().hosts
     if w["pattern"] == "poisson":
-        from pathdiv.experiments.traffic.session import poisson_flows
-
         return [(f.client, f.server, f.size_bytes) for f in poisson_flows(cfg, hosts, seed)]
     size = cfg.flow_sizes()[flow_type]
     return [(request.client, server, size)

@@ -31,7 +31,13 @@ from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.experiments.fabric.network import Network, wait_for_line
 from pathdiv.experiments.manifest import write_csv_atomic
-from pathdiv.experiments.plan.arrivals import Flow, arrivals, size_cdf
+from pathdiv.experiments.plan.arrivals import (
+    Flow,
+    access_rate_mbps,
+    arrivals,
+    poisson_flows,
+    size_cdf,
+)
 from pathdiv.experiments.plan.designations import derangement, rounds
 from pathdiv.experiments.traffic.events import EventApplier, timeline
 from pathdiv.experiments.traffic.rounds import (
@@ -64,22 +70,6 @@ class SessionResult:
     events: list[dict[str, Any]] = field(default_factory=list)
     started_wall_s: float = 0.0
     offered: dict[str, Any] = field(default_factory=dict)
-
-
-def access_rate_mbps(cfg: Config) -> float:
-    rate = cfg.link_params()["host"].bw_mbps  # type: ignore[index]
-    if rate is None:
-        raise ValueError("topology.links.host.bw_mbps: null (unshaped) leaves no link rate "
-                         "to offer a load against; set a rate for poisson or background load")
-    return float(rate)
-
-
-def poisson_flows(cfg: Config, hosts: list[str], seed: int) -> list[Flow]:
-    """The measured flows of a `poisson` run (pure)."""
-    w = cfg.data["workload"]
-    cap = parse_size(w["max_size"]) if w["max_size"] is not None else None
-    return arrivals(hosts, access_rate_mbps(cfg), size_cdf(str(w["sizes"]), cap),
-                    float(w["load"]), float(w["duration_s"]), seed)
 
 
 def background_flows(cfg: Config, hosts: list[str], seed: int,

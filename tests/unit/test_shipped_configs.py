@@ -10,7 +10,7 @@ import pytest
 from pathdiv.experiments.cli import main
 from pathdiv.experiments.cluster.shards import partition
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.config.plan import expand
+from pathdiv.experiments.plan.runs import expand
 from tests.conftest import REPO
 
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
