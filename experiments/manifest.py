@@ -25,7 +25,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from pathdiv.kernels.abilities import REPO_DIR
+
 SYSCTL_PREFIXES = ("net.mptcp.", "net.ipv4.tcp_")
 TOOL_COMMANDS: dict[str, list[str]] = {
     "tcpdump": ["tcpdump", "--version"],
@@ -106,7 +107,7 @@ def _run(argv: list[str], cwd: Path | None = None) -> tuple[int, str]:
     return p.returncode, (p.stdout or "") + (p.stderr or "")
 
 
-def git_revision(repo: Path = REPO) -> str:
+def git_revision(repo: Path = REPO_DIR) -> str:
     """HEAD's commit, with '-dirty' when tracked files differ; 'unknown' outside git."""
     git = ["git", "-c", f"safe.directory={repo}", "-C", str(repo)]
     rc, head = _run([*git, "rev-parse", "HEAD"])
