@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pathdiv.experiments.running import RunningNetwork
 from pathdiv.kernels.abilities import REPO_DIR
 
 SYSCTL_PREFIXES = ("net.mptcp.", "net.ipv4.tcp_")
@@ -133,7 +134,7 @@ def tool_versions() -> dict[str, str]:
     return out
 
 
-def namespace_state(net: Any, host: str) -> dict[str, Any]:
+def namespace_state(net: RunningNetwork, host: str) -> dict[str, Any]:
     """Sysctls and qdiscs as `host`'s namespace sees them (never raises)."""
     state: dict[str, Any] = {"host": host}
     try:
@@ -161,7 +162,7 @@ def counter_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[
     }
 
 
-def counter_snapshot(net: Any, ports: list[tuple[str, str]]) -> dict[str, Any]:
+def counter_snapshot(net: RunningNetwork, ports: list[tuple[str, str]]) -> dict[str, Any]:
     """Counters of the given (switch, interface) ports, asked once per switch (may raise)."""
     switches: dict[str, list[str]] = {}
     for switch, intf in ports:
