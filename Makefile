@@ -59,7 +59,8 @@ reproduce: need-root $(STAMP)
 
 # mypy on the packages that are fully typed (widen TYPED as more become so). mypy cannot
 # follow the editable install's import hook, so it reads the folders linked under pathdiv/.
-TYPED := pathdiv.topologies pathdiv.experiments.config pathdiv.experiments.plan
+TYPED := pathdiv.topologies pathdiv.experiments.running pathdiv.experiments.config \
+	pathdiv.experiments.plan
 TYPECHECK := .typecheck
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -25,7 +25,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from pathdiv.experiments.running import RunningNetwork
+from pathdiv.kernels.abilities import REPO_DIR
+
 SYSCTL_PREFIXES = ("net.mptcp.", "net.ipv4.tcp_")
 TOOL_COMMANDS: dict[str, list[str]] = {
     "tcpdump": ["tcpdump", "--version"],
@@ -116,7 +118,7 @@ def _run(argv: list[str], cwd: Path | None = None) -> tuple[int, str]:
     return p.returncode, (p.stdout or "") + (p.stderr or "")
 
 
-def git_revision(repo: Path = REPO) -> str:
+def git_revision(repo: Path = REPO_DIR) -> str:
     """HEAD's commit, with '-dirty' when tracked files differ; 'unknown' outside git."""
     git = ["git", "-c", f"safe.directory={repo}", "-C", str(repo)]
     rc, head = _run([*git, "rev-parse", "HEAD"])
@@ -142,7 +144,7 @@ def tool_versions() -> dict[str, str]:
     return out
 
 
-def namespace_state(net: Any, host: str) -> dict[str, Any]:
+def namespace_state(net: RunningNetwork, host: str) -> dict[str, Any]:
     """Sysctls and qdiscs as `host`'s namespace sees them (never raises)."""
     state: dict[str, Any] = {"host": host}
     try:
@@ -170,7 +172,7 @@ def counter_deltas(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[
     }
 
 
-def counter_snapshot(net: Any, ports: list[tuple[str, str]]) -> dict[str, Any]:
+def counter_snapshot(net: RunningNetwork, ports: list[tuple[str, str]]) -> dict[str, Any]:
     """Counters of the given (switch, interface) ports, asked once per switch (may raise)."""
     switches: dict[str, list[str]] = {}
     for switch, intf in ports:

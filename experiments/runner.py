@@ -90,6 +90,7 @@ from pathdiv.experiments.manifest import (
 from pathdiv.experiments.plan.budget import budget_of, run_need
 from pathdiv.experiments.plan.estimate import PlanClock
 from pathdiv.experiments.plan.runs import Run, expand
+from pathdiv.experiments.running import RunningNetwork
 from pathdiv.experiments.traffic.rounds import (
     COLUMNS,
     Traffic,
@@ -273,7 +274,7 @@ def execute_run(run: Run, run_dir: Path,
     return manifest
 
 
-def _counters(net: Any, ports: list[tuple[str, str]],
+def _counters(net: RunningNetwork, ports: list[tuple[str, str]],
               manifest: dict[str, Any]) -> dict[str, Any]:
     """A counter snapshot, or {} with the reason in the manifest (never fails the run)."""
     try:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KERNELS_DIR = Path(__file__).resolve().parent
+# the checkout (or the installed pathdiv/): the folder that holds kernels/, experiments/, ...
+REPO_DIR = KERNELS_DIR.parent
 LAB_FRAGMENT = KERNELS_DIR / "uml.config"
 
 # The names Linux gives its TCP congestion controls (net/ipv4/tcp_*.c).

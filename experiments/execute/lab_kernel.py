@@ -34,7 +34,7 @@ from pathdiv.experiments.manifest import read_json_dict
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels import uml
-from pathdiv.kernels.abilities import KERNELS_DIR
+from pathdiv.kernels.abilities import REPO_DIR
 from pathdiv.kernels.build import (
     BUILD_DIR,
     LabKernelError,
@@ -43,7 +43,6 @@ from pathdiv.kernels.build import (
     kernel_release,
 )
 
-REPO_DIR = KERNELS_DIR.parent
 GUEST_ENV = LAB_KERNEL_ENV  # JSON describing the lab kernel, exported to the guest
 PROGRESS_FILE = Path(".labkernel") / "progress.json"  # inside the results folder
 BUILD_ALLOWANCE_S = 120.0  # guest seconds for a network build, capture drain, teardown

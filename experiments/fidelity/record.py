@@ -14,6 +14,7 @@ from typing import Any
 from pathdiv.experiments.fidelity.monitor import Monitor, read_text
 from pathdiv.experiments.fidelity.verdict import Samples, Thresholds, judge
 from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.running import RunningNetwork
 
 FILE = "fidelity.json"
 
@@ -34,7 +35,7 @@ def egress_rates(topo: Any) -> dict[str, float | None]:
     return out
 
 
-def lab_monitor(net: Any, section: dict[str, Any]) -> Monitor:
+def lab_monitor(net: RunningNetwork, section: dict[str, Any]) -> Monitor:
     """A monitor over every node of a running `fabric.network.Network` (not started)."""
     nodes = {name: int(net.node(name).pid) for name in net.topo.nodes}
     return Monitor(nodes, egress_rates(net.topo), list(net.topo.hosts),

@@ -20,11 +20,12 @@ from pathdiv.experiments.fidelity.record import (
     write_record,
 )
 from pathdiv.experiments.fidelity.verdict import Samples, planned_disturbance
+from pathdiv.experiments.running import RunningNetwork
 
 log = logging.getLogger("pathdiv")
 
 
-def start(net: Any, section: dict[str, Any], manifest: dict[str, Any]) -> Monitor | None:
+def start(net: RunningNetwork, section: dict[str, Any], manifest: dict[str, Any]) -> Monitor | None:
     """The fidelity monitor of a run, started; None (and why, in the manifest) when off or
     when it cannot start. The run's clock is the manifest's (written by the runner)."""
     clock = str(manifest["clock"])

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pathdiv.experiments.fabric.conditions import change_commands, link_state_commands
+from pathdiv.experiments.running import RunningNetwork
 from pathdiv.topologies.conditions import Conditions, changed, parse_link
 from pathdiv.topologies.fattree import FatTree
 
@@ -68,7 +69,7 @@ def event_commands(topo: FatTree, event: LinkEvent,
 class EventApplier(threading.Thread):
     """Applies a timeline on a running network, relative to `start()` time."""
 
-    def __init__(self, net: Any, events: list[LinkEvent]) -> None:
+    def __init__(self, net: RunningNetwork, events: list[LinkEvent]) -> None:
         super().__init__(name="pathdiv-events", daemon=True)
         self.net = net
         self.events = events
@@ -125,7 +126,7 @@ class EventApplier(threading.Thread):
         return record
 
 
-def _run(net: Any, node: str, argv: list[str]) -> None:
+def _run(net: RunningNetwork, node: str, argv: list[str]) -> None:
     """Through the node's own shell: nothing else uses it while the workload runs
     (transfers are separate processes), and it starts no new process to enter the
     namespace, so the event lands on time even when the CPUs are busy."""

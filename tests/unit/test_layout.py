@@ -27,6 +27,7 @@ FOLDERS = ("topologies", "experiments", "analysis", "kernels")
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pathdiv.topologies",),
     ("pathdiv.kernels", "pathdiv.analysis"),
+    ("pathdiv.experiments.running",),
     ("pathdiv.experiments.config", "pathdiv.experiments.manifest"),
     ("pathdiv.experiments.plan",),
     ("pathdiv.experiments.fabric",),
