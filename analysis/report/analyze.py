@@ -30,7 +30,7 @@ from pathdiv.analysis.report.blocks import Block, render_html, render_markdown
 from pathdiv.analysis.report.content import Provenance, build_report, reference_blocks
 from pathdiv.analysis.report.plots import Plot, box_plots, cluster_plots, fct_cdfs, path_heatmap
 from pathdiv.analysis.report.timeplots import condition_plots
-from pathdiv.analysis.stats import reference as ref
+from pathdiv.analysis.stats import agreement, claims
 from pathdiv.analysis.stats.spec import AnalysisSpec
 from pathdiv.analysis.stats.study import StudyResults, analyze_metrics
 
@@ -106,28 +106,28 @@ def make_plots(metrics: pd.DataFrame, spec: AnalysisSpec) -> tuple[list[Plot], l
     return plots, notes
 
 
-def compare_with_references(results: StudyResults, spec: AnalysisSpec,
+def compare_with_references(metrics: pd.DataFrame, spec: AnalysisSpec,
                             folder: Path) -> tuple[list[Block], str | None]:
-    """Report blocks putting each named reference beside our figures, a one-line tally
-    for the summary, and reference.json in `folder` with the comparison as data."""
+    """Report blocks putting each named reference's claims beside our figures, a one-line
+    tally for the summary, and reference.json in `folder` with every mark as data."""
     names = [spec.reference] if isinstance(spec.reference, str) else list(spec.reference or [])
     blocks: list[Block] = []
     tallies, dump = [], {}
-    clusters = [(c.key, c.posthoc) for c in results.clusters]
     for name in names:
-        study = ref.load_reference(name)
-        directions = ref.compare_directions(study, clusters, spec.lower_is_better, spec.alpha)
-        excess = ref.compare_excess(study, results.excess_traffic)
-        blocks += reference_blocks(study.name, study.study, study.source, study.missing,
-                                   directions, excess)
-        counts = ref.summarise_marks(directions)
-        tallies.append(f"{study.name}: " + ", ".join(f"{n} {m}" for m, n in counts.items()
-                                                       if n))
-        dump[study.name] = {"directions": json.loads(directions.to_json(orient="records")),
-                            "excess_traffic": json.loads(excess.to_json(orient="records"))}
+        study = claims.load_reference(name)
+        table = agreement.mark_claims(study, metrics, spec.clusters, spec.alpha,
+                                      spec.lower_is_better, spec.min_effect_pct)
+        blocks += reference_blocks(study.name, study.study, study.source, study.silent_on,
+                                   table)
+        counts = agreement.tally(table)
+        tallies.append(f"{study.name}: " + ", ".join(f"{n} {m}" for m, n in counts.items()))
+        dump[study.name] = {"study": study.study, "source": study.source,
+                            "design": study.design, "silent_on": study.silent_on,
+                            "tally": counts,
+                            "claims": json.loads(table.to_json(orient="records"))}
     if dump:
         _write_text(folder / "reference.json", json.dumps(dump, indent=2))
-    note = ("Against the published study (directions it reports, each compared with ours): "
+    note = ("Against the published studies (every claim, compared with ours): "
             + "; ".join(tallies) + ".") if tallies else None
     return blocks, note
 
@@ -183,7 +183,7 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
     figures = cluster_plots(metrics, spec)
     for plot in figures.values():
         (plot_dir / f"{plot.name}.png").write_bytes(plot.png)
-    reference, note = compare_with_references(results, spec, folder)
+    reference, note = compare_with_references(chosen.kept, spec, folder)
     name = (prov.config or {}).get("name") or folder.resolve().name
     title = f"pathdiv report: {name}"
     blocks = build_report(results, prov, plots, plot_notes, title, figures, reference, note,

@@ -393,28 +393,30 @@ def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | Non
     return blocks
 
 
-def reference_blocks(name: str, study: str, source: str, missing: str,
-                     directions: pd.DataFrame, excess: pd.DataFrame) -> list[Block]:
+def reference_blocks(name: str, study: str, source: str, silent_on: Sequence[dict],
+                     claims: pd.DataFrame) -> list[Block]:
+    """The study's claims (figures and stated directions) beside ours, with the marks of
+    pathdiv.analysis.stats.agreement."""
     blocks: list[Block] = [Heading(f"The study's figures beside ours ({name})", 2),
                            Paragraph(f"{study}. Source: {source}")]
-    if missing:
-        blocks.append(Paragraph(f"Not stored (missing from the reference): {missing}", "note"))
-    if not directions.empty:
-        frame = pd.DataFrame({
-            "claim": directions.claim, "cluster": directions.cluster,
-            "metric": directions.metric,
-            "study: better > worse": directions.better + " > " + directions.worse,
-            "ours: better": directions.mean_better, "ours: worse": directions.mean_worse,
-            "p (Holm)": directions.p_holm.map(fmt_p), "agreement": directions["mark"],
-        })
-        css = ["violated" if m == "opposite" else "significant"
-               if m == "same direction and significant" else "" for m in directions["mark"]]
-        blocks.append(Table(frame, "Each direction the study reports, against our means and "
-                            "Holm-corrected Welch tests", css))
-    if not excess.empty:
-        blocks.append(Table(excess.rename(columns={
-            "ours_pct": "ours (%)", "study_pct": "study (%)", "versus": "ours vs study"}),
-            "Excess traffic (the study's Table IV) beside ours, mean per configuration"))
+    if silent_on:
+        blocks.append(Paragraph("Where the study gives no figure (never estimated here): "
+                                + "; ".join(f"{s.get('item')} ({s.get('section', '')})"
+                                            for s in silent_on) + ".", "note"))
+    if claims.empty:
+        return blocks
+    frame = pd.DataFrame({
+        "section": claims.section, "claim": claims.claim, "cluster": claims.cluster,
+        "metric": claims.metric, "a vs b": claims.a + (" vs " + claims.b).where(
+            claims.b != "", ""), "paper": claims.paper, "ours": claims.ours,
+        "p (Holm)": claims.p_holm.map(fmt_p), "effect": claims.practical,
+        "mark": claims["mark"], "agrees": claims.agrees,
+    })
+    css = ["violated" if a == "no" else "significant" if a == "yes" else ""
+           for a in claims.agrees]
+    blocks.append(Table(frame, "Every claim of the study against our data: our means, "
+                        "Welch's t-test (Holm-corrected within each claim), the effect as "
+                        "a percentage of b's mean, and whether it agrees", css))
     return blocks
 
 

@@ -35,6 +35,18 @@ def anova_frame(cluster: dict[str, Any]) -> pd.DataFrame:
                          for r in rows])
 
 
+def claim_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """The columns of reference.json's claims a reader needs, one row per comparison."""
+    return pd.DataFrame({
+        "section": table.section, "claim": table.claim_id, "cluster": table.cluster.str.replace(
+            "condition=", "").str.replace("flow_type=", ""),
+        "metric": table.metric,
+        "a vs b": table.a + (" vs " + table.b).where(table.b != "", ""),
+        "paper": table.paper, "ours": table.ours, "p (Holm)": table.p_holm.map(
+            lambda p: "" if p is None or pd.isna(p) else fmt_p(p)),
+        "effect": table.practical, "mark": table["mark"], "agrees": table.agrees})
+
+
 def summary_blocks(folder: Path) -> list[Block]:
     stats = json.loads((folder / "stats.json").read_text())
     run_txt = folder / "run.txt"
@@ -59,19 +71,13 @@ def summary_blocks(folder: Path) -> list[Block]:
     reference = folder / "reference.json"
     if reference.is_file():
         for name, comparison in json.loads(reference.read_text()).items():
-            excess = pd.DataFrame(comparison["excess_traffic"])
-            if not excess.empty:
-                blocks += [Heading(f"Table IV ({name}) beside ours", 2), Table(excess.rename(
-                    columns={"ours_pct": "ours (%)", "study_pct": "study (%)",
-                             "versus": "ours vs study"}), "Excess traffic, mean per "
-                    "configuration")]
-            directions = pd.DataFrame(comparison["directions"])
-            if not directions.empty:
-                directions["p_holm"] = directions["p_holm"].map(fmt_p)
-                blocks += [Heading(f"Every direction {name} reports, with our p-value", 2),
-                           Table(directions.drop(columns=["claim_id"]).rename(columns={
-                               "mean_better": "ours: better", "mean_worse": "ours: worse",
-                               "p_holm": "p (Holm)", "mark": "agreement"}))]
+            table = pd.DataFrame(comparison.get("claims", []))
+            if table.empty:
+                continue
+            tally = comparison.get("tally", {})
+            blocks += [Heading(f"Every claim of {name}, with ours", 2),
+                       Paragraph(", ".join(f"{n} {m}" for m, n in tally.items()) + "."),
+                       Table(claim_frame(table))]
     return blocks
 
 

@@ -31,6 +31,7 @@ class AnalysisSpec:
     alpha: float = 0.05
     lower_is_better: tuple[str, ...] = field(default=LOWER_IS_BETTER_DEFAULT)
     reference: str | tuple[str, ...] | None = None  # published studies (analysis/references)
+    min_effect_pct: float = 1.0  # smallest effect of interest, percent of the compared mean
 
     def __post_init__(self) -> None:
         # Accept lists from YAML/JSON but store tuples so the spec stays hashable.
@@ -53,6 +54,11 @@ class AnalysisSpec:
             raise ValueError(
                 f"analysis.ivs is {list(self.ivs)!r}; expected one or two factor columns "
                 "(a two-way MANOVA takes two)"
+            )
+        if not self.min_effect_pct >= 0:
+            raise ValueError(
+                f"analysis.min_effect_pct is {self.min_effect_pct!r}; expected a percentage "
+                ">= 0 (the smallest difference worth reporting, default 1)"
             )
         if not self.dvs:
             raise ValueError("analysis.dvs is empty; expected at least one metric column")
