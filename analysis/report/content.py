@@ -16,6 +16,7 @@ import pandas as pd
 
 from pathdiv.analysis.report.blocks import Block, Bullets, Heading, Image, Paragraph, Table
 from pathdiv.analysis.report.plots import Plot
+from pathdiv.analysis.stats.effects import NEGLIGIBLE, REAL, screen_anova
 from pathdiv.analysis.stats.posthoc import CONFIGURATION
 from pathdiv.analysis.stats.study import ClusterResult, StudyResults
 
@@ -182,6 +183,7 @@ def manova_blocks(c: ClusterResult, alpha: float) -> list[Block]:
         "statistic": t.statistic.map(STATISTIC_NAMES),
         "value": t.value, "F": t.f, "df1": t.num_df, "df2": t.den_df,
         "p": t.p.map(fmt_p), "verdict": t.p.map(lambda p: _verdict(p, alpha)),
+        "largest effect (% of mean)": t.effect_pct,
     })
     css = ["significant" if p < alpha else "" for p in t.p]
     sig = c.significant_effects(alpha)
@@ -200,6 +202,7 @@ def anova_blocks(c: ClusterResult, alpha: float) -> list[Block]:
     frame = pd.DataFrame({
         "dependent variable": t.dv, "effect": t.effect, "type III SS": t.sum_sq, "df": t.df,
         "F": t.f, "p": t.p.map(fmt_p), "partial η²": t.partial_eta_sq,
+        "effect (% of mean)": t.effect_pct,
     })
     css = ["significant" if (pd.notna(p) and p < alpha) else "" for p in t.p]
     return [Heading("Tests of between-subjects effects", 3), Table(frame.reset_index(drop=True),
@@ -217,7 +220,9 @@ def posthoc_blocks(c: ClusterResult) -> list[Block]:
             "metric": significant.dv, "grouping": significant.grouping,
             "level A": significant.level_a, "level B": significant.level_b,
             "mean A": significant.mean_a, "mean B": significant.mean_b,
-            "difference": significant.mean_diff, "p (Holm)": significant.p_holm.map(fmt_p),
+            "difference": significant.mean_diff,
+            "difference (% of B)": significant.effect_pct,
+            "p (Holm)": significant.p_holm.map(fmt_p),
         })
         blocks.append(Table(frame.reset_index(drop=True), "Significant differences only"))
     return blocks
@@ -359,7 +364,8 @@ def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | Non
 
     alpha = results.spec.alpha
     rows = []
-    sentences = []
+    sentences: list[str] = []
+    screened: list[str] = []
     for c in results.clusters:
         row: dict[str, Any] = {"cluster": " / ".join(c.key.values()) or c.label, "n": c.n,
                                "MANOVA (Pillai's V)": _manova_text(c, alpha)}
@@ -381,6 +387,13 @@ def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | Non
         head = (f"{row['cluster']}: the configurations differ ({', '.join(sig)})"
                 if sig else f"{row['cluster']}: no significant multivariate difference")
         sentences.append(head + (": " + "; ".join(said) if said else "") + ".")
+        split = screen_anova(c.anova, alpha, results.spec.min_effect_pct)
+        if split[REAL] or split[NEGLIGIBLE]:
+            screened.append(f"{row['cluster']}: significant and at least "
+                            f"{results.spec.min_effect_pct:g} % of the mean: "
+                            f"{'; '.join(split[REAL]) or 'none'}. Significant but "
+                            f"negligible (< {results.spec.min_effect_pct:g} %): "
+                            f"{'; '.join(split[NEGLIGIBLE]) or 'none'}.")
     blocks: list[Block] = [Heading("Summary", 2), Paragraph(design_sentence(results, prov))]
     blocks.append(Table(pd.DataFrame(rows), "Per test cluster: the significant MANOVA "
                         "effects (Pillai's V), and per metric the best configuration, its "
@@ -388,6 +401,12 @@ def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | Non
     if key_plot is not None:
         blocks.append(Image(key_plot.name, key_plot.png, key_plot.caption))
     blocks.append(Bullets(sentences))
+    if screened:
+        blocks += [Paragraph("Practical significance (analysis.min_effect_pct): each "
+                             "significant between-subjects effect with its size as a "
+                             "percentage of the metric's mean (spread of the level means; "
+                             "for an interaction, the largest departure from the main "
+                             "effects)."), Bullets(screened)]
     if reference_note:
         blocks.append(Paragraph(reference_note))
     return blocks

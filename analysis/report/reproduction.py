@@ -24,14 +24,16 @@ from pathdiv.analysis.report.content import fmt_p
 def manova_frame(cluster: dict[str, Any]) -> pd.DataFrame:
     rows = [r for r in cluster["manova"] if r["statistic"] == "pillai"]
     return pd.DataFrame([{"effect": r["effect"], "Pillai's V": r["value"], "F": r["f"],
-                          "df": f"{r['num_df']:g}, {r['den_df']:g}", "p": fmt_p(r["p"])}
+                          "df": f"{r['num_df']:g}, {r['den_df']:g}", "p": fmt_p(r["p"]),
+                          "largest effect (% of mean)": r.get("effect_pct")}
                          for r in rows])
 
 
 def anova_frame(cluster: dict[str, Any]) -> pd.DataFrame:
     rows = [r for r in cluster["anova"] if r["effect"] not in ("Intercept", "Residual")]
     return pd.DataFrame([{"metric": r["dv"], "effect": r["effect"], "F": r["f"],
-                          "p": fmt_p(r["p"]), "partial η²": r["partial_eta_sq"]}
+                          "p": fmt_p(r["p"]), "partial η²": r["partial_eta_sq"],
+                          "effect (% of mean)": r.get("effect_pct")}
                          for r in rows])
 
 

@@ -17,8 +17,8 @@ import pandas as pd
 from scipy import stats
 
 POSTHOC_COLUMNS = [
-    "dv", "grouping", "level_a", "level_b", "mean_a", "mean_b", "mean_diff", "t", "p",
-    "p_holm", "significant",
+    "dv", "grouping", "level_a", "level_b", "mean_a", "mean_b", "mean_diff", "effect_pct",
+    "t", "p", "p_holm", "significant",
 ]
 CONFIGURATION = "configuration"
 
@@ -82,7 +82,10 @@ def pairwise_comparisons(
                 family.append({
                     "dv": dv, "grouping": name, "level_a": a, "level_b": b,
                     "mean_a": float(va.mean()), "mean_b": float(vb.mean()),
-                    "mean_diff": float(va.mean() - vb.mean()), "t": t, "p": p,
+                    "mean_diff": float(va.mean() - vb.mean()),
+                    "effect_pct": (float((va.mean() - vb.mean()) / abs(vb.mean()) * 100)
+                                   if vb.mean() != 0 else float("nan")),
+                    "t": t, "p": p,
                 })
             testable = [r for r in family if np.isfinite(r["p"])]
             if testable:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from pathdiv.analysis.stats.anova import ANOVA_COLUMNS, type3_anova
 from pathdiv.analysis.stats.assumptions import AssumptionCheck, check_assumptions
+from pathdiv.analysis.stats.effects import NEGLIGIBLE, REAL, manova_effect_pct, screen
 from pathdiv.analysis.stats.manova import MANOVA_COLUMNS, manova_table
 from pathdiv.analysis.stats.posthoc import POSTHOC_COLUMNS, pairwise_comparisons
 from pathdiv.analysis.stats.rankings import (
@@ -137,8 +138,14 @@ class StudyResults:
                 verdict = "significant" if r.p < s.alpha else "not significant"
                 lines.append(
                     f"  {effect}: Pillai's trace = {r.value:.4f}, F({r.num_df:g}, "
-                    f"{r.den_df:g}) = {r.f:.3f}, p = {_fmt_p(r.p)} ({verdict})"
+                    f"{r.den_df:g}) = {r.f:.3f}, p = {_fmt_p(r.p)} ({verdict}; largest "
+                    f"effect {r.effect_pct:.2f} % of the mean)"
                 )
+            split = screen(c.manova, s.alpha, s.min_effect_pct)
+            lines.append(f"  significant and >= {s.min_effect_pct:g} %: "
+                         f"{', '.join(split[REAL]) or 'none'}")
+            lines.append(f"  significant but negligible (< {s.min_effect_pct:g} %): "
+                         f"{', '.join(split[NEGLIGIBLE]) or 'none'}")
             lines += [f"  ! {m}" for m in c.messages]
             violated = [a.name for a in c.assumptions if a.status == "violated"]
             if violated:
@@ -153,6 +160,7 @@ class StudyResults:
                 "dvs": list(self.spec.dvs),
                 "alpha": self.spec.alpha,
                 "lower_is_better": list(self.spec.lower_is_better),
+                "min_effect_pct": self.spec.min_effect_pct,
             },
             "n_observations": self.n_observations,
             "notes": self.notes,
@@ -206,6 +214,8 @@ def analyze_cluster(
             result.messages.append(f"ANOVA of {dv} could not be computed ({exc}).")
     if anova_frames:
         result.anova = pd.concat(anova_frames, ignore_index=True)
+        if not result.manova.empty:
+            result.manova["effect_pct"] = manova_effect_pct(result.manova, result.anova)
     result.posthoc = pairwise_comparisons(frame, screen.ivs, screen.anova_dvs, spec.alpha)
     result.rankings = rank_levels(frame, screen.ivs, screen.anova_dvs, spec.lower_is_better)
     if screen.manova_dvs:

@@ -432,6 +432,10 @@ SCHEMA = Section(
                                   "analysis/references/ (seed001, seed000); the report "
                                   "puts their figures beside ours", nullable=True,
                                   check=_reference),
+                "min_effect_pct": Leaf((int, float), 1.0, "smallest effect of interest, in "
+                                       "percent of the compared mean: the summary separates "
+                                       "significant effects at least this large from "
+                                       "significant but negligible ones", check=_percent),
             }
         ),
     }
