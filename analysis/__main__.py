@@ -12,7 +12,9 @@ import logging
 import sys
 from pathlib import Path
 
-from pathdiv.analysis.report.analyze import analyze_folder
+import yaml
+
+from pathdiv.analysis.report.analyze import analyze_folder, spec_from_config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,12 +26,20 @@ def main(argv: list[str] | None = None) -> int:
                     help="skip the captures: statistics and report from metrics.csv")
     ap.add_argument("--include-invalid", action="store_true",
                     help="keep runs whose fidelity verdict is invalid")
+    ap.add_argument("--design", type=Path, metavar="CONFIG",
+                    help="analyse as this config's analysis and factor scopes say "
+                         "(for a folder run before the config scoped its levels)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     try:
+        spec = design = None
+        if args.design:  # read as plain YAML: `pathdiv check` validates configs
+            spec = spec_from_config(yaml.safe_load(args.design.read_text()))
+            design = str(args.design)
         report = analyze_folder(args.folder, stats_only=args.stats_only,
-                                include_invalid=args.include_invalid)
-    except ValueError as exc:
+                                include_invalid=args.include_invalid, spec=spec,
+                                design=design)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
         print(f"pathdiv analyze: {exc}", file=sys.stderr)
         return 2
     print(f"report: {report}")

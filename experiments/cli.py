@@ -127,6 +127,16 @@ def _print_design(runs: list[Run]) -> None:
               f"{runs[0].config.data['workload']['designations']}")
     for problem in design_problems(runs):
         print(f"warning: {problem}")
+    if runs and runs[0].factors:
+        from pathdiv.analysis.stats.scope import analysis_tests, describe_tests, scopes_of
+
+        data = runs[0].config.data
+        ivs = data["analysis"]["ivs"] or list(data["factors"])
+        levels = {f: list(lv) for f, lv in data["factors"].items()}
+        tests = analysis_tests(levels, ivs, scopes_of(data["factors"]))
+        print("analysis (per cluster " + " x ".join(data["analysis"]["clusters"]) + "):")
+        for line in describe_tests(tests):
+            print(f"  {line}")
 
 
 def _network(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:
@@ -201,9 +211,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if link is not None:  # analysis runs as root and writes into the folder
         raise ValueError(f"{args.folder} holds the symbolic link {link}; pathdiv follows no "
                          "link in a results folder: remove it, then analyse again")
+    spec, design = None, None
+    if args.design:  # the analysis a config describes, for a folder run under another
+        from pathdiv.analysis.report.analyze import spec_from_config
 
+        path = resolve_config(args.design)
+        spec, design = spec_from_config(load(path).data), str(path)
     report = analyze_folder(args.folder, stats_only=args.stats_only,
-                            include_invalid=args.include_invalid)
+                            include_invalid=args.include_invalid, spec=spec, design=design)
     hand_over(args.folder)
     print(f"report: {report}")
     return 0
@@ -423,6 +438,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-invalid", action="store_true",
                    help="also analyse runs the fidelity monitor judged invalid (left out "
                         "by default; see docs/fidelity.md)")
+    p.add_argument("--design", metavar="CONFIG",
+                   help="take the analysis design (the analysis section and the factor "
+                        "levels' applies_to) from CONFIG instead of the folder's "
+                        "config.yaml, e.g. to re-analyse a folder run before a level said "
+                        "where it acts; the report says so")
     p.set_defaults(func=cmd_analyze)
     sub.add_parser("clean", help="remove processes/namespaces a killed run left behind") \
         .set_defaults(func=cmd_clean)

@@ -1,2 +1,3 @@
-"""Published figures this tool reproduces, one YAML file per study (see
-pathdiv.analysis.stats.reference for the format and the comparison)."""
+"""Published studies this tool reproduces, one YAML file per study: every figure and
+stated direction as a claim (pathdiv.analysis.stats.claims for the format,
+pathdiv.analysis.stats.agreement for the marks)."""

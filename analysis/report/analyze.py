@@ -32,7 +32,8 @@ from pathdiv.analysis.report.blocks import Block, render_html, render_markdown
 from pathdiv.analysis.report.content import Provenance, build_report, reference_blocks
 from pathdiv.analysis.report.plots import Plot, box_plots, cluster_plots, fct_cdfs, path_heatmap
 from pathdiv.analysis.report.timeplots import condition_plots
-from pathdiv.analysis.stats import reference as ref
+from pathdiv.analysis.stats import agreement, claims
+from pathdiv.analysis.stats.scope import scopes_of
 from pathdiv.analysis.stats.spec import AnalysisSpec
 from pathdiv.analysis.stats.study import StudyResults, analyze_metrics
 
@@ -49,13 +50,17 @@ def spec_from_config(config: dict[str, Any] | None) -> AnalysisSpec:
             f"config.yaml: analysis is {section!r}; expected a mapping such as "
             "{clusters: [condition, flow_type], ivs: [switching, host], dvs: [...]}"
         )
-    valid = {f.name for f in fields(AnalysisSpec)}
+    valid = {f.name for f in fields(AnalysisSpec)} - {"level_scope"}
     unknown = sorted(set(section) - valid)
     if unknown:
         raise ValueError(
             f"config.yaml: unknown analysis key(s) {unknown}; valid keys are {sorted(valid)}"
         )
-    return AnalysisSpec(**section)
+    factors = (config or {}).get("factors") or {}
+    scopes = scopes_of(factors) if isinstance(factors, dict) else {}
+    level_scope = tuple((f, lv, o, xs) for f, lvs in scopes.items() for lv, where in lvs.items()
+                        for o, xs in where.items())
+    return AnalysisSpec(**section, level_scope=level_scope)
 
 
 def _read_json(path: Path, notes: list[str]) -> Any:
@@ -108,28 +113,28 @@ def make_plots(metrics: pd.DataFrame, spec: AnalysisSpec) -> tuple[list[Plot], l
     return plots, notes
 
 
-def compare_with_references(results: StudyResults, spec: AnalysisSpec,
+def compare_with_references(metrics: pd.DataFrame, spec: AnalysisSpec,
                             folder: Path) -> tuple[list[Block], str | None]:
-    """Report blocks putting each named reference beside our figures, a one-line tally
-    for the summary, and reference.json in `folder` with the comparison as data."""
+    """Report blocks putting each named reference's claims beside our figures, a one-line
+    tally for the summary, and reference.json in `folder` with every mark as data."""
     names = [spec.reference] if isinstance(spec.reference, str) else list(spec.reference or [])
     blocks: list[Block] = []
     tallies, dump = [], {}
-    clusters = [(c.key, c.posthoc) for c in results.clusters]
     for name in names:
-        study = ref.load_reference(name)
-        directions = ref.compare_directions(study, clusters, spec.lower_is_better, spec.alpha)
-        excess = ref.compare_excess(study, results.excess_traffic)
-        blocks += reference_blocks(study.name, study.study, study.source, study.missing,
-                                   directions, excess)
-        counts = ref.summarise_marks(directions)
-        tallies.append(f"{study.name}: " + ", ".join(f"{n} {m}" for m, n in counts.items()
-                                                       if n))
-        dump[study.name] = {"directions": json.loads(directions.to_json(orient="records")),
-                            "excess_traffic": json.loads(excess.to_json(orient="records"))}
+        study = claims.load_reference(name)
+        table = agreement.mark_claims(study, metrics, spec.clusters, spec.alpha,
+                                      spec.lower_is_better, spec.min_effect_pct)
+        blocks += reference_blocks(study.name, study.study, study.source, study.silent_on,
+                                   table)
+        counts = agreement.tally(table)
+        tallies.append(f"{study.name}: " + ", ".join(f"{n} {m}" for m, n in counts.items()))
+        dump[study.name] = {"study": study.study, "source": study.source,
+                            "design": study.design, "silent_on": study.silent_on,
+                            "tally": counts,
+                            "claims": json.loads(table.to_json(orient="records"))}
     if dump:
         _write_text(folder / "reference.json", json.dumps(dump, indent=2))
-    note = ("Against the published study (directions it reports, each compared with ours): "
+    note = ("Against the published studies (every claim, compared with ours): "
             + "; ".join(tallies) + ".") if tallies else None
     return blocks, note
 
@@ -147,7 +152,7 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: bool = False,
-                 include_invalid: bool = False) -> Path:
+                 include_invalid: bool = False, design: str | None = None) -> Path:
     """Analyse `folder/metrics.csv`, write stats.json, report.md, report.html (and
     plots/*.png); return the path of report.html. Runs whose fidelity verdict is
     invalid are left out unless `include_invalid` (analysis/report/fidelity.py)."""
@@ -173,6 +178,9 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
     results: StudyResults = analyze_metrics(chosen.kept, spec)
     if chosen.note():
         results.notes.append(str(chosen.note()))
+    if design:
+        results.notes.append(f"Analysed with the design of {design} (its analysis section "
+                             "and factor scopes), not the folder's config.yaml.")
     _write_text(folder / "stats.json", json.dumps(results.to_dict(), indent=2, allow_nan=False))
     log.info("analysis: plotting")
     plots, plot_notes = make_plots(chosen.kept, spec)
@@ -185,7 +193,7 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
     figures = cluster_plots(metrics, spec)
     for plot in figures.values():
         (plot_dir / f"{plot.name}.png").write_bytes(plot.png)
-    reference, note = compare_with_references(results, spec, folder)
+    reference, note = compare_with_references(chosen.kept, spec, folder)
     name = (prov.config or {}).get("name") or folder.resolve().name
     title = f"pathdiv report: {name}"
     blocks = build_report(results, prov, plots, plot_notes, title, figures, reference, note,
@@ -198,8 +206,8 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
     return html_path
 
 
-def analyze_folder(folder: Path, stats_only: bool = False,
-                   include_invalid: bool = False) -> Path:
+def analyze_folder(folder: Path, stats_only: bool = False, include_invalid: bool = False,
+                   spec: AnalysisSpec | None = None, design: str | None = None) -> Path:
     """Metrics from the captures (unless stats_only), then statistics and the report.
 
     Reads only files, so a results folder can be re-analysed anywhere, any time."""
@@ -213,4 +221,5 @@ def analyze_folder(folder: Path, stats_only: bool = False,
         log.info("metrics: %s", path)
     elif not (folder / "metrics.csv").is_file():
         raise ValueError(f"{folder} has no metrics.csv to analyse")
-    return write_report(folder, stats_only=stats_only, include_invalid=include_invalid)
+    return write_report(folder, spec=spec, stats_only=stats_only,
+                        include_invalid=include_invalid, design=design)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from pathdiv.analysis.report.blocks import Block, Bullets, Heading, Image, Paragraph, Table
 from pathdiv.analysis.report.plots import Plot
+from pathdiv.analysis.stats.effects import NEGLIGIBLE, REAL, screen_anova
 from pathdiv.analysis.stats.posthoc import CONFIGURATION
 from pathdiv.analysis.stats.study import ClusterResult, StudyResults
 
@@ -177,6 +178,7 @@ def manova_blocks(c: ClusterResult, alpha: float) -> list[Block]:
         "statistic": t.statistic.map(STATISTIC_NAMES),
         "value": t.value, "F": t.f, "df1": t.num_df, "df2": t.den_df,
         "p": t.p.map(fmt_p), "verdict": t.p.map(lambda p: _verdict(p, alpha)),
+        "largest effect (% of mean)": t.effect_pct,
     })
     css = ["significant" if p < alpha else "" for p in t.p]
     sig = c.significant_effects(alpha)
@@ -195,6 +197,7 @@ def anova_blocks(c: ClusterResult, alpha: float) -> list[Block]:
     frame = pd.DataFrame({
         "dependent variable": t.dv, "effect": t.effect, "type III SS": t.sum_sq, "df": t.df,
         "F": t.f, "p": t.p.map(fmt_p), "partial η²": t.partial_eta_sq,
+        "effect (% of mean)": t.effect_pct,
     })
     css = ["significant" if (pd.notna(p) and p < alpha) else "" for p in t.p]
     return [Heading("Tests of between-subjects effects", 3), Table(frame.reset_index(drop=True),
@@ -212,7 +215,9 @@ def posthoc_blocks(c: ClusterResult) -> list[Block]:
             "metric": significant.dv, "grouping": significant.grouping,
             "level A": significant.level_a, "level B": significant.level_b,
             "mean A": significant.mean_a, "mean B": significant.mean_b,
-            "difference": significant.mean_diff, "p (Holm)": significant.p_holm.map(fmt_p),
+            "difference": significant.mean_diff,
+            "difference (% of B)": significant.effect_pct,
+            "p (Holm)": significant.p_holm.map(fmt_p),
         })
         blocks.append(Table(frame.reset_index(drop=True), "Significant differences only"))
     return blocks
@@ -354,9 +359,13 @@ def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | Non
 
     alpha = results.spec.alpha
     rows = []
-    sentences = []
+    sentences: list[str] = []
+    screened: list[str] = []
     for c in results.clusters:
-        row: dict[str, Any] = {"cluster": " / ".join(c.key.values()) or c.label, "n": c.n,
+        name = " / ".join(c.key.values()) or c.label
+        if c.scope:
+            name += f" [{c.scope_text}]"
+        row: dict[str, Any] = {"cluster": name, "n": c.n,
                                "MANOVA (Pillai's V)": _manova_text(c, alpha)}
         said = []
         for dv in results.spec.dvs:
@@ -376,6 +385,13 @@ def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | Non
         head = (f"{row['cluster']}: the configurations differ ({', '.join(sig)})"
                 if sig else f"{row['cluster']}: no significant multivariate difference")
         sentences.append(head + (": " + "; ".join(said) if said else "") + ".")
+        split = screen_anova(c.anova, alpha, results.spec.min_effect_pct)
+        if split[REAL] or split[NEGLIGIBLE]:
+            screened.append(f"{row['cluster']}: significant and at least "
+                            f"{results.spec.min_effect_pct:g} % of the mean: "
+                            f"{'; '.join(split[REAL]) or 'none'}. Significant but "
+                            f"negligible (< {results.spec.min_effect_pct:g} %): "
+                            f"{'; '.join(split[NEGLIGIBLE]) or 'none'}.")
     blocks: list[Block] = [Heading("Summary", 2), Paragraph(design_sentence(results, prov))]
     blocks.append(Table(pd.DataFrame(rows), "Per test cluster: the significant MANOVA "
                         "effects (Pillai's V), and per metric the best configuration, its "
@@ -383,33 +399,41 @@ def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | Non
     if key_plot is not None:
         blocks.append(Image(key_plot.name, key_plot.png, key_plot.caption))
     blocks.append(Bullets(sentences))
+    if screened:
+        blocks += [Paragraph("Practical significance (analysis.min_effect_pct): each "
+                             "significant between-subjects effect with its size as a "
+                             "percentage of the metric's mean (spread of the level means; "
+                             "for an interaction, the largest departure from the main "
+                             "effects)."), Bullets(screened)]
     if reference_note:
         blocks.append(Paragraph(reference_note))
     return blocks
 
 
-def reference_blocks(name: str, study: str, source: str, missing: str,
-                     directions: pd.DataFrame, excess: pd.DataFrame) -> list[Block]:
+def reference_blocks(name: str, study: str, source: str, silent_on: Sequence[dict],
+                     claims: pd.DataFrame) -> list[Block]:
+    """The study's claims (figures and stated directions) beside ours, with the marks of
+    pathdiv.analysis.stats.agreement."""
     blocks: list[Block] = [Heading(f"The study's figures beside ours ({name})", 2),
                            Paragraph(f"{study}. Source: {source}")]
-    if missing:
-        blocks.append(Paragraph(f"Not stored (missing from the reference): {missing}", "note"))
-    if not directions.empty:
-        frame = pd.DataFrame({
-            "claim": directions.claim, "cluster": directions.cluster,
-            "metric": directions.metric,
-            "study: better > worse": directions.better + " > " + directions.worse,
-            "ours: better": directions.mean_better, "ours: worse": directions.mean_worse,
-            "p (Holm)": directions.p_holm.map(fmt_p), "agreement": directions["mark"],
-        })
-        css = ["violated" if m == "opposite" else "significant"
-               if m == "same direction and significant" else "" for m in directions["mark"]]
-        blocks.append(Table(frame, "Each direction the study reports, against our means and "
-                            "Holm-corrected Welch tests", css))
-    if not excess.empty:
-        blocks.append(Table(excess.rename(columns={
-            "ours_pct": "ours (%)", "study_pct": "study (%)", "versus": "ours vs study"}),
-            "Excess traffic (the study's Table IV) beside ours, mean per configuration"))
+    if silent_on:
+        blocks.append(Paragraph("Where the study gives no figure (never estimated here): "
+                                + "; ".join(f"{s.get('item')} ({s.get('section', '')})"
+                                            for s in silent_on) + ".", "note"))
+    if claims.empty:
+        return blocks
+    frame = pd.DataFrame({
+        "section": claims.section, "claim": claims.claim, "cluster": claims.cluster,
+        "metric": claims.metric, "a vs b": claims.a + (" vs " + claims.b).where(
+            claims.b != "", ""), "paper": claims.paper, "ours": claims.ours,
+        "p (Holm)": claims.p_holm.map(fmt_p), "effect": claims.practical,
+        "mark": claims["mark"], "agrees": claims.agrees,
+    })
+    css = ["violated" if a == "no" else "significant" if a == "yes" else ""
+           for a in claims.agrees]
+    blocks.append(Table(frame, "Every claim of the study against our data: our means, "
+                        "Welch's t-test (Holm-corrected within each claim), the effect as "
+                        "a percentage of b's mean, and whether it agrees", css))
     return blocks
 
 
@@ -427,8 +451,11 @@ def build_report(results: StudyResults, prov: Provenance, plots: Sequence[Plot],
     blocks += summary_blocks(results, prov, key_plot, reference_note)
     blocks += list(reference)
     blocks += list(fidelity)
+    shown: set[str] = set()
     for cluster in results.clusters:
-        figure = cluster_figures.get(" / ".join(cluster.key.values()))
+        name = " / ".join(cluster.key.values())
+        figure = None if name in shown else cluster_figures.get(name)  # once per cluster
+        shown.add(name)
         blocks += cluster_blocks(cluster, results.spec.alpha, figure)
     blocks += excess_blocks(results)
     blocks += subflow_blocks(results)

@@ -24,15 +24,29 @@ from pathdiv.analysis.report.content import fmt_p
 def manova_frame(cluster: dict[str, Any]) -> pd.DataFrame:
     rows = [r for r in cluster["manova"] if r["statistic"] == "pillai"]
     return pd.DataFrame([{"effect": r["effect"], "Pillai's V": r["value"], "F": r["f"],
-                          "df": f"{r['num_df']:g}, {r['den_df']:g}", "p": fmt_p(r["p"])}
+                          "df": f"{r['num_df']:g}, {r['den_df']:g}", "p": fmt_p(r["p"]),
+                          "largest effect (% of mean)": r.get("effect_pct")}
                          for r in rows])
 
 
 def anova_frame(cluster: dict[str, Any]) -> pd.DataFrame:
     rows = [r for r in cluster["anova"] if r["effect"] not in ("Intercept", "Residual")]
     return pd.DataFrame([{"metric": r["dv"], "effect": r["effect"], "F": r["f"],
-                          "p": fmt_p(r["p"]), "partial η²": r["partial_eta_sq"]}
+                          "p": fmt_p(r["p"]), "partial η²": r["partial_eta_sq"],
+                          "effect (% of mean)": r.get("effect_pct")}
                          for r in rows])
+
+
+def claim_frame(table: pd.DataFrame) -> pd.DataFrame:
+    """The columns of reference.json's claims a reader needs, one row per comparison."""
+    return pd.DataFrame({
+        "section": table.section, "claim": table.claim_id, "cluster": table.cluster.str.replace(
+            "condition=", "").str.replace("flow_type=", ""),
+        "metric": table.metric,
+        "a vs b": table.a + (" vs " + table.b).where(table.b != "", ""),
+        "paper": table.paper, "ours": table.ours, "p (Holm)": table.p_holm.map(
+            lambda p: "" if p is None or pd.isna(p) else fmt_p(p)),
+        "effect": table.practical, "mark": table["mark"], "agrees": table.agrees})
 
 
 def summary_blocks(folder: Path) -> list[Block]:
@@ -59,19 +73,13 @@ def summary_blocks(folder: Path) -> list[Block]:
     reference = folder / "reference.json"
     if reference.is_file():
         for name, comparison in json.loads(reference.read_text()).items():
-            excess = pd.DataFrame(comparison["excess_traffic"])
-            if not excess.empty:
-                blocks += [Heading(f"Table IV ({name}) beside ours", 2), Table(excess.rename(
-                    columns={"ours_pct": "ours (%)", "study_pct": "study (%)",
-                             "versus": "ours vs study"}), "Excess traffic, mean per "
-                    "configuration")]
-            directions = pd.DataFrame(comparison["directions"])
-            if not directions.empty:
-                directions["p_holm"] = directions["p_holm"].map(fmt_p)
-                blocks += [Heading(f"Every direction {name} reports, with our p-value", 2),
-                           Table(directions.drop(columns=["claim_id"]).rename(columns={
-                               "mean_better": "ours: better", "mean_worse": "ours: worse",
-                               "p_holm": "p (Holm)", "mark": "agreement"}))]
+            table = pd.DataFrame(comparison.get("claims", []))
+            if table.empty:
+                continue
+            tally = comparison.get("tally", {})
+            blocks += [Heading(f"Every claim of {name}, with ours", 2),
+                       Paragraph(", ".join(f"{n} {m}" for m, n in tally.items()) + "."),
+                       Table(claim_frame(table))]
     return blocks
 
 

@@ -1,7 +1,8 @@
 """Tests of between-subjects effects: univariate two-way ANOVA per dependent variable.
 
 Type III sums of squares with sum-to-zero coding (what SPSS prints), plus partial eta
-squared = SS_effect / (SS_effect + SS_error).
+squared = SS_effect / (SS_effect + SS_error) and the effect as a percentage of the mean
+(pathdiv.analysis.stats.effects).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import pandas as pd
 from statsmodels.formula.api import ols
 from statsmodels.stats.anova import anova_lm
 
+from pathdiv.analysis.stats.effects import anova_effect_pct
 from pathdiv.analysis.stats.model import model_frame
 
-ANOVA_COLUMNS = ["dv", "effect", "sum_sq", "df", "f", "p", "partial_eta_sq"]
+ANOVA_COLUMNS = ["dv", "effect", "sum_sq", "df", "f", "p", "partial_eta_sq", "effect_pct"]
 
 
 def type3_anova(data: pd.DataFrame, ivs: Sequence[str], dv: str) -> pd.DataFrame:
@@ -45,4 +47,6 @@ def type3_anova(data: pd.DataFrame, ivs: Sequence[str], dv: str) -> pd.DataFrame
                 ),
             }
         )
-    return pd.DataFrame(rows, columns=ANOVA_COLUMNS)
+    out = pd.DataFrame(rows, columns=ANOVA_COLUMNS)
+    out["effect_pct"] = anova_effect_pct(out, data, ivs)
+    return out

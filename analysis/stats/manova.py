@@ -21,7 +21,7 @@ STATISTICS = {
     "Roy's greatest root": "roy",
 }
 
-MANOVA_COLUMNS = ["effect", "statistic", "value", "f", "num_df", "den_df", "p"]
+MANOVA_COLUMNS = ["effect", "statistic", "value", "f", "num_df", "den_df", "p", "effect_pct"]
 
 
 def manova_table(data: pd.DataFrame, ivs: Sequence[str], dvs: Sequence[str]) -> pd.DataFrame:
@@ -49,6 +49,7 @@ def manova_table(data: pd.DataFrame, ivs: Sequence[str], dvs: Sequence[str]) -> 
                     "num_df": float(stat.loc[label, "Num DF"]),
                     "den_df": float(stat.loc[label, "Den DF"]),
                     "p": float(stat.loc[label, "Pr > F"]),
+                    "effect_pct": float("nan"),  # filled from the ANOVAs (stats.effects)
                 }
             )
     return pd.DataFrame(rows, columns=MANOVA_COLUMNS)

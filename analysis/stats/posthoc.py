@@ -17,8 +17,8 @@ import pandas as pd
 from scipy import stats
 
 POSTHOC_COLUMNS = [
-    "dv", "grouping", "level_a", "level_b", "mean_a", "mean_b", "mean_diff", "t", "p",
-    "p_holm", "significant",
+    "dv", "grouping", "level_a", "level_b", "mean_a", "mean_b", "mean_diff", "effect_pct",
+    "t", "p", "p_holm", "significant",
 ]
 CONFIGURATION = "configuration"
 
@@ -52,7 +52,7 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return [float(x) for x in adjusted]
 
 
-def _welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """Welch's unequal-variance t statistic and two-sided p-value."""
     if len(a) < 2 or len(b) < 2:
         return float("nan"), float("nan")
@@ -78,11 +78,14 @@ def pairwise_comparisons(
             family: list[dict[str, Any]] = []
             for a, b in combinations(by_level, 2):
                 va, vb = by_level[a], by_level[b]
-                t, p = _welch(va, vb)
+                t, p = welch(va, vb)
                 family.append({
                     "dv": dv, "grouping": name, "level_a": a, "level_b": b,
                     "mean_a": float(va.mean()), "mean_b": float(vb.mean()),
-                    "mean_diff": float(va.mean() - vb.mean()), "t": t, "p": p,
+                    "mean_diff": float(va.mean() - vb.mean()),
+                    "effect_pct": (float((va.mean() - vb.mean()) / abs(vb.mean()) * 100)
+                                   if vb.mean() != 0 else float("nan")),
+                    "t": t, "p": p,
                 })
             testable = [r for r in family if np.isfinite(r["p"])]
             if testable:

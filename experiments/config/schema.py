@@ -529,9 +529,11 @@ SCHEMA = Section(
         ),
         "factors": MapOf(
             MapOf(
-                MapOf(Leaf((str, int, float, bool), None, "override value", nullable=True),
-                      "dotted config key -> value", key_pattern=r"^[a-z_]+(\.[a-z_]+){1,5}$",
-                      max_items=50),
+                MapOf(Leaf((str, int, float, bool, dict), None, "override value, or for "
+                           "applies_to {other factor: [levels]}", nullable=True),
+                      "dotted config key -> value; applies_to: {other factor: [levels]} "
+                      "where this level acts (analysis/stats/scope.py)",
+                      key_pattern=r"^([a-z_]+(\.[a-z_]+){1,5}|applies_to)$", max_items=50),
                 "level name -> overrides",
                 min_items=1, max_items=MAX_LEVELS,
             ),
@@ -552,6 +554,10 @@ SCHEMA = Section(
                                   "analysis/references/ (seed001, seed000); the report "
                                   "puts their figures beside ours", nullable=True,
                                   check=_reference),
+                "min_effect_pct": Leaf((int, float), 1.0, "smallest effect of interest, in "
+                                       "percent of the compared mean: the summary separates "
+                                       "significant effects at least this large from "
+                                       "significant but negligible ones", check=_percent),
             }
         ),
     }

@@ -1,6 +1,7 @@
 """Expand a config's factors into the run plan (pure).
 
-Every combination of factor levels and flow types is one cell; each repetition is a
+Every combination of factor levels and flow types is one cell (a level with `applies_to`
+only where it acts, analysis/stats/scope.py); each repetition is a
 block holding every cell once, in an order shuffled by the master seed (a randomised
 complete block design, so slow drifts of the machine do not line up with a factor).
 A run's id and seed depend only on its cell and repetition, never on its position,
@@ -22,6 +23,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from pathdiv.analysis.stats.scope import applies, level_overrides, scopes_of
 from pathdiv.experiments.config.load import Config, ConfigError, apply_overrides, validate
 from pathdiv.experiments.config.schema import MAX_RUNS
 from pathdiv.experiments.config.workloads import open_loop
@@ -93,9 +95,11 @@ def expand(
                            f"{' x '.join(str(len(lv)) for lv in level_lists) or '1'} factor "
                            f"level(s) make {count} runs; a plan has at most {MAX_RUNS} "
                            "(split it into several configs)"], cfg.source)
+    scopes = scopes_of(factors)
     cells: list[tuple[dict[str, str], str]] = [
         (dict(zip(names, combo, strict=True)), flow)
         for combo in itertools.product(*level_lists)
+        if applies(dict(zip(names, combo, strict=True)), scopes)  # no cell run twice
         for flow in flows
     ]
     _refuse_shared_ids(cells, names, cfg.source)
@@ -107,7 +111,7 @@ def expand(
         for levels, flow in block:
             overrides: list[tuple[str, Any]] = []
             for n, lv in levels.items():
-                overrides += list(factors[n][lv].items())
+                overrides += list(level_overrides(factors[n][lv]).items())
             run_cfg = validate(apply_overrides(cfg.data, overrides), cfg.source)
             key = f"{cell_key(flow, levels, names)}_rep{rep}"
             seed = run_seed(cfg.seed, key)

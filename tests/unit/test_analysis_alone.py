@@ -32,8 +32,9 @@ def test_the_noisy_reproduction_is_reanalysed_without_the_emulation_stack(tmp_pa
     folder = tmp_path / "noisy"
     shutil.copytree(committed, folder)
     (folder / "stats.json").unlink()
-    res = subprocess.run([sys.executable, "-c", BLOCKED, str(folder), "--stats-only"],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    res = subprocess.run([sys.executable, "-c", BLOCKED, str(folder), "--stats-only",
+                          "--design", "configs/noisy.yaml"],
+                         capture_output=True, text=True, cwd=REPO, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     assert res.stdout.strip() == f"report: {folder / 'report.html'}"
     assert json.loads((folder / "stats.json").read_text()) == \

@@ -31,7 +31,7 @@ def study_folder(tmp_path_factory) -> Path:
     """A results folder shaped like a real run: metrics, config, plan, manifests."""
     folder = tmp_path_factory.mktemp("study")
     metrics = synthetic_metrics(11, repetitions=4, effects={
-        "switching": {"ps-mptcp": {"goodput_mbps": 3.0}}})
+        "switching": {"ps-mptcp": {"goodput_mbps": 5.0}}})
     metrics.to_csv(folder / "metrics.csv", index=False)
     config = {"name": "noisy-synthetic", "seed": 7, "repetitions": 4,
               "factors": {"switching": {"ecmp-mptcp": {}, "ps-mptcp": {}}},
@@ -156,24 +156,27 @@ def test_report_answers_first_and_keeps_provenance_for_the_appendix(study_folder
     assert "switching: V = " in summary and "η²p = " in summary
     assert "host: V = " not in summary  # only significant effects are summarised
     assert "levels compared paired" in summary  # workload.designations: per_repetition
-    assert "Against the published study" in summary
+    assert "Against the published studies" in summary
     # the planted goodput effect of ps-mptcp is found and said in plain words
     assert re.search(r"ps-mptcp/\w+ has the best goodput \(Mbit/s\)", summary)
 
 
-def test_report_marks_the_studys_directions(study_folder):
+def test_report_marks_the_studys_claims(study_folder):
     md = (study_folder / "report.md").read_text()
-    assert "Packet spraying raises network utilisation everywhere" in md
-    assert "RB lowers the mean FCT" in md
-    assert "Not stored (missing from the reference)" in md
+    assert "Spraying raises mean network utilisation over ECMP in every test group" in md
+    assert "RB lowers mean FCT" in md
+    assert "Where the study gives no figure" in md
     marks = json.loads((study_folder / "reference.json").read_text())
-    rows = marks["seed001"]["directions"]
+    rows = marks["seed001"]["claims"]
     # the synthetic goodput effect of ps-mptcp: ps-mptcp beats ecmp-mptcp, significantly
-    planted = [r for r in rows if r["metric"] == "goodput_mbps" and r["better"] == "ps-mptcp"]
+    planted = [r for r in rows if r["claim_id"] == "spray-better-noisy"
+               and r["metric"] == "goodput_mbps"]
     assert planted and all(r["mark"] == "same direction and significant" for r in planted)
-    table4 = marks["seed001"]["excess_traffic"]
-    long_noisy = [r for r in table4 if (r["condition"], r["flow_type"]) == ("noisy", "long")]
-    assert long_noisy and all(r["study_pct"] == "51–58" for r in long_noisy)
+    table4 = [r for r in rows if r["kind"] == "excess"]
+    assert len(table4) == 24
+    long_noisy = [r for r in table4 if r["claim_id"] == "table-iv-noisy-long-ps-mptcp"]
+    assert long_noisy[0]["paper"] == "58.1 %"
+    assert marks["seed001"]["tally"]["agree"] > 0
 
 
 def test_axes_carry_units():
