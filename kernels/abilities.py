@@ -35,6 +35,7 @@ class KernelAbilities:
     mptcp: bool
     netem: bool
     reorder_hold: bool = False  # net.ipv4.tcp_reorder_hold_us (hosts.reordering: gro)
+    red: bool = False  # sch_red, the ECN-marking leaf of the kernel data plane
 
 
 def fragment_ccs(fragment: str) -> set[str]:
@@ -73,6 +74,7 @@ def lab_kernel_abilities(kernels_dir: Path = KERNELS_DIR,
         schedulers=frozenset(patch_schedulers(patches)),
         mptcp=bool(re.search(r"^CONFIG_MPTCP=y", text, re.M)),
         netem=bool(re.search(r"^CONFIG_NET_SCH_NETEM=y", text, re.M)),
+        red=bool(re.search(r"^CONFIG_NET_SCH_RED=y", text, re.M)),
         reorder_hold=any(re.search(r'^\+\s*\.procname\s*=\s*"tcp_reorder_hold_us"', p, re.M)
                          for p in patches),
     )

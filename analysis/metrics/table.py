@@ -8,7 +8,7 @@ complete run and writes `metrics.csv` (and the per-transfer `transfer_metrics.cs
 
 A group's `fct_s` is its longest transfer's; its throughput, goodput and excess use
 the group's summed bytes over that FCT; `utilization`, `subflows` and the path counts
-are means over its transfers; `retrans_pct` and `reorder_pct` are pooled ratios.
+are means over its transfers; `retrans_pct`, `reorder_pct` and `ce_pct` are pooled ratios.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ GROUP_COLUMNS = [
     *METRIC_COLUMNS,
     "shared_subflows",
     "distinct_paths",
+    "ce_pct",
     "cpu_ms_per_mb",
     "subflows_opened",
     "paths",
@@ -205,6 +206,7 @@ def _group_row(g: pd.DataFrame) -> dict[str, Any]:
     wire, payload = total("wire_bytes"), g["payload_bytes"].sum()
     sent, retx = total("data_bytes_sent"), total("retrans_bytes")
     received, late = total("data_pkts_received"), total("reordered_pkts")
+    ect, ce = total("ect_pkts_received"), total("ce_pkts")
     nan = float("nan")
     cpu_ms = (g["cpu_ms_per_mb"] * g["payload_bytes"] / 1e6).sum(min_count=len(g))
     ok = bool(g["ok"].all() and g["measured"].all())
@@ -223,6 +225,7 @@ def _group_row(g: pd.DataFrame) -> dict[str, Any]:
         "subflows": mean("subflows"),
         "shared_subflows": mean("shared_subflows"),
         "distinct_paths": mean("distinct_paths"),
+        "ce_pct": 100.0 * ce / ect if ect > 0 else nan,
         "cpu_ms_per_mb": float(cpu_ms / (payload / 1e6)) if payload > 0 else nan,
         "subflows_opened": mean("subflows_opened"),
         "paths": mean("paths"),

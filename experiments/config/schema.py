@@ -125,6 +125,14 @@ def _reorder_hold(value: Any) -> str | None:
     return None if 1 <= value <= 1_000_000 else "an integer from 1 to 1000000 (µs)"
 
 
+ECN_THRESHOLD_MAX = 1000  # packets; deeper than any queue a k=4 lab link is given
+
+
+def _ecn_threshold(value: Any) -> str | None:
+    return (None if value is None or 1 <= value <= ECN_THRESHOLD_MAX
+            else f"null (no marking) or an integer from 1 to {ECN_THRESHOLD_MAX} (packets)")
+
+
 def _subflows(value: Any) -> str | None:
     return None if 1 <= value <= 8 else "an integer 1..8"
 
@@ -228,6 +236,13 @@ SCHEMA = Section(
                              "hash; spray: per-packet", choices=("static", "ecmp", "spray")),
                 "spray": Leaf(str, "random", "per-packet choice when mode is spray",
                               choices=("random", "roundrobin")),
+                "ecn_threshold_pkts": Leaf(int, None, "switches mark ECN-capable packets CE "
+                                           "when their egress queue holds at least this "
+                                           "many packets (DCTCP's K), and drop other "
+                                           "packets there; kernel plane: RED in ECN mode "
+                                           "on every switch egress; bmv2: the egress "
+                                           "queue depth (enq_qdepth); null = drop-tail "
+                                           "only", check=_ecn_threshold, nullable=True),
             }
         ),
         "hosts": Section(

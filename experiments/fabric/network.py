@@ -26,7 +26,7 @@ from typing import Any
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
-from pathdiv.experiments.fabric.conditions import node_commands
+from pathdiv.experiments.fabric.conditions import node_commands, program_queues
 from pathdiv.experiments.fabric.environment import (
     OWNER_ENV,
     allow_cc,
@@ -61,6 +61,9 @@ class Network(StartStop):
         self.workdir = workdir
         self.dp = dataplane(self.topo, self.tables, workdir)
         self.conditions = cfg.conditions()  # per direction; events change it
+        # ECN marking: in the switch program (bmv2) or in the switches' egress qdiscs
+        self.dp.set_ecn(cfg.ecn_threshold_pkts, program_queues(self.topo, self.conditions))
+        self.qdisc_ecn_pkts = None if self.dp.marks_in_program else cfg.ecn_threshold_pkts
         self.net: Any = None
         self.procs: list[subprocess.Popen[str]] = []
         self.captures: list[tuple[str, subprocess.Popen[str], Path]] = []
@@ -86,7 +89,7 @@ class Network(StartStop):
         self._add_links()
         spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler,
                         self.cfg.subflow_paths, self.cfg.reordering,
-                        self.cfg.reorder_hold_us)
+                        self.cfg.reorder_hold_us, ecn=self.cfg.ecn_threshold_pkts is not None)
         self.run_scripts("setup", {
             name: (host_commands(self.topo, name, spec) if name in self.topo.hosts else [])
             + self._link_commands(name)
@@ -120,7 +123,7 @@ class Network(StartStop):
             )
 
     def _link_commands(self, node: str) -> list[list[str]]:
-        return node_commands(self.topo, node, self.conditions)
+        return node_commands(self.topo, node, self.conditions, self.qdisc_ecn_pkts)
 
     def stop(self) -> None:
         """Idempotent teardown in reverse start order; never raises."""
