@@ -221,6 +221,12 @@ class Config:
         return str(self.data["hosts"]["cc"])
 
     @property
+    def mptcp_d(self) -> tuple[float, float]:
+        """(alpha, beta) of extra subflow elimination (hosts.cc: mptcp-d)."""
+        hosts = self.data["hosts"]
+        return float(hosts["mptcp_d_alpha"]), float(hosts["mptcp_d_beta"])
+
+    @property
     def scheduler(self) -> str:
         return str(self.data["hosts"]["scheduler"])
 

@@ -133,6 +133,14 @@ def _ecn_threshold(value: Any) -> str | None:
             else f"null (no marking) or an integer from 1 to {ECN_THRESHOLD_MAX} (packets)")
 
 
+def _mptcp_d_alpha(value: Any) -> str | None:
+    return None if 1 < value <= 10 else "a number above 1 and at most 10"
+
+
+def _mptcp_d_beta(value: Any) -> str | None:
+    return None if 0 < value <= 1 else "a number above 0 and at most 1"
+
+
 def _subflows(value: Any) -> str | None:
     return None if 1 <= value <= 8 else "an integer 1..8"
 
@@ -275,6 +283,16 @@ SCHEMA = Section(
                                    "SACKs of out-of-order segments for up to "
                                    "hosts.reorder_hold_us (Juggler's idea)",
                                    choices=("default", "tuned", "gro")),
+                "mptcp_d_alpha": Leaf((int, float), 1.3, "hosts.cc mptcp-d: an RTT sample "
+                                      "above alpha x the subflow's lowest RTT is a "
+                                      "significant change, which triggers link-sharing "
+                                      "detection (the paper's Algorithm 1; 1.3 there)",
+                                      check=_mptcp_d_alpha),
+                "mptcp_d_beta": Leaf((int, float), 0.1, "hosts.cc mptcp-d: a subflow whose "
+                                     "changed RTT is within beta x its lowest RTT of the "
+                                     "triggering RTT shares that subflow's link and has "
+                                     "its window closed (0.1 in the paper)",
+                                     check=_mptcp_d_beta),
                 "reorder_hold_us": Leaf(int, 1000, "bound of the reorder hold in µs "
                                         "(hosts.reordering: gro): at least the delay "
                                         "spread of the paths a flow is sprayed over",

@@ -80,6 +80,8 @@ class Network(StartStop):
         setLogLevel("warning")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._cc_restore = allow_cc(self.cfg.cc)
+        if self.cfg.cc == "mptcp-d":
+            set_mptcp_d_parameters(*self.cfg.mptcp_d)
         self.net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
         with few_descriptors(len(self.topo.nodes)):
             for name in self.topo.switches:
@@ -302,6 +304,16 @@ class Network(StartStop):
                 if line.startswith("FAIL "):
                     failed.append((src, self.topo.address_owner[line.split()[1]]))
         return failed
+
+
+MPTCP_PARAMETERS = Path("/sys/module/mptcp/parameters")
+
+
+def set_mptcp_d_parameters(alpha: float, beta: float) -> None:
+    """hosts.mptcp_d_alpha/beta into the lab kernel's mptcp-d (module parameters in %;
+    one kernel for every host of the network, so one setting)."""
+    for name, value in (("mptcp_d_alpha_pct", alpha), ("mptcp_d_beta_pct", beta)):
+        (MPTCP_PARAMETERS / name).write_text(f"{round(value * 100)}\n")
 
 
 def shell_fd_limit(soft: int, highest_fd: int, nodes: int) -> int | None:
