@@ -1,7 +1,7 @@
 """One congested switch port with ECN marking: its queue over time and the CE marks.
 
-On a k=4 fat tree with `switching.ecn_threshold_pkts` = K, two hosts in other pods
-(h5, h9) send to h1 at once with iperf3 for `--seconds`, so the edge switch's port
+On a k=4 fat tree with `switching.ecn_threshold_pkts` = K, two hosts of h1's pod
+(h2 on its edge switch, h3 on the other) send to h1 at once with iperf3 for `--seconds`, so the edge switch's port
 towards h1 (e1 -> h1, 20 Mbit/s) gets twice what it can send. Every `--sample-ms`
 (after a warm-up of a quarter of the transfer) the script reads that port's queue with
 `tc -s -j qdisc` (the leaf's packets in queue; on the kernel plane the RED leaf also
@@ -12,7 +12,7 @@ Run it where the congestion control and the marking exist: the kernel plane need
 sch_red and `dctcp`, which the lab kernel has (this machine's kernel may not), so
 tests/integration/test_ecn_marking.py runs it in User-Mode Linux. On bmv2 the queue is
 inside simple_switch, out of tc's sight: the script then samples the delay the queue
-adds instead (ping from h13 to h1 crosses the same port), as packets of K full frames.
+adds instead (ping from h4 to h1 crosses the same port), as packets of K full frames.
 
     python benchmarks/ecn_queue.py [--plane kernel|bmv2] [--threshold 20] [--cc dctcp]
         [--seconds 8] [--sample-ms 100]
@@ -35,7 +35,9 @@ from pathdiv.experiments.config.load import validate
 from pathdiv.experiments.fabric.network import Network
 from pathdiv.experiments.fabric.shaping import FRAME_BYTES
 
-CLIENT, SENDERS, PINGER = "h1", ("h5", "h9"), "h13"
+# h2 shares h1's edge switch, h3 reaches it through an aggregation switch: their data
+# meets only at e1's port towards h1, whatever ECMP chooses; h4's pings cross it too
+CLIENT, SENDERS, PINGER = "h1", ("h2", "h3"), "h4"
 BASE_PORT = 5201
 
 
@@ -116,6 +118,7 @@ def measure(plane: str, threshold: int | None, cc: str, seconds: float,
         "qlen_max": max(samples) if samples else None,
         "red_marked": (int(last.get("marked", 0)) - int(first.get("marked", 0))
                        if plane == "kernel" else None),
+        "leaf_stats": last,
         "ce_pkts": ce, "ect_pkts": ect, "data_pkts": len(data),
         "ce_pct": 100.0 * ce / ect if ect else None,
         "ping_rtt_ms": rtts,
