@@ -1,8 +1,9 @@
 """One congested switch port with ECN marking: its queue over time and the CE marks.
 
 On a k=4 fat tree with `switching.ecn_threshold_pkts` = K, two hosts of h1's pod
-(h2 on its edge switch, h3 on the other) send to h1 at once with iperf3 for `--seconds`, so the edge switch's port
-towards h1 (e1 -> h1, 20 Mbit/s) gets twice what it can send. Every `--sample-ms`
+(h2 on its edge switch, h3 on the other) send to h1 at once with iperf3 for
+`--seconds`, so the edge switch's port towards h1 (e1 -> h1, 20 Mbit/s) gets twice
+what it can send. Every `--sample-ms`
 (after a warm-up of a quarter of the transfer) the script reads that port's queue with
 `tc -s -j qdisc` (the leaf's packets in queue; on the kernel plane the RED leaf also
 counts what it marked), and it captures h1's interface to count the data packets that

@@ -299,6 +299,21 @@ SCHEMA = Section(
                                         check=_reorder_hold),
             }
         ),
+        "energy": Section(
+            {
+                "idle_watts": Leaf((int, float), 0.0, "power model: watts one host draws "
+                                   "while a transfer it takes part in lasts, busy or not "
+                                   "(0: count only the CPU work)", check=_non_negative),
+                "busy_watts_per_core": Leaf((int, float), 15.0, "power model: watts one "
+                                            "core draws above idle while busy; a "
+                                            "transfer's CPU seconds (client and server "
+                                            "threads) times this is its busy energy",
+                                            check=_non_negative),
+            },
+            "energy_j = busy_watts_per_core x CPU seconds + idle_watts x FCT x hosts of "
+            "the group, on the real clock only (NaN on the virtual clock, where CPU work "
+            "takes no time)",
+        ),
         "lab": Section(
             {
                 "clock": Leaf(str, "virtual", "clock of the lab kernel (hosts.kernel: net): "
