@@ -39,7 +39,9 @@ def test_mptcp_d_closes_a_link_sharing_subflow_and_keeps_the_disjoint_one(lab_ke
     assert sorted(s["closed"] for s in shared) == [False, True]
     closed = next(s for s in shared if s["closed"])
     kept = next(s for s in shared if not s["closed"])
-    assert closed["bytes_second_half"] < 0.05 * kept["bytes_second_half"]
+    # a closed window is one packet (TCP's least): about a packet per RTT, a small
+    # fraction of what its partner moves over the same queue
+    assert closed["bytes_second_half"] < 0.2 * kept["bytes_second_half"]
     # ... and the subflow on the disjoint path kept its window and carried data
     assert not disjoint[0]["closed"] and disjoint[0]["bytes_second_half"] > 0
     # lia, the same subflows without elimination: nothing is closed
