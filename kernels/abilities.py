@@ -33,6 +33,7 @@ class KernelAbilities:
     mptcp: bool
     netem: bool
     reorder_hold: bool = False  # net.ipv4.tcp_reorder_hold_us (hosts.reordering: gro)
+    red: bool = False  # sch_red, the ECN-marking leaf of the kernel data plane
 
 
 def fragment_ccs(fragment: str) -> set[str]:
@@ -48,7 +49,7 @@ def _registered_names(patches: Iterable[str], ops: str) -> list[str]:
         for part in re.split(r"^\+\+\+ ", text, flags=re.M)[1:]:
             if re.search(rf"^\+.*\bstruct {ops}\b[^;(]*=", part, re.M):
                 names.update(dict.fromkeys(
-                    re.findall(r'^\+\s*\.name\s*=\s*"([a-z0-9_]+)",', part, re.M)))
+                    re.findall(r'^\+\s*\.name\s*=\s*"([a-z0-9_-]+)",', part, re.M)))
     return list(names)
 
 
@@ -85,6 +86,7 @@ def lab_kernel_abilities(kernels_dir: Path = KERNELS_DIR,
         schedulers=frozenset(patch_schedulers(patches)),
         mptcp=bool(re.search(r"^CONFIG_MPTCP=y", text, re.M)),
         netem=bool(re.search(r"^CONFIG_NET_SCH_NETEM=y", text, re.M)),
+        red=bool(re.search(r"^CONFIG_NET_SCH_RED=y", text, re.M)),
         reorder_hold=any(re.search(r'^\+\s*\.procname\s*=\s*"tcp_reorder_hold_us"', p, re.M)
                          for p in patches),
     )

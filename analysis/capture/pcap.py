@@ -52,6 +52,7 @@ COLUMNS: dict[str, str] = {
     "dst": "uint32",
     "ip_id": "uint16",
     "ip_len": "uint16",  # IPv4 total length
+    "ecn": "uint8",  # IPv4 ECN field: 0 not ECT, 1 ECT(1), 2 ECT(0), 3 CE
     "tcp_ok": "bool",  # a whole TCP header was captured
     "sport": "uint16",
     "dport": "uint16",
@@ -211,6 +212,7 @@ def _read_buffer(buf: bytes, path: Path) -> pd.DataFrame:
     dst = np.where(is_ip, _be(data, at(l3 + 16), 4), 0).astype(np.uint32)
     ip_len = np.where(is_ip, _be(data, at(l3 + 2), 2), 0).astype(np.uint16)
     ip_id = np.where(is_ip, _be(data, at(l3 + 4), 2), 0).astype(np.uint16)
+    ecn = np.where(is_ip, data[at(l3 + 1)] & 0x03, 0).astype(np.uint8)
     frag = _be(data, at(l3 + 6), 2) & 0x1FFF  # later fragments carry no TCP header
     l4 = l3 + ihl
     tcp = is_ip & (proto == 6) & (frag == 0) & (l4 + 20 <= end)
@@ -238,6 +240,7 @@ def _read_buffer(buf: bytes, path: Path) -> pd.DataFrame:
             "dst": dst,
             "ip_id": ip_id,
             "ip_len": ip_len,
+            "ecn": ecn,
             "tcp_ok": tcp,
             "sport": sport,
             "dport": dport,

@@ -15,6 +15,13 @@
   server thread that sent it (CLOCK_THREAD_CPUTIME_ID: user + system, including the
   softirq work the kernel ran in those threads' context), per MB (10^6 bytes) of
   payload. Only on the real clock; NaN for runs whose manifest says `clock: virtual`.
+- `energy_j`: a power model over that CPU time, not a measurement: busy watts per core
+  (`energy.busy_watts_per_core`) times the CPU seconds, plus idle watts per host
+  (`energy.idle_watts`) times the FCT times the hosts taking part. Energy is not
+  measured on the virtual clock: CPU work takes no time there, so the figure is NaN.
+  What the CPU time leaves out: softirq work the kernel ran outside the two threads
+  (e.g. in ksoftirqd or on behalf of forwarding), the switches, and everything else
+  on the machine; RAPL, where it exists, is read by benchmarks/subflow_cpu.py.
 """
 
 from __future__ import annotations
@@ -43,6 +50,16 @@ def link_sharing(sets: dict[int, frozenset[int]]) -> tuple[int, int]:
         if any(mine & other for j, other in enumerate(items) if j != i)
     )
     return shared, len(set(items))
+
+
+def energy_j(cpu_ms: float, fct_s: float, hosts: int, busy_watts_per_core: float,
+             idle_watts: float) -> float:
+    """The power model's joules for CPU work of `cpu_ms` over a transfer of `fct_s` with
+    `hosts` hosts taking part; NaN when the CPU time is unknown (virtual clock)."""
+    if not np.isfinite(cpu_ms):
+        return float("nan")
+    idle = idle_watts * fct_s * hosts if idle_watts else 0.0
+    return float(busy_watts_per_core * cpu_ms / 1000 + idle)
 
 
 def cpu_ms_per_mb(client_ms: float, server_ms: float, payload_bytes: float,

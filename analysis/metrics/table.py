@@ -8,7 +8,7 @@ complete run and writes `metrics.csv` (and the per-transfer `transfer_metrics.cs
 
 A group's `fct_s` is its longest transfer's; its throughput, goodput and excess use
 the group's summed bytes over that FCT; `utilization`, `subflows` and the path counts
-are means over its transfers; `retrans_pct` and `reorder_pct` are pooled ratios.
+are means over its transfers; `retrans_pct`, `reorder_pct` and `ce_pct` are pooled ratios.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathdiv.analysis.capture.flows import (
 )
 from pathdiv.analysis.capture.pcap import ip_to_int
 from pathdiv.analysis.metrics.columns import METRIC_COLUMNS
-from pathdiv.analysis.metrics.sharing import cpu_ms_per_mb
+from pathdiv.analysis.metrics.sharing import cpu_ms_per_mb, energy_j
 from pathdiv.analysis.metrics.slowdown import slowdown_table, slowdowns
 from pathdiv.analysis.metrics.timeline import goodput_timeline
 from pathdiv.analysis.metrics.transfer import (
@@ -55,7 +55,9 @@ GROUP_COLUMNS = [
     *METRIC_COLUMNS,
     "shared_subflows",
     "distinct_paths",
+    "ce_pct",
     "cpu_ms_per_mb",
+    "energy_j",
     "subflows_opened",
     "paths",
     "paths_used",
@@ -192,8 +194,9 @@ def path_shares(g: pd.DataFrame, n_paths: int) -> list[float]:
     return [float(x) for x in np.mean(np.array(shares), axis=0)]
 
 
-def _group_row(g: pd.DataFrame) -> dict[str, Any]:
-    """One group's row; a transfer that could not be measured makes its metrics NaN."""
+def _group_row(g: pd.DataFrame, power: tuple[float, float] = (15.0, 0.0)) -> dict[str, Any]:
+    """One group's row; a transfer that could not be measured makes its metrics NaN.
+    `power`: (busy watts per core, idle watts per host) of the energy model."""
 
     def total(col: str) -> float:
         return float(g[col].sum(min_count=len(g)))
@@ -205,6 +208,7 @@ def _group_row(g: pd.DataFrame) -> dict[str, Any]:
     wire, payload = total("wire_bytes"), g["payload_bytes"].sum()
     sent, retx = total("data_bytes_sent"), total("retrans_bytes")
     received, late = total("data_pkts_received"), total("reordered_pkts")
+    ect, ce = total("ect_pkts_received"), total("ce_pkts")
     nan = float("nan")
     cpu_ms = (g["cpu_ms_per_mb"] * g["payload_bytes"] / 1e6).sum(min_count=len(g))
     ok = bool(g["ok"].all() and g["measured"].all())
@@ -223,7 +227,11 @@ def _group_row(g: pd.DataFrame) -> dict[str, Any]:
         "subflows": mean("subflows"),
         "shared_subflows": mean("shared_subflows"),
         "distinct_paths": mean("distinct_paths"),
+        "ce_pct": 100.0 * ce / ect if ect > 0 else nan,
         "cpu_ms_per_mb": float(cpu_ms / (payload / 1e6)) if payload > 0 else nan,
+        "energy_j": energy_j(float(cpu_ms), float(fct),
+                             len(set(g["client"].astype(str)) | set(g["server"].astype(str)))
+                             if "client" in g and "server" in g else 0, *power),
         "subflows_opened": mean("subflows_opened"),
         "paths": mean("paths"),
         "paths_used": mean("paths_used"),
@@ -246,8 +254,10 @@ def group_metrics(transfers: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataF
     }
     n_paths = (topology_of(config).k // 2) ** 2
     per_path = path_columns(n_paths)
+    model = config.get("energy") or {}
+    power = (float(model.get("busy_watts_per_core", 15.0)), float(model.get("idle_watts", 0.0)))
     rows = [
-        {**lead, "group_id": gid, **_group_row(g),
+        {**lead, "group_id": gid, **_group_row(g, power),
          **dict(zip(per_path, path_shares(g, n_paths), strict=True))}
         for gid, g in transfers.groupby("group_id", sort=True)
     ]

@@ -28,6 +28,10 @@ Definitions (also in docs/measurement.md):
   server sent later on the same subflow, in percent of data packets received there.
   Packets are matched between the two links by subflow, sequence number, length and
   IP ID, so a retransmission is not counted as reordering.
+- `ce_pct`: data packets reaching the client's access link marked CE (congestion
+  experienced, by an ECN-marking switch: `switching.ecn_threshold_pkts`), in percent of
+  the ECN-capable data packets received there (ECT or CE); NaN when none was
+  ECN-capable (ECN not negotiated). `ce_pkts`, `ect_pkts_received`: the two counts.
 - `subflows`: subflows that carried payload; `subflows_opened`: all of them.
 - `shared_subflows`, `distinct_paths`: subflows whose data shares a fabric link with
   another subflow's, and distinct fabric paths used (`analysis/metrics/sharing.py`).
@@ -62,6 +66,9 @@ MEASURES = [
     "data_bytes_sent",
     "reordered_pkts",
     "data_pkts_received",
+    "ce_pct",
+    "ce_pkts",
+    "ect_pkts_received",
     "links_used",
     "path_bytes",
     "path_pkts",
@@ -151,6 +158,17 @@ def reordered_packets(sent: pd.DataFrame, received: pd.DataFrame) -> tuple[int, 
     return int(late.sum()), len(r)
 
 
+ECN_CE = 3
+
+
+def ce_marks(received: pd.DataFrame) -> tuple[int, int]:
+    """(CE-marked, ECN-capable) among `received` packets (ECT(0), ECT(1) or CE)."""
+    if "ecn" not in received:
+        return 0, 0
+    ecn = received["ecn"].to_numpy()
+    return int((ecn == ECN_CE).sum()), int((ecn != 0).sum())
+
+
 def measure_transfer(
     pk: pd.DataFrame, geo: PairGeometry, client_addrs: np.ndarray, size_bytes: int
 ) -> dict[str, Any]:
@@ -189,6 +207,7 @@ def measure_transfer(
     recv = pk[at_client & data_dir & (payload > 0)]
     retx, sent_bytes = retransmitted_bytes(sent)
     late, received = reordered_packets(sent, recv)
+    ce, ect = ce_marks(recv)
     subflows = pk["subflow"].to_numpy()
     fabric = np.zeros(max(top, max(geo.fabric_links, default=0) + 1), dtype=bool)
     fabric[list(geo.fabric_links)] = True
@@ -211,6 +230,9 @@ def measure_transfer(
         reordered_pkts=float(late),
         data_pkts_received=float(received),
         reorder_pct=100.0 * late / received if received else float("nan"),
+        ce_pkts=float(ce),
+        ect_pkts_received=float(ect),
+        ce_pct=100.0 * ce / ect if ect else float("nan"),
         subflows=float(len(np.unique(subflows[payload > 0]))),
         subflows_opened=float(len(np.unique(subflows))),
         links_used=float(len(np.unique(link))),

@@ -269,6 +269,11 @@ class Config:
         return str(self.data["switching"]["spray"])
 
     @property
+    def ecn_threshold_pkts(self) -> int | None:
+        value = self.data["switching"]["ecn_threshold_pkts"]
+        return None if value is None else int(value)
+
+    @property
     def transport(self) -> str:
         return str(self.data["hosts"]["transport"])
 
@@ -280,6 +285,12 @@ class Config:
     @property
     def cc(self) -> str:
         return str(self.data["hosts"]["cc"])
+
+    @property
+    def mptcp_d(self) -> tuple[float, float]:
+        """(alpha, beta) of extra subflow elimination (hosts.cc: mptcp-d)."""
+        hosts = self.data["hosts"]
+        return float(hosts["mptcp_d_alpha"]), float(hosts["mptcp_d_beta"])
 
     @property
     def scheduler(self) -> str:
@@ -368,6 +379,12 @@ def _cross_problems(data: Mapping[str, Any]) -> list[str]:
                         f"factors.{factor}.{level}.{dotted}: factor {other!r} sets {dotted} "
                         "too; a key belongs to one factor, or the levels of one would "
                         "silently undo the other's (merge the two factors into one)")
+    ecn = data["switching"]["ecn_threshold_pkts"]
+    for tier, link in data["topology"]["links"].items():
+        if ecn is not None and link["queue_pkts"] <= ecn:
+            problems.append(f"switching.ecn_threshold_pkts: {ecn} packets is not below "
+                            f"topology.links.{tier}.queue_pkts ({link['queue_pkts']}): "
+                            "the queue would drop before it marks; use a smaller threshold")
     analysis = data["analysis"]
     if analysis["ivs"] is None:  # resolved here, so every later stage reads a list
         analysis["ivs"] = list(factors)

@@ -6,6 +6,7 @@ README's key table is generated from it (`pathdiv keys`), so the three cannot dr
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -191,6 +192,30 @@ def _at_least(minimum: int) -> Check:
     return check
 
 
+ECN_THRESHOLD_MAX = 1000  # packets; deeper than any queue a k=4 lab link is given
+
+
+def _ecn_threshold(value: Any) -> str | None:
+    return (None if value is None or 1 <= value <= ECN_THRESHOLD_MAX
+            else f"null (no marking) or an integer from 1 to {ECN_THRESHOLD_MAX} (packets)")
+
+
+def _watts(value: Any) -> str | None:
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= 1000
+    return None if ok else "a number of watts from 0 to 1000"
+
+
+_watts.allowed = "0..1000 W"  # type: ignore[attr-defined]
+
+
+def _mptcp_d_alpha(value: Any) -> str | None:
+    return None if 1 < value <= 10 else "a number above 1 and at most 10"
+
+
+def _mptcp_d_beta(value: Any) -> str | None:
+    return None if 0 < value <= 1 else "a number above 0 and at most 1"
+
+
 def _subflows(value: Any) -> str | None:
     return None if 1 <= value <= 8 else "an integer 1..8"
 
@@ -348,6 +373,13 @@ SCHEMA = Section(
                               choices=SPRAYS),
                 **{p.key: Leaf(int, p.default, p.help, check=_at_least(p.minimum))
                    for p in mode_params().values()},
+                "ecn_threshold_pkts": Leaf(int, None, "switches mark ECN-capable packets CE "
+                                           "when their egress queue holds at least this "
+                                           "many packets (DCTCP's K), and drop other "
+                                           "packets there; kernel plane: RED in ECN mode "
+                                           "on every switch egress; bmv2: the egress "
+                                           "queue depth (enq_qdepth); null = drop-tail "
+                                           "only", check=_ecn_threshold, nullable=True),
             }
         ),
         "hosts": Section(
@@ -380,11 +412,36 @@ SCHEMA = Section(
                                    "SACKs of out-of-order segments for up to "
                                    "hosts.reorder_hold_us (Juggler's idea)",
                                    choices=("default", "tuned", "gro")),
+                "mptcp_d_alpha": Leaf((int, float), 1.3, "hosts.cc mptcp-d: an RTT sample "
+                                      "above alpha x the subflow's lowest RTT is a "
+                                      "significant change, which triggers link-sharing "
+                                      "detection (the paper's Algorithm 1; 1.3 there)",
+                                      check=_mptcp_d_alpha),
+                "mptcp_d_beta": Leaf((int, float), 0.1, "hosts.cc mptcp-d: a subflow whose "
+                                     "changed RTT is within beta x its lowest RTT of the "
+                                     "triggering RTT shares that subflow's link and has "
+                                     "its window closed (0.1 in the paper)",
+                                     check=_mptcp_d_beta),
                 "reorder_hold_us": Leaf(int, 1000, "bound of the reorder hold in µs "
                                         "(hosts.reordering: gro): at least the delay "
                                         "spread of the paths a flow is sprayed over",
                                         check=_reorder_hold),
             }
+        ),
+        "energy": Section(
+            {
+                "idle_watts": Leaf((int, float), 0.0, "power model: watts one host draws "
+                                   "while a transfer it takes part in lasts, busy or not "
+                                   "(0: count only the CPU work)", check=_watts),
+                "busy_watts_per_core": Leaf((int, float), 15.0, "power model: watts one "
+                                            "core draws above idle while busy; a "
+                                            "transfer's CPU seconds (client and server "
+                                            "threads) times this is its busy energy",
+                                            check=_watts),
+            },
+            "energy_j = busy_watts_per_core x CPU seconds + idle_watts x FCT x hosts of "
+            "the group, on the real clock only (NaN on the virtual clock, where CPU work "
+            "takes no time)",
         ),
         "lab": Section(
             {

@@ -46,6 +46,10 @@ class DataPlane(ABC):
     """One backend instance drives every switch of one network."""
 
     name: str = "abstract"
+    # Where switches mark ECN (switching.ecn_threshold_pkts): False = the egress qdiscs
+    # the network sets up (RED, `pathdiv.experiments.fabric.shaping`); True = the switch
+    # program itself, which is then given the threshold and its egress queues.
+    marks_in_program: bool = False
 
     def __init__(self, topo: FatTree, tables: dict[str, SwitchTable], workdir: Path) -> None:
         self.topo = topo
@@ -55,6 +59,15 @@ class DataPlane(ABC):
         self.spray = "random"
         # the config's switching section: the keys a mode reads (switching.<key>)
         self.switching: dict[str, Any] = {}
+        self.ecn_threshold_pkts: int | None = None
+
+    def set_ecn(self, threshold_pkts: int | None,
+                queues: dict[str, list[tuple[int, int, int]]]) -> None:
+        """Before `start`: mark from `threshold_pkts` queued packets; `queues` is switch ->
+        (port, rate in full frames per second, depth in packets) of every egress queue.
+        Only a data plane that `marks_in_program` uses them."""
+        self.ecn_threshold_pkts = threshold_pkts
+        self.ecn_queues = queues
 
     @abstractmethod
     def switch_class(self) -> type:

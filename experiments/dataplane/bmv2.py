@@ -38,6 +38,7 @@ from pathdiv.experiments.dataplane.p4.entries import (
     SELECT,
     EntryOptions,
     SwitchEntries,
+    egress_queue_commands,
     port_macs,
     switch_entries,
     switch_ports,
@@ -115,6 +116,7 @@ class Bmv2Switch(Node):
 
 class Bmv2DataPlane(DataPlane):
     name = "bmv2"
+    marks_in_program = True  # include/egress.p4 marks from enq_qdepth
 
     def __init__(
         self,
@@ -176,6 +178,9 @@ class Bmv2DataPlane(DataPlane):
             net[sw].wait_bmv2()
         self.program = program.name
         self._install(spray)
+        if self.ecn_threshold_pkts is not None:
+            self._cli_all({sw: egress_queue_commands(self.ecn_queues.get(sw, []))
+                           for sw in self.topo.switches}, "queues")
         self.mode, self.spray = mode, spray
 
     def set_mode(self, mode: str, spray: str) -> None:
@@ -245,7 +250,8 @@ class Bmv2DataPlane(DataPlane):
     def _install(self, spray: str) -> None:
         assert self.program is not None
         gap = int(self.switching.get("flowlet_gap_us", self.options.flowlet_gap_us))
-        options = EntryOptions(spray, gap, self.options.ecn_threshold_pkts)
+        ecn = self.ecn_threshold_pkts or self.options.ecn_threshold_pkts
+        options = EntryOptions(spray, gap, ecn)
         self.entries = {
             sw: switch_entries(
                 self.tables[sw], port_macs(self.topo, sw), self.program, options

@@ -53,11 +53,20 @@ def qdisc_available(kind: str, *args: str) -> bool:
 
 def netem_available() -> bool:
     """netem on this kernel: tried in a throw-away namespace as root, else looked up."""
+    return _qdisc_here("netem")
+
+
+def red_available() -> bool:
+    """RED (the kernel plane's ECN marking) on this kernel, found as netem is."""
+    return _qdisc_here("red", "limit", "150000", "avpkt", "1500")
+
+
+def _qdisc_here(kind: str, *args: str) -> bool:
     if os.geteuid() == 0:
-        return qdisc_available("netem")
+        return qdisc_available(kind, *args)
     release = running_kernel_release()
-    return Path("/sys/module/sch_netem").exists() or any(
-        Path(f"/lib/modules/{release}/kernel/net/sched").glob("sch_netem.ko*"))
+    return Path(f"/sys/module/sch_{kind}").exists() or any(
+        Path(f"/lib/modules/{release}/kernel/net/sched").glob(f"sch_{kind}.ko*"))
 
 
 def running_kernel_release() -> str:
@@ -97,6 +106,7 @@ def this_kernel() -> KernelAbilities:
         mptcp=Path("/proc/sys/net/mptcp").exists(),
         netem=netem_available(),
         reorder_hold=Path("/proc/sys/net/ipv4/tcp_reorder_hold_us").exists(),
+        red=red_available(),
     )
 
 
@@ -124,6 +134,12 @@ def config_problems(cfg: Config, kernel: KernelAbilities) -> list[str]:
         problems.append(f"{', '.join(keys)}: delay and jitter need netem, which {kernel.name} "
                         "lacks; set them to 0" + (" or run on the lab kernel (hosts.kernel: "
                                                   "lab)" if cfg.host_kernel == "host" else ""))
+    if cfg.ecn_threshold_pkts is not None and cfg.dataplane != "bmv2" and not kernel.red:
+        problems.append(
+            f"switching.ecn_threshold_pkts: {cfg.ecn_threshold_pkts}: the kernel data plane "
+            f"marks ECN with RED (sch_red), which {kernel.name} lacks"
+            + ("; run on the lab kernel (hosts.kernel: lab) or dataplane: bmv2"
+               if cfg.host_kernel == "host" else "; set it to null"))
     return problems
 
 

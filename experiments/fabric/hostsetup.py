@@ -62,6 +62,7 @@ class HostSpec:
     subflow_paths: str = "hashed"  # hashed | disjoint | eliminate
     reordering: str = "default"  # default | tuned | gro (REORDERING)
     reorder_hold_us: int = 1000  # the bound of the reorder hold (gro)
+    ecn: bool = False  # the switches mark ECN (switching.ecn_threshold_pkts)
 
     @property
     def userspace_pm(self) -> bool:
@@ -76,6 +77,9 @@ def host_sysctls(intf: str, spec: HostSpec) -> list[str]:
         "net.ipv4.conf.default.rp_filter=2",
         f"net.ipv4.conf.{intf}.rp_filter=2",
         f"net.ipv4.tcp_congestion_control={spec.cc}",
+        # ask for ECN on every connection where switches mark or DCTCP runs (DCTCP's
+        # window follows the share of CE marks; the kernel default 2 only answers)
+        f"net.ipv4.tcp_ecn={1 if spec.ecn or spec.cc == 'dctcp' else 2}",
         "net.ipv4.tcp_no_metrics_save=1",
         f"net.mptcp.enabled={1 if spec.transport == 'mptcp' else 0}",
         *reordering_sysctls(spec.reordering, spec.reorder_hold_us),

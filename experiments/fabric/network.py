@@ -26,7 +26,7 @@ from typing import Any
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
-from pathdiv.experiments.fabric.conditions import node_commands
+from pathdiv.experiments.fabric.conditions import node_commands, program_queues
 from pathdiv.experiments.fabric.environment import allow_cc, restore_allowed_cc
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
@@ -59,6 +59,9 @@ class Network(StartStop):
         self.dp = dataplane(self.topo, self.tables, workdir)
         self.dp.switching = dict(cfg.data["switching"])
         self.conditions = cfg.conditions()  # per direction; events change it
+        # ECN marking: in the switch program (bmv2) or in the switches' egress qdiscs
+        self.dp.set_ecn(cfg.ecn_threshold_pkts, program_queues(self.topo, self.conditions))
+        self.qdisc_ecn_pkts = None if self.dp.marks_in_program else cfg.ecn_threshold_pkts
         self.net: Any = None
         self.procs: list[subprocess.Popen[str]] = []
         self.captures: list[tuple[str, subprocess.Popen[str], Path]] = []
@@ -75,6 +78,8 @@ class Network(StartStop):
         setLogLevel("warning")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._cc_restore = allow_cc(self.cfg.cc)
+        if self.cfg.cc == "mptcp-d":
+            set_mptcp_d_parameters(*self.cfg.mptcp_d)
         self.net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
         with few_descriptors(len(self.topo.nodes)):
             for name in self.topo.switches:
@@ -84,7 +89,7 @@ class Network(StartStop):
         self._add_links()
         spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler,
                         self.cfg.subflow_paths, self.cfg.reordering,
-                        self.cfg.reorder_hold_us)
+                        self.cfg.reorder_hold_us, ecn=self.cfg.ecn_threshold_pkts is not None)
         self.run_scripts("setup", {
             name: (host_commands(self.topo, name, spec) if name in self.topo.hosts else [])
             + self._link_commands(name)
@@ -118,7 +123,7 @@ class Network(StartStop):
             )
 
     def _link_commands(self, node: str) -> list[list[str]]:
-        return node_commands(self.topo, node, self.conditions)
+        return node_commands(self.topo, node, self.conditions, self.qdisc_ecn_pkts)
 
     def stop(self) -> None:
         """Idempotent teardown in reverse start order; never raises."""
@@ -297,6 +302,16 @@ class Network(StartStop):
                 if line.startswith("FAIL "):
                     failed.append((src, self.topo.address_owner[line.split()[1]]))
         return failed
+
+
+MPTCP_PARAMETERS = Path("/sys/module/mptcp/parameters")
+
+
+def set_mptcp_d_parameters(alpha: float, beta: float) -> None:
+    """hosts.mptcp_d_alpha/beta into the lab kernel's mptcp-d (module parameters in %;
+    one kernel for every host of the network, so one setting)."""
+    for name, value in (("mptcp_d_alpha_pct", alpha), ("mptcp_d_beta_pct", beta)):
+        (MPTCP_PARAMETERS / name).write_text(f"{round(value * 100)}\n")
 
 
 def shell_fd_limit(soft: int, highest_fd: int, nodes: int) -> int | None:

@@ -51,9 +51,11 @@ def timeline(events: Iterable[Mapping[str, Any]]) -> list[LinkEvent]:
     return sorted(out, key=lambda ev: (ev.at_s, ev.index))
 
 
-def event_commands(topo: FatTree, event: LinkEvent,
-                   conds: Conditions) -> tuple[dict[str, list[list[str]]], Conditions]:
-    """node -> commands for `event`, and the conditions after it (pure)."""
+def event_commands(topo: FatTree, event: LinkEvent, conds: Conditions,
+                   ecn_threshold_pkts: int | None = None,
+                   ) -> tuple[dict[str, list[list[str]]], Conditions]:
+    """node -> commands for `event`, and the conditions after it (pure); switches'
+    egress leaves keep marking ECN from `ecn_threshold_pkts` (kernel data plane)."""
     link, dirs = parse_link(topo, event.link)
     if event.action is not None:
         return link_state_commands(link, event.action == "up"), conds
@@ -61,7 +63,8 @@ def event_commands(topo: FatTree, event: LinkEvent,
     commands: dict[str, list[list[str]]] = {}
     for d in dirs:
         after[d] = changed(conds[d], event.changes)
-        for node, cmds in change_commands(topo, d, conds[d], after[d]).items():
+        for node, cmds in change_commands(topo, d, conds[d], after[d],
+                                          ecn_threshold_pkts).items():
             commands.setdefault(node, []).extend(cmds)
     return commands, after
 
@@ -112,8 +115,9 @@ class EventApplier(threading.Thread):
         record["applied_s"] = round(time.monotonic() - self._t0, 4)
         record["wall_s"] = time.time()
         try:
-            commands, self.net.conditions = event_commands(self.net.topo, event,
-                                                           self.net.conditions)
+            commands, self.net.conditions = event_commands(
+                self.net.topo, event, self.net.conditions,
+                getattr(self.net, "qdisc_ecn_pkts", None))
             for node, cmds in commands.items():
                 for argv in cmds:
                     _run(self.net, node, argv)

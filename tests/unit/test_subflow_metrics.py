@@ -7,6 +7,7 @@ import socket
 import struct
 
 import numpy as np
+import pytest
 
 from pathdiv.analysis.metrics.sharing import cpu_ms_per_mb, link_sharing, subflow_link_sets
 from pathdiv.experiments.traffic import mptcp_pm
@@ -70,3 +71,35 @@ def test_server_cpu_goes_to_the_row_of_the_same_client_port() -> None:
                     {"client_addr": "10.0.0.2", "client_port": 4000, "cpu_ms": 3.0}]}
     merge_server_cpu(rows, logs)
     assert [r.server_cpu_ms for r in rows] == [1.0, 2.0, 3.0]
+
+
+def test_energy_is_the_power_model_over_cpu_time_and_nan_in_virtual_time() -> None:
+    from pathdiv.analysis.metrics.sharing import energy_j
+
+    # 40 ms of CPU at 15 W per busy core: 0.6 J; plus 2 hosts idling at 5 W for 2 s: 20 J
+    assert energy_j(40.0, 2.0, 2, 15.0, 0.0) == pytest.approx(0.6)
+    assert energy_j(40.0, 2.0, 2, 15.0, 5.0) == pytest.approx(20.6)
+    cpu_virtual = cpu_ms_per_mb(30.0, 10.0, 2_000_000, clock="virtual") * 2
+    assert math.isnan(energy_j(cpu_virtual, 2.0, 2, 15.0, 5.0))
+
+
+def test_group_energy_follows_the_configs_power_model() -> None:
+    import pandas as pd
+
+    from pathdiv.analysis.metrics.table import group_metrics
+
+    rows = pd.DataFrame({
+        "group_id": [0, 0], "flow_type": ["short", "short"], "ok": [True, True],
+        "measured": [True, True], "payload_bytes": [1_000_000, 1_000_000],
+        "client": ["h1", "h1"], "server": ["h2", "h3"],
+        "cpu_ms_per_mb": [10.0, 30.0], "fct_s": [1.0, 2.0], "error": ["", ""],
+    })
+    for col in ("wire_bytes", "data_bytes_sent", "retrans_bytes", "data_pkts_received",
+                "reordered_pkts", "ect_pkts_received", "ce_pkts", "utilization", "subflows",
+                "shared_subflows", "distinct_paths", "subflows_opened", "paths",
+                "paths_used"):
+        rows[col] = 1.0
+    config = {"energy": {"busy_watts_per_core": 10.0, "idle_watts": 1.0}}
+    (energy,) = group_metrics(rows, {"config": config})["energy_j"]
+    # 40 ms of CPU at 10 W, plus 3 hosts (h1, h2, h3) for the group's FCT of 2 s at 1 W
+    assert energy == pytest.approx(0.4 + 6.0)

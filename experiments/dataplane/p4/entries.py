@@ -161,6 +161,19 @@ def mode_of_program(program: str) -> SwitchingMode:
     raise EntryError(f"P4 program {program!r} is not one of {', '.join(PROGRAMS)}")
 
 
+def egress_queue_commands(queues: list[tuple[int, int, int]]) -> list[str]:
+    """simple_switch_CLI lines giving each egress port's queue a rate (packets per second)
+    and a depth (packets), so packets wait in bmv2, where `enq_qdepth` sees them, rather
+    than in the kernel's shaper behind it. `queues`: (port, rate_pps, depth) rows."""
+    cmds = []
+    for port, rate_pps, depth in queues:
+        if rate_pps < 1 or depth < 1:
+            raise EntryError(f"port {port}: an egress queue needs a rate and a depth of at "
+                             f"least 1, got {rate_pps} pps and {depth} packets")
+        cmds += [f"set_queue_rate {rate_pps} {port}", f"set_queue_depth {depth} {port}"]
+    return cmds
+
+
 def mac_to_int(mac: str) -> int:
     parts = mac.split(":")
     if len(parts) != 6 or not all(len(p) == 2 for p in parts):

@@ -1,0 +1,64 @@
+"""ECN-marking switches (`switching.ecn_threshold_pkts`) under DCTCP: two senders into one
+20 Mbit/s port of an edge switch, on the k=4 fat tree (benchmarks/ecn_queue.py).
+
+The kernel plane runs in the lab kernel (virtual clock): it has sch_red and dctcp, this
+machine's kernel need not. The figures are printed beside the assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from pathdiv.kernels import uml
+from tests.conftest import REPO, dataplane_class
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+SCRIPT = REPO / "benchmarks" / "ecn_queue.py"
+THRESHOLD = 20  # packets; the port's queue holds 100
+
+
+def in_lab(lab_kernel, tmp_path, *args: str) -> dict:
+    share = tmp_path / "share"
+    share.mkdir(exist_ok=True)
+    res = uml.run_in_uml([sys.executable, str(SCRIPT), *args], share=share,
+                         kernel=lab_kernel, timeout_s=1800, cwd=REPO)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_dctcp_on_the_kernel_plane_is_marked_and_holds_the_queue_near_k(lab_kernel,
+                                                                         tmp_path):
+    marked = in_lab(lab_kernel, tmp_path, "--plane", "kernel", "--threshold",
+                    str(THRESHOLD), "--cc", "dctcp")
+    droptail = in_lab(lab_kernel, tmp_path, "--plane", "kernel", "--threshold", "0",
+                      "--cc", "dctcp")
+    print({k: marked[k] for k in ("qlen_median", "qlen_max", "red_marked", "ce_pkts",
+                                  "ect_pkts", "ce_pct", "goodput_mbps")})
+    print({k: droptail[k] for k in ("qlen_median", "qlen_max", "ce_pkts", "ect_pkts",
+                                    "goodput_mbps")})
+    # the switch marked, and what it marked reached the receiver as CE
+    assert marked["red_marked"] > 0
+    assert marked["ect_pkts"] > 0.9 * marked["data_pkts"]  # DCTCP negotiated ECN
+    assert 0 < marked["ce_pct"] < 100
+    # DCTCP keeps the queue about K: the median sample within half of K either way,
+    # while without marking the same two flows fill the drop-tail queue (100) far above
+    assert 0.5 * THRESHOLD <= marked["qlen_median"] <= 1.5 * THRESHOLD
+    assert droptail["ce_pkts"] == 0
+    assert droptail["qlen_median"] > 2 * THRESHOLD
+    # and the port stays busy: the two flows together fill most of its 20 Mbit/s
+    assert sum(marked["goodput_mbps"]) > 0.85 * marked["rate_mbit"]
+
+
+def test_bmv2_marks_from_its_egress_queue_depth(lab_kernel, tmp_path):
+    dataplane_class("bmv2")  # skips, naming bmv2/p4c, where p4lang's tools are missing
+    marked = in_lab(lab_kernel, tmp_path, "--plane", "bmv2", "--threshold",
+                    str(THRESHOLD), "--cc", "dctcp")
+    print({k: marked[k] for k in ("ping_queue_pkts_median", "ce_pkts", "ect_pkts",
+                                  "ce_pct", "goodput_mbps")})
+    assert 0 < marked["ce_pct"] < 100
+    # bmv2's queue is not tc's to read: the delay pings see beyond the lowest, in frames
+    assert 0.5 * THRESHOLD <= marked["ping_queue_pkts_median"] <= 1.5 * THRESHOLD

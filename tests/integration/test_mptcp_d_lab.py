@@ -1,0 +1,48 @@
+"""mptcp-d's extra subflow elimination in the lab kernel (User-Mode Linux, virtual time):
+one MPTCP connection, two subflows sharing one bottleneck queue, a third on a disjoint path
+of longer delay (tests/support/ese_lab.py). The figures are printed beside the assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from pathdiv.kernels import uml
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+
+def test_mptcp_d_closes_a_link_sharing_subflow_and_keeps_the_disjoint_one(lab_kernel,
+                                                                           tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    res = uml.run_in_uml([sys.executable, str(uml.REPO_DIR / "tests" / "support" / "ese_lab.py"), "--ccs",
+                          "mptcp-d", "lia"], share=share, kernel=lab_kernel, timeout_s=1800)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads(res.stdout)
+    runs = {run["cc"]: run for run in report["runs"]}
+    for cc, run in runs.items():
+        print(cc, run["fct_s"], {a: (s["path"], s["closed"], s["cwnd_max_second_half"],
+                                     s["bytes_second_half"])
+                                 for a, s in run["subflows"].items()})
+        assert run["complete"], (cc, run)
+        assert len(run["subflows"]) == 3, (cc, run["subflows"])
+
+    def by_path(cc: str, path: int) -> list[dict]:
+        return [s for s in runs[cc]["subflows"].values() if s["path"] == path]
+
+    shared, disjoint = by_path("mptcp-d", 1), by_path("mptcp-d", 2)
+    # of the two subflows on one bottleneck exactly one had its window closed ...
+    assert sorted(s["closed"] for s in shared) == [False, True]
+    closed = next(s for s in shared if s["closed"])
+    kept = next(s for s in shared if not s["closed"])
+    # a closed window is one packet (TCP's least): about a packet per RTT, a small
+    # fraction of what its partner moves over the same queue
+    assert closed["bytes_second_half"] < 0.2 * kept["bytes_second_half"]
+    # ... and the subflow on the disjoint path kept its window and carried data
+    assert not disjoint[0]["closed"] and disjoint[0]["bytes_second_half"] > 0
+    # lia, the same subflows without elimination: nothing is closed
+    assert not any(s["closed"] for s in runs["lia"]["subflows"].values())

@@ -1,0 +1,182 @@
+"""Extra subflow elimination (mptcp-d) between two namespaces: one MPTCP connection whose
+subflows share a bottleneck, beside one on a disjoint path (as root, in the lab kernel).
+
+The server (``pdlab-s``, the data sender) reaches the client (``pdlab-c``) over one veth
+pair whose server end has one queue per path: a prio qdisc whose bands each hold a netem
+of the path's delay and rate (its queue is the path's bottleneck queue); a packet's band
+is chosen by the client address it goes to. The client has three addresses, each an MPTCP
+``subflow`` endpoint, so the connection has three subflows: those to the first two
+addresses share path 1 (one queue), the third has path 2 to itself, with a longer delay
+(heterogeneous paths: the paper's claim is that ESE tells them apart by RTT level).
+
+Per congestion control (net.ipv4.tcp_congestion_control of both namespaces; mptcp-d's
+alpha and beta from the module parameters) one transfer of ``--size`` bytes runs while
+the server's subflows are sampled every ``--sample-ms`` with ``ss -tin``: each
+subflow's congestion window and bytes acked over time. Prints one JSON object.
+
+    python tests/support/ese_lab.py [--ccs mptcp-d lia] [--size 20000000] [--alpha 1.3] [--beta 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from pathdiv.kernels import mptcp_lab as ml
+
+PARAMETERS = Path("/sys/module/mptcp/parameters")
+# client address index -> path (1: shared, 2: disjoint)
+PATH_OF = {0: 1, 1: 1, 2: 2}
+
+
+@contextlib.contextmanager
+def two_paths(rate_mbit: float, delays_ms: tuple[float, float], queue_pkts: int,
+              ack_delay_ms: float) -> Iterator[None]:
+    ml.teardown()
+    try:
+        for ns in (ml.NS_SERVER, ml.NS_CLIENT):
+            ml.sh("ip", "netns", "add", ns)
+            ml.sh("ip", "link", "set", "lo", "up", ns=ns)
+            ml.sh("ip", "mptcp", "limits", "set", "subflow", "8", "add_addr_accepted", "8",
+                  ns=ns)
+            ml.sh("sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1", ns=ns)
+        ml.sh("ip", "link", "add", ml.DEV_SERVER, "netns", ml.NS_SERVER, "type", "veth",
+              "peer", "name", ml.DEV_CLIENT, "netns", ml.NS_CLIENT)
+        ml.sh("ip", "addr", "add", f"{ml.SERVER_ADDR}/24", "dev", ml.DEV_SERVER, ns=ml.NS_SERVER)
+        for i in PATH_OF:
+            ml.sh("ip", "addr", "add", f"{ml.client_addr(i)}/24", "dev", ml.DEV_CLIENT,
+                  ns=ml.NS_CLIENT)
+            if i:
+                ml.sh("ip", "mptcp", "endpoint", "add", ml.client_addr(i), "dev",
+                      ml.DEV_CLIENT, "subflow", ns=ml.NS_CLIENT)
+        for ns, dev in ((ml.NS_SERVER, ml.DEV_SERVER), (ml.NS_CLIENT, ml.DEV_CLIENT)):
+            ml.sh("ip", "link", "set", dev, "up", ns=ns)
+            ml.sh("ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", ns=ns,
+                  check=False)
+        dev, ns = ml.DEV_SERVER, ml.NS_SERVER
+        ml.sh("tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "prio", "bands", "3",
+              "priomap", *["2"] * 16, ns=ns)
+        for band, delay in enumerate(delays_ms, start=1):
+            ml.sh("tc", "qdisc", "add", "dev", dev, "parent", f"1:{band}", "handle",
+                  f"{10 + band}:", "netem", "delay", f"{delay}ms", "rate", f"{rate_mbit}mbit",
+                  "limit", str(queue_pkts), ns=ns)
+        for i, band in PATH_OF.items():
+            ml.sh("tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio",
+                  "1", "u32", "match", "ip", "dst", f"{ml.client_addr(i)}/32", "flowid",
+                  f"1:{band}", ns=ns)
+        if ack_delay_ms:
+            ml.sh("tc", "qdisc", "add", "dev", ml.DEV_CLIENT, "root", "netem", "delay",
+                  f"{ack_delay_ms}ms", ns=ml.NS_CLIENT)
+        yield
+    finally:
+        ml.teardown()
+
+
+SOCKET_RE = re.compile(r"\s(\d+\.\d+\.\d+\.\d+):(\d+)\s+(\d+\.\d+\.\d+\.\d+):(\d+)")
+
+
+def subflow_states(ss_output: str) -> dict[str, dict[str, int]]:
+    """client address -> {cwnd, bytes_acked} of the server's subflows in `ss -tin` output."""
+    out: dict[str, dict[str, int]] = {}
+    peer = None
+    for line in ss_output.splitlines():
+        m = SOCKET_RE.search(" " + line)
+        if m and m.group(2) == str(ml.PORT):
+            peer = m.group(3)
+            continue
+        if peer and "cwnd:" in line:
+            fields = dict(re.findall(r"(\w+):(\d+)", line))
+            out[peer] = {"cwnd": int(fields.get("cwnd", 0)),
+                         "bytes_acked": int(fields.get("bytes_acked", 0))}
+            peer = None
+    return out
+
+
+def run(cc: str, size: int, sample_ms: float) -> dict:
+    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+    if cc not in allowed.read_text().split():
+        allowed.write_text(f"{allowed.read_text().strip()} {cc}")
+    ml.set_sysctls(f"net.ipv4.tcp_congestion_control={cc}")
+    server = subprocess.Popen(ml.server_cmd(1, len(PATH_OF)), stdout=subprocess.PIPE,
+                              text=True)
+    samples: list[tuple[float, dict[str, dict[str, int]]]] = []
+    try:
+        ml.wait_listening()
+        client = subprocess.Popen(ml.client_cmd(size, 1), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        start = time.monotonic()
+        while client.poll() is None:
+            state = subflow_states(ml.sh("ss", "-Htin", "state", "established",
+                                         ns=ml.NS_SERVER, check=False))
+            if state:
+                samples.append((round(time.monotonic() - start, 3), state))
+            time.sleep(sample_ms / 1000)
+        out, err = client.communicate(timeout=60)
+        if client.returncode:
+            raise RuntimeError(f"client failed ({client.returncode}): {err.strip()}")
+        fetched = json.loads(out)
+        server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    return {"cc": cc, **fetched, **summary(samples)}
+
+
+def summary(samples: list[tuple[float, dict[str, dict[str, int]]]]) -> dict:
+    """Per client address: cwnd over the second half of the transfer (max), bytes acked
+    at the end and in the second half; closed = the window held at 1 packet there."""
+    if not samples:
+        return {"subflows": {}}
+    half = samples[len(samples) // 2:]
+    addrs = sorted({a for _, s in samples for a in s})
+    per: dict[str, dict] = {}
+    for addr in addrs:
+        late = [s[addr] for _, s in half if addr in s]
+        last = next((s[addr] for _, s in reversed(samples) if addr in s), {})
+        first_late = late[0]["bytes_acked"] if late else 0
+        per[addr] = {
+            "path": PATH_OF.get(int(addr.rsplit(".", 1)[1]) - 10),
+            "cwnd_max_second_half": max((x["cwnd"] for x in late), default=0),
+            "bytes_acked": last.get("bytes_acked", 0),
+            "bytes_second_half": (late[-1]["bytes_acked"] - first_late) if late else 0,
+        }
+        per[addr]["closed"] = bool(late) and per[addr]["cwnd_max_second_half"] <= 1
+    return {"samples": len(samples), "subflows": per}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ccs", nargs="+", default=["mptcp-d", "lia"])
+    p.add_argument("--size", type=int, default=20_000_000)
+    p.add_argument("--rate-mbit", type=float, default=10.0, help="per path")
+    p.add_argument("--delays-ms", type=float, nargs=2, default=[5.0, 30.0],
+                   help="one-way delay of path 1 (shared) and path 2 (disjoint); path 1's "
+                   "base RTT (about 11.7 ms with the 1.2 ms a packet takes at 10 Mbit/s) "
+                   "makes beta's band (+-1.2 ms) as wide as one packet in its queue")
+    p.add_argument("--queue-pkts", type=int, default=100, help="per path")
+    p.add_argument("--ack-delay-ms", type=float, default=0.5)
+    p.add_argument("--alpha", type=float, default=1.3)
+    p.add_argument("--beta", type=float, default=0.1)
+    p.add_argument("--sample-ms", type=float, default=200.0)
+    args = p.parse_args(argv)
+    if (PARAMETERS / "mptcp_d_alpha_pct").exists():
+        (PARAMETERS / "mptcp_d_alpha_pct").write_text(f"{round(args.alpha * 100)}\n")
+        (PARAMETERS / "mptcp_d_beta_pct").write_text(f"{round(args.beta * 100)}\n")
+    with two_paths(args.rate_mbit, tuple(args.delays_ms), args.queue_pkts, args.ack_delay_ms):
+        runs = [run(cc, args.size, args.sample_ms) for cc in args.ccs]
+    print(json.dumps({"mode": "ese", "kernel": ml.sh("uname", "-r").strip(),
+                      "rate_mbit_per_path": args.rate_mbit, "delays_ms": args.delays_ms,
+                      "alpha": args.alpha, "beta": args.beta, "runs": runs}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
