@@ -27,7 +27,7 @@ help:
 	@echo "make reproduce CONFIG=configs/noisy.yaml [ARGS=--preview]   reproduce the study into docs/reproduction/"
 	@echo "make lint                          ruff on the Python code"
 	@echo "make kernel                        build the lab kernel (MPTCP rb scheduler), cached"
-	@echo "make kernel-test                   user-space tests of the patches' C code (rb, lia, reorder hold)"
+	@echo "make kernel-test                   user-space tests of the patches' C code (rb, lia, olia, reorder hold, ...)"
 	@echo "make clean-lab                     remove namespaces/links/processes a killed run left"
 
 need-root:
@@ -74,4 +74,4 @@ kernel: $(STAMP)
 # with user-space drivers and tested (fast, no root).
 kernel-test: $(STAMP)
 	$(PY) -m pytest tests/unit/test_rb_alloc.py tests/unit/test_lia_wnd.py \
-		tests/unit/test_reorder_hold.py -q
+		tests/unit/test_reorder_hold.py tests/unit/test_olia_inc.py -q

@@ -19,10 +19,11 @@ LAB_FRAGMENT = KERNELS_DIR / "uml.config"
 # The names Linux gives its TCP congestion controls (net/ipv4/tcp_*.c), for the schema.
 KNOWN_CCS = ("reno", "cubic", "bbr", "dctcp", "bic", "highspeed", "htcp", "hybla",
              "illinois", "lp", "nv", "scalable", "vegas", "veno", "westwood", "yeah", "cdg",
-             "lia")
+             "lia", "olia")
 # Those only the lab kernel's patches register (kernels/patches): lia, RFC 6356's coupled
-# congestion control for MPTCP subflows (plain TCP sockets run it as Reno).
-LAB_ONLY_CCS = ("lia",)
+# congestion control for MPTCP subflows, and olia, the opportunistic linked increases
+# (plain TCP sockets run both as Reno).
+LAB_ONLY_CCS = ("lia", "olia")
 
 
 @dataclass(frozen=True)

@@ -237,8 +237,9 @@ SCHEMA = Section(
                 "subflows": Leaf(int, 4, "MPTCP subflows per connection on the single "
                                  "interface (ndiffports)", check=_subflows),
                 "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows); "
-                           "lia = RFC 6356 coupled control of MPTCP subflows (lab kernel; "
-                           "plain TCP runs it as reno)", choices=KNOWN_CCS),
+                           "lia = RFC 6356 coupled control of MPTCP subflows, olia = "
+                           "opportunistic linked increases (lab kernel; plain TCP runs "
+                           "them as reno)", choices=KNOWN_CCS),
                 "kernel": Leaf(str, "host", "host: this machine's kernel; net: the pathdiv lab "
                                "kernel (RB scheduler)", choices=("host", "lab")),
                 "scheduler": Leaf(str, "default", "MPTCP packet scheduler "
