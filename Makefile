@@ -74,4 +74,5 @@ kernel: $(STAMP)
 # with user-space drivers and tested (fast, no root).
 kernel-test: $(STAMP)
 	$(PY) -m pytest tests/unit/test_rb_alloc.py tests/unit/test_lia_wnd.py \
-		tests/unit/test_reorder_hold.py tests/unit/test_olia_inc.py -q
+		tests/unit/test_reorder_hold.py tests/unit/test_olia_inc.py \
+		tests/unit/test_coupled_bbr_gain.py -q

@@ -19,11 +19,12 @@ LAB_FRAGMENT = KERNELS_DIR / "uml.config"
 # The names Linux gives its TCP congestion controls (net/ipv4/tcp_*.c), for the schema.
 KNOWN_CCS = ("reno", "cubic", "bbr", "dctcp", "bic", "highspeed", "htcp", "hybla",
              "illinois", "lp", "nv", "scalable", "vegas", "veno", "westwood", "yeah", "cdg",
-             "lia", "olia")
+             "lia", "olia", "coupled-bbr")
 # Those only the lab kernel's patches register (kernels/patches): lia, RFC 6356's coupled
 # congestion control for MPTCP subflows, and olia, the opportunistic linked increases
-# (plain TCP sockets run both as Reno).
-LAB_ONLY_CCS = ("lia", "olia")
+# (plain TCP sockets run both as Reno), and coupled-bbr, BBR with Coupled BBR's PROBE_BW
+# gains (seed 003, section IV; plain TCP sockets run it as BBR).
+LAB_ONLY_CCS = ("lia", "olia", "coupled-bbr")
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def _registered_names(patches: Iterable[str], ops: str) -> set[str]:
     for text in patches:
         for part in re.split(r"^\+\+\+ ", text, flags=re.M)[1:]:
             if re.search(rf"^\+.*\bstruct {ops}\b[^;(]*=", part, re.M):
-                names |= set(re.findall(r'^\+\s*\.name\s*=\s*"([a-z0-9_]+)",', part, re.M))
+                names |= set(re.findall(r'^\+\s*\.name\s*=\s*"([a-z0-9_-]+)",', part, re.M))
     return names
 
 

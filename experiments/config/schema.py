@@ -239,7 +239,8 @@ SCHEMA = Section(
                 "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows); "
                            "lia = RFC 6356 coupled control of MPTCP subflows, olia = "
                            "opportunistic linked increases (lab kernel; plain TCP runs "
-                           "them as reno)", choices=KNOWN_CCS),
+                           "them as reno), coupled-bbr = BBR with coupled PROBE_BW "
+                           "gains (lab kernel; plain TCP runs it as bbr)", choices=KNOWN_CCS),
                 "kernel": Leaf(str, "host", "host: this machine's kernel; net: the pathdiv lab "
                                "kernel (RB scheduler)", choices=("host", "lab")),
                 "scheduler": Leaf(str, "default", "MPTCP packet scheduler "
