@@ -68,7 +68,8 @@ def test_connection_gets_the_best_paths_rate(cbbr):
         betas = [cbbr(i, bws)[0] for i in range(len(bws))]
         for i, b in enumerate(betas):
             assert b == pytest.approx(paper_beta(i, bws), abs=2 / BETA_ONE)
-        assert sum(b * bw for b, bw in zip(betas, bws)) == pytest.approx(max(bws), rel=1e-3)
+        total = sum(b * bw for b, bw in zip(betas, bws, strict=True))
+        assert total == pytest.approx(max(bws), rel=1e-3)
 
 
 def test_alpha_follows_eq_1(cbbr):
@@ -97,7 +98,8 @@ def test_a_poor_path_keeps_four_packets_per_rtt(cbbr):
 def test_alpha_just_above_zero_still_sends(cbbr):
     # β slightly above 1/4: α rounds to 0 in 1/256 units, the gain stays positive
     bws = [1000, 268]  # β ≈ 0.2500 + ε
-    beta, _, gain = cbbr(1, bws)
-    assert gain > 0
+    beta, alpha, gain = cbbr(1, bws)
+    assert beta > 0.25 and alpha == 0
+    assert gain == 1 / UNIT
     assert cbbr(0, [1000, 0]) == (1.0, 1.0, 1.0)  # a subflow not yet measured counts not
     assert cbbr(1, [1000, 0])[0] == 1.0            # and is not slowed before it measures
