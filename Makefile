@@ -75,4 +75,4 @@ kernel: $(STAMP)
 kernel-test: $(STAMP)
 	$(PY) -m pytest tests/unit/test_rb_alloc.py tests/unit/test_lia_wnd.py \
 		tests/unit/test_reorder_hold.py tests/unit/test_olia_inc.py \
-		tests/unit/test_coupled_bbr_gain.py -q
+		tests/unit/test_coupled_bbr_gain.py tests/unit/test_arp_plan.py -q

@@ -244,8 +244,13 @@ SCHEMA = Section(
                 "kernel": Leaf(str, "host", "host: this machine's kernel; net: the pathdiv lab "
                                "kernel (RB scheduler)", choices=("host", "lab")),
                 "scheduler": Leaf(str, "default", "MPTCP packet scheduler "
-                                  "(net.mptcp.scheduler)",
-                                  choices=("default", "rb", "roundrobin")),
+                                  "(net.mptcp.scheduler); lab kernel: rb, roundrobin, "
+                                  "arp = AR&P (redundant subflows for bad paths, "
+                                  "new packets by predicted arrival), ar = its "
+                                  "AR part only, redundant = copies on every other "
+                                  "subflow",
+                                  choices=("default", "rb", "roundrobin", "arp", "ar",
+                                           "redundant")),
                 "subflow_paths": Leaf(str, "hashed", "where MPTCP subflows go: hashed = "
                                       "kernel path manager, ECMP's hash decides; disjoint "
                                       "= source ports chosen so the hash puts them on "
