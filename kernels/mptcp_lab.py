@@ -6,8 +6,10 @@ connection has N subflows over one interface (the ``ndiffports`` behaviour of th
 The scheduler under test is the server's ``net.mptcp.scheduler``.
 
 Modes (each prints one JSON object on stdout):
-  check    per scheduler: one transfer captured with tcpdump; reports completion and the
-           fraction of consecutive data sequence numbers sent on different subflows
+  check    per scheduler: one transfer captured with tcpdump; reports completion, the
+           fraction of consecutive data sequence numbers sent on different subflows and
+           the share of data segments that repeat a DSN (copies; --cc sets the
+           congestion control of both namespaces, also for goodput and fct)
   goodput  one N-subflow transfer, no shaping: goodput in Mbit/s
   fct      F concurrent N-subflow transfers through one shallow-buffered bottleneck:
            mean flow completion time per scheduler
@@ -138,6 +140,17 @@ def interleave_fraction(packets: Sequence[tuple[int, tuple, int]]) -> tuple[floa
         return 0.0, 0
     switches = sum(1 for (_, a), (_, b) in pairs if a != b)
     return switches / len(pairs), len(pairs)
+
+
+def copied_share(packets: Sequence[tuple[int, tuple, int]]) -> float:
+    """Share of data segments whose DSN an earlier segment already carried: copies sent by a
+    redundant subflow, and MPTCP-level retransmissions."""
+    seen: set[int] = set()
+    copies = 0
+    for dsn, _, _ in packets:
+        copies += dsn in seen
+        seen.add(dsn)
+    return copies / len(packets) if packets else 0.0
 
 
 # ------------------------------------------------------------------ namespaces and processes
@@ -321,7 +334,8 @@ def transfer(scheduler: str, size: int, flows: int, subflows: int,
         packets = data_packets(capture)
         frac, pairs = interleave_fraction(packets)
         report.update(interleave_fraction=round(frac, 4), packet_pairs=pairs,
-                      subflows_seen=len({flow for _, flow, _ in packets}))
+                      subflows_seen=len({flow for _, flow, _ in packets}),
+                      copied_share=round(copied_share(packets), 4))
     return report
 
 
@@ -585,6 +599,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         m.add_argument("--rate-mbit", type=float, default=20.0 if name == "fct" else 0.0)
         m.add_argument("--queue-pkts", type=int, default=10)
         m.add_argument("--out", type=Path, default=Path("."))
+        m.add_argument("--cc", default="", help="net.ipv4.tcp_congestion_control of both "
+                       "namespaces (default: the kernel's)")
     s = sub.add_parser("serve")
     s.add_argument("--connections", type=int, default=1)
     s.add_argument("--subflows", type=int, default=4)
@@ -648,10 +664,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({"mode": "spray", "kernel": kernel, "delays_ms": args.delays_ms,
                           "rate_mbit_per_path": args.rate_mbit, "runs": runs}, indent=1))
         return 0
-    report: dict = {"mode": args.mode, "kernel": kernel,
+    report: dict = {"mode": args.mode, "kernel": kernel, "cc": args.cc or None,
                     "available_schedulers": available(), "runs": []}
     args.out.mkdir(parents=True, exist_ok=True)
     with lab(args.subflows, args.delay_ms, args.rate_mbit, args.queue_pkts):
+        if args.cc:
+            set_sysctls(f"net.ipv4.tcp_congestion_control={args.cc}")
         for sched in args.schedulers:
             capture = args.out / f"{sched}.pcap" if args.mode == "check" else None
             report["runs"].append(transfer(sched, args.size, args.flows, args.subflows, capture))

@@ -78,3 +78,12 @@ def test_interleave_fraction_skips_the_time_before_all_subflows_joined():
     # retransmitted copy of DSN 51 on the other subflow is ignored
     frac, pairs = mptcp_lab.interleave_fraction([*early, *steady, (51, b, 1)])
     assert (frac, pairs) == (1.0, 10)
+
+
+def test_copied_share_counts_segments_that_repeat_a_dsn():
+    a, b = ("a",), ("b",)
+    sent = [(k * 1400, a, 1400) for k in range(6)]
+    # b copies the first three segments: 3 of 9 segments repeat a DSN
+    assert mptcp_lab.copied_share([*sent, *((dsn, b, n) for dsn, _, n in sent[:3])]) == 3 / 9
+    assert mptcp_lab.copied_share(sent) == 0.0
+    assert mptcp_lab.copied_share([]) == 0.0
