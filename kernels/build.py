@@ -199,11 +199,19 @@ def _prepare_source(src: Path, version: str, log_file: Path, log: Log) -> None:
 
 def _apply_patches(src: Path, applied: Path, patches: Sequence[tuple[str, bytes]],
                    log_file: Path, log: Log) -> bool:
-    """Make ``src`` carry exactly ``patches``; return False if the tree must be re-extracted."""
+    """Make ``src`` carry exactly ``patches``; return False if the tree must be re-extracted.
+
+    Only the patches after the longest prefix the tree already carries are reverted and
+    applied: a reverted and re-applied patch gives its files new times, and make rebuilds
+    everything that includes them (0005 touches include/linux/tcp.h: most of the kernel)."""
     old = sorted(applied.glob("*.patch")) if applied.is_dir() else []
-    if [(p.name, p.read_bytes()) for p in old] == list(patches):
+    keep = 0
+    while (keep < min(len(old), len(patches))
+           and (old[keep].name, old[keep].read_bytes()) == tuple(patches[keep])):
+        keep += 1
+    if keep == len(old) == len(patches):
         return True
-    for p in reversed(old):
+    for p in reversed(old[keep:]):
         try:
             _run(["patch", "-R", "-p1", "-s", "-d", str(src), "-i", str(p)], log_file)
         except LabKernelError:
@@ -211,7 +219,7 @@ def _apply_patches(src: Path, applied: Path, patches: Sequence[tuple[str, bytes]
             return False
         p.unlink()
     applied.mkdir(parents=True, exist_ok=True)
-    for name, text in patches:
+    for name, text in patches[keep:]:
         (applied / name).write_bytes(text)
         log(f"lab kernel: applying {name}")
         try:

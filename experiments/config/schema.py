@@ -389,12 +389,18 @@ SCHEMA = Section(
                 "subflows": Leaf(int, 4, "MPTCP subflows per connection on the single "
                                  "interface (ndiffports)", check=_subflows),
                 "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows); "
-                           "lia = RFC 6356 coupled control of MPTCP subflows (lab kernel; "
-                           "plain TCP runs it as reno)", choices=KNOWN_CCS),
+                           "lia = RFC 6356 coupled control of MPTCP subflows, olia = "
+                           "opportunistic linked increases (lab kernel; plain TCP runs "
+                           "them as reno), coupled-bbr = BBR with coupled PROBE_BW "
+                           "gains (lab kernel; plain TCP runs it as bbr)", choices=KNOWN_CCS),
                 "kernel": Leaf(str, "host", "host: this machine's kernel; lab: the pathdiv lab "
                                "kernel (RB scheduler)", choices=("host", "lab")),
                 "scheduler": Leaf(str, "default", "MPTCP packet scheduler "
-                                  "(net.mptcp.scheduler)",
+                                  "(net.mptcp.scheduler); lab kernel: rb, roundrobin, "
+                                  "arp = AR&P (redundant subflows for bad paths, "
+                                  "new packets by predicted arrival), ar = its "
+                                  "AR part only, redundant = copies on every other "
+                                  "subflow",
                                   choices=LAB_SCHEDULERS),
                 "subflow_paths": Leaf(str, "hashed", "where MPTCP subflows go: hashed = "
                                       "kernel path manager, ECMP's hash decides; disjoint "

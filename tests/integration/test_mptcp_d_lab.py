@@ -19,7 +19,8 @@ def test_mptcp_d_closes_a_link_sharing_subflow_and_keeps_the_disjoint_one(lab_ke
                                                                            tmp_path):
     share = tmp_path / "share"
     share.mkdir()
-    res = uml.run_in_uml([sys.executable, str(uml.REPO_DIR / "tests" / "support" / "ese_lab.py"), "--ccs",
+    tool = uml.REPO_DIR / "tests" / "support" / "ese_lab.py"
+    res = uml.run_in_uml([sys.executable, str(tool), "--ccs",
                           "mptcp-d", "lia"], share=share, kernel=lab_kernel, timeout_s=1800)
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.loads(res.stdout)

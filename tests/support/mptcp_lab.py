@@ -6,8 +6,10 @@ connection has N subflows over one interface (the ``ndiffports`` behaviour of th
 The scheduler under test is the server's ``net.mptcp.scheduler``.
 
 Modes (each prints one JSON object on stdout):
-  check    per scheduler: one transfer captured with tcpdump; reports completion and the
-           fraction of consecutive data sequence numbers sent on different subflows
+  check    per scheduler: one transfer captured with tcpdump; reports completion, the
+           fraction of consecutive data sequence numbers sent on different subflows and
+           the share of data segments that repeat a DSN (copies; --cc sets the
+           congestion control of both namespaces, also for goodput and fct)
   goodput  one N-subflow transfer, no shaping: goodput in Mbit/s
   fct      F concurrent N-subflow transfers through one shallow-buffered bottleneck:
            mean flow completion time per scheduler
@@ -15,6 +17,10 @@ Modes (each prints one JSON object on stdout):
            one N-subflow MPTCP connection and one TCP connection download at once
            through one bottleneck; bytes each got in a window after a warm-up, and the
            ratio MPTCP / TCP (coupled congestion control: lia ~1, uncoupled cubic ~N)
+  paths    dual-homed hosts: one veth pair per path (--paths RATE:DELAY:LOSS ...), one
+           subflow per interface; per scheduler one captured transfer: completion, the
+           subflows seen, and per path its segments and the share that another subflow
+           also carried (a redundant subflow's copies)
   spray    per reordering level (hosts.reordering's sysctls; gro with --hold-us): one TCP
            transfer sprayed round robin, packet by packet, over P parallel paths of
            different delays (nftables numgen marks, a prio qdisc with one netem per
@@ -49,6 +55,25 @@ MPTCP_OPTION, DSS_SUBTYPE = 30, 2
 
 def client_addr(i: int) -> str:
     return f"10.77.0.{10 + i}"
+
+
+def path_addr(i: int, side: str) -> str:
+    """Address of the client ("c") or the server's next hop ("s") on path i (paths mode)."""
+    return f"10.78.{i}.{10 if side == 'c' else 1}"
+
+
+def parse_path(text: str) -> tuple[float, float, float]:
+    """'RATE_MBIT:DELAY_MS:LOSS_PCT' (rate 0: unshaped) -> the three numbers."""
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected RATE_MBIT:DELAY_MS:LOSS_PCT")
+    try:
+        rate, delay, loss = (float(x) for x in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not three numbers") from None
+    if rate < 0 or delay < 0 or not 0 <= loss < 100:
+        raise argparse.ArgumentTypeError(f"{text!r}: rate and delay >= 0, loss in [0, 100)")
+    return rate, delay, loss
 
 
 # ------------------------------------------------------------------ capture analysis (pure)
@@ -140,6 +165,32 @@ def interleave_fraction(packets: Sequence[tuple[int, tuple, int]]) -> tuple[floa
     return switches / len(pairs), len(pairs)
 
 
+def copied_share(packets: Sequence[tuple[int, tuple, int]]) -> float:
+    """Share of data segments whose DSN an earlier segment already carried: copies sent by a
+    redundant subflow, and MPTCP-level retransmissions."""
+    seen: set[int] = set()
+    copies = 0
+    for dsn, _, _ in packets:
+        copies += dsn in seen
+        seen.add(dsn)
+    return copies / len(packets) if packets else 0.0
+
+
+def path_shares(packets: Sequence[tuple[int, tuple, int]], addrs: Sequence[bytes]) -> list[dict]:
+    """Per client address (one per path): data segments it received, their bytes, and the
+    share of them whose DSN another subflow also carried (copies, either way round)."""
+    carriers: dict[int, set[bytes]] = {}
+    for dsn, flow, _ in packets:
+        carriers.setdefault(dsn, set()).add(flow[2])
+    out = []
+    for addr in addrs:
+        mine = [(dsn, n) for dsn, flow, n in packets if flow[2] == addr]
+        shared = sum(1 for dsn, _ in mine if len(carriers[dsn]) > 1)
+        out.append({"segments": len(mine), "bytes": sum(n for _, n in mine),
+                    "shared_share": round(shared / len(mine), 4) if mine else 0.0})
+    return out
+
+
 # ------------------------------------------------------------------ namespaces and processes
 
 
@@ -212,6 +263,103 @@ def lab(subflows: int, delay_ms: float, rate_mbit: float, queue_pkts: int,
         yield
     finally:
         teardown()
+
+
+@contextlib.contextmanager
+def paths_lab(paths: Sequence[tuple[float, float, float]], queue_pkts: int) -> Iterator[None]:
+    """Dual-homed hosts: one veth pair per path between the namespaces, each with its own
+    rate, delay and loss, and the client's address on path i an MPTCP ``subflow`` endpoint
+    on that interface (one subflow per interface, the paper's two-interface setting).
+
+    The server's address is on its loopback, reached over every path; the client routes by
+    source address (one table per path). Path i's data direction (server egress) holds
+    netem (half the delay, the loss) with a tbf child (rate, ``queue_pkts``); the ACK
+    direction the other half of the delay."""
+    teardown()
+    try:
+        for ns in (NS_SERVER, NS_CLIENT):
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "set", "lo", "up", ns=ns)
+            sh("ip", "mptcp", "limits", "set", "subflow", "8", "add_addr_accepted", "8", ns=ns)
+            sh("sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1", ns=ns)
+            for key in ("all", "default"):
+                sh("sysctl", "-qw", f"net.ipv4.conf.{key}.rp_filter=0", ns=ns)
+        sh("ip", "addr", "add", f"{SERVER_ADDR}/32", "dev", "lo", ns=NS_SERVER)
+        for i, (rate, delay, loss) in enumerate(paths):
+            dev_s, dev_c = f"pdlab-s{i}", f"pdlab-c{i}"
+            sh("ip", "link", "add", dev_s, "netns", NS_SERVER, "type", "veth",
+               "peer", "name", dev_c, "netns", NS_CLIENT)
+            sh("ip", "addr", "add", f"{path_addr(i, 's')}/24", "dev", dev_s, ns=NS_SERVER)
+            sh("ip", "addr", "add", f"{path_addr(i, 'c')}/24", "dev", dev_c, ns=NS_CLIENT)
+            for ns, dev in ((NS_SERVER, dev_s), (NS_CLIENT, dev_c)):
+                sh("ip", "link", "set", dev, "up", ns=ns)
+                sh("ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", ns=ns,
+                   check=False)
+            table = str(100 + i)
+            sh("ip", "route", "add", f"{SERVER_ADDR}/32", "via", path_addr(i, "s"), "dev",
+               dev_c, "table", table, ns=NS_CLIENT)
+            sh("ip", "rule", "add", "from", path_addr(i, "c"), "table", table, ns=NS_CLIENT)
+            if i == 0:
+                sh("ip", "route", "add", f"{SERVER_ADDR}/32", "via", path_addr(i, "s"), "dev",
+                   dev_c, ns=NS_CLIENT)
+            else:
+                sh("ip", "mptcp", "endpoint", "add", path_addr(i, "c"), "dev", dev_c,
+                   "subflow", ns=NS_CLIENT)
+            netem = ["delay", f"{delay / 2}ms"] + (["loss", f"{loss}%"] if loss else [])
+            sh("tc", "qdisc", "add", "dev", dev_s, "root", "handle", "1:", "netem", *netem,
+               "limit", "10000", ns=NS_SERVER)
+            if rate:
+                sh("tc", "qdisc", "add", "dev", dev_s, "parent", "1:", "handle", "2:", "tbf",
+                   "rate", f"{rate}mbit", "burst", "3028", "limit", str(queue_pkts * 1514),
+                   ns=NS_SERVER)
+            if delay:
+                sh("tc", "qdisc", "add", "dev", dev_c, "root", "netem", "delay",
+                   f"{delay / 2}ms", ns=NS_CLIENT)
+        yield
+    finally:
+        teardown()
+
+
+def paths_transfer(scheduler: str, size: int, paths: int, out: Path) -> dict:
+    """One MPTCP fetch of ``size`` bytes over the paths lab, captured on every client
+    interface: completion, goodput, subflows and what each path carried."""
+    set_scheduler(scheduler)
+    local = Path(tempfile.mkdtemp(prefix="pdlab-"))
+    dumps = []
+    for i in range(paths):
+        pcap = local / f"{scheduler}-path{i}.pcap"
+        dumps.append((pcap, subprocess.Popen(
+            ["ip", "netns", "exec", NS_CLIENT, "tcpdump", "-i", f"pdlab-c{i}", "-s", "160",
+             "-B", "16384", "-w", str(pcap), "tcp", "port", str(PORT)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+    deadline = time.monotonic() + 20
+    while not all(p.exists() for p, _ in dumps) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server = subprocess.Popen(server_cmd(1, paths), stdout=subprocess.PIPE, text=True)
+    try:
+        wait_listening()
+        res = subprocess.run(client_cmd(size, 1), capture_output=True, text=True, timeout=600)
+        if res.returncode != 0:
+            raise RuntimeError(f"client failed ({res.returncode}): {res.stderr.strip()}")
+        fetched = json.loads(res.stdout)
+        server_out, _ = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        time.sleep(0.5)  # let tcpdump drain what the kernel queued
+        for _, dump in dumps:
+            dump.terminate()
+            dump.wait(timeout=30)
+    packets = []
+    for pcap, _ in dumps:
+        packets += data_packets(pcap)
+        shutil.move(pcap, out / pcap.name)
+    shutil.rmtree(local, ignore_errors=True)
+    addrs = [socket.inet_aton(path_addr(i, "c")) for i in range(paths)]
+    return {"scheduler": scheduler, **fetched, "server": json.loads(server_out or "{}"),
+            "subflows_seen": len({flow for _, flow, _ in packets}),
+            "copied_share": round(copied_share(packets), 4),
+            "paths": path_shares(packets, addrs)}
 
 
 def set_sysctls(*settings: str) -> None:
@@ -321,7 +469,8 @@ def transfer(scheduler: str, size: int, flows: int, subflows: int,
         packets = data_packets(capture)
         frac, pairs = interleave_fraction(packets)
         report.update(interleave_fraction=round(frac, 4), packet_pairs=pairs,
-                      subflows_seen=len({flow for _, flow, _ in packets}))
+                      subflows_seen=len({flow for _, flow, _ in packets}),
+                      copied_share=round(copied_share(packets), 4))
     return report
 
 
@@ -585,6 +734,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         m.add_argument("--rate-mbit", type=float, default=20.0 if name == "fct" else 0.0)
         m.add_argument("--queue-pkts", type=int, default=10)
         m.add_argument("--out", type=Path, default=Path("."))
+        m.add_argument("--cc", default="", help="net.ipv4.tcp_congestion_control of both "
+                       "namespaces (default: the kernel's)")
     s = sub.add_parser("serve")
     s.add_argument("--connections", type=int, default=1)
     s.add_argument("--subflows", type=int, default=4)
@@ -607,6 +758,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     sh_.add_argument("--queue-pkts", type=int, default=60)
     sh_.add_argument("--warmup-s", type=float, default=10.0)
     sh_.add_argument("--window-s", type=float, default=60.0)
+    pa = sub.add_parser("paths")
+    pa.add_argument("--paths", type=parse_path, nargs="+",
+                    default=[(20.0, 10.0, 0.0), (20.0, 10.0, 0.0)],
+                    help="RATE_MBIT:DELAY_MS:LOSS_PCT per path (RTT = delay)")
+    pa.add_argument("--schedulers", nargs="+", default=["default", "arp"])
+    pa.add_argument("--cc", default="", help="net.ipv4.tcp_congestion_control of both hosts")
+    pa.add_argument("--size", type=int, default=4_000_000)
+    pa.add_argument("--queue-pkts", type=int, default=50)
+    pa.add_argument("--out", type=Path, default=Path("."))
     sp = sub.add_parser("spray")
     sp.add_argument("--levels", nargs="+", default=["default", "tuned"])
     sp.add_argument("--size", type=int, default=10_000_000)
@@ -642,16 +802,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({"mode": "share", "kernel": kernel, "rate_mbit": args.rate_mbit,
                           "runs": runs}, indent=1))
         return 0
+    if args.mode == "paths":
+        args.out.mkdir(parents=True, exist_ok=True)
+        with paths_lab(args.paths, args.queue_pkts):
+            if args.cc:
+                set_sysctls(f"net.ipv4.tcp_congestion_control={args.cc}")
+            runs = [paths_transfer(s, args.size, len(args.paths), args.out)
+                    for s in args.schedulers]
+        print(json.dumps({"mode": "paths", "kernel": kernel, "cc": args.cc or None,
+                          "paths": [dict(zip(("rate_mbit", "delay_ms", "loss_pct"), p,
+                                             strict=True)) for p in args.paths],
+                          "runs": runs}, indent=1))
+        return 0
     if args.mode == "spray":
         with spray_lab(args.delays_ms, args.rate_mbit, args.queue_pkts, args.ack_delay_ms):
             runs = [spray_run(level, args.size, args.hold_us) for level in args.levels]
         print(json.dumps({"mode": "spray", "kernel": kernel, "delays_ms": args.delays_ms,
                           "rate_mbit_per_path": args.rate_mbit, "runs": runs}, indent=1))
         return 0
-    report: dict = {"mode": args.mode, "kernel": kernel,
+    report: dict = {"mode": args.mode, "kernel": kernel, "cc": args.cc or None,
                     "available_schedulers": available(), "runs": []}
     args.out.mkdir(parents=True, exist_ok=True)
     with lab(args.subflows, args.delay_ms, args.rate_mbit, args.queue_pkts):
+        if args.cc:
+            set_sysctls(f"net.ipv4.tcp_congestion_control={args.cc}")
         for sched in args.schedulers:
             capture = args.out / f"{sched}.pcap" if args.mode == "check" else None
             report["runs"].append(transfer(sched, args.size, args.flows, args.subflows, capture))

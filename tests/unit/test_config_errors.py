@@ -83,8 +83,10 @@ def test_the_lab_kernels_abilities_come_from_its_recipe():
     assert patch_schedulers([sched + cc]) == {"default", "rb"}
     assert patch_ccs([sched + cc]) == {"lia"}
     lab = lab_kernel_abilities()
-    assert {"default", "rb", "roundrobin"} <= lab.schedulers and "lia" not in lab.schedulers
-    assert {"cubic", "bbr", "dctcp", "lia"} <= lab.ccs and lab.netem and lab.mptcp
+    assert {"default", "rb", "roundrobin", "arp", "ar", "redundant"} <= lab.schedulers
+    assert "lia" not in lab.schedulers
+    assert {"cubic", "bbr", "dctcp", "lia", "olia", "coupled-bbr"} <= lab.ccs
+    assert lab.netem and lab.mptcp
 
 
 def test_lia_is_for_lab_runs_only():

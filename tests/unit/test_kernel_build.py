@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 
 from pathdiv.kernels.build import (
@@ -66,3 +69,34 @@ def test_config_options_missing_from_the_final_config():
     config = ("CONFIG_MPTCP=y\n# CONFIG_NET_SCH_NETEM is not set\nCONFIG_LOCALVERSION=\"-p\"\n"
               "CONFIG_DRM=y\n# CONFIG_SOUND is not set\n")
     assert missing_options(fragment, config) == ["CONFIG_NET_SCH_NETEM=y", "CONFIG_DRM unset"]
+
+
+def _file_patch(name: str, old: str, new: str) -> bytes:
+    return (f"--- a/{name}\n+++ b/{name}\n@@ -1 +1 @@\n-{old}\n+{new}\n").encode()
+
+
+@pytest.mark.skipif(not shutil.which("patch"), reason="no patch(1) to apply a series")
+def test_a_changed_series_leaves_its_unchanged_prefix_untouched(tmp_path):
+    # re-applying an unchanged patch would give its files new times and make would
+    # rebuild everything including them
+    from pathdiv.kernels.build import _apply_patches
+
+    src, applied, log = tmp_path / "src", tmp_path / "applied", tmp_path / "log"
+    src.mkdir()
+    (src / "a.h").write_text("a0\n")
+    (src / "b.c").write_text("b0\n")
+    first = ("0001-a.patch", _file_patch("a.h", "a0", "a1"))
+    assert _apply_patches(src, applied, [first, ("0002-b.patch", _file_patch("b.c", "b0", "b1"))],
+                          log, lambda _: None)
+    stamp = (src / "a.h").stat().st_mtime_ns
+    os.utime(src / "a.h", ns=(stamp - 10**9, stamp - 10**9))
+    series = [first, ("0002-b.patch", _file_patch("b.c", "b0", "b2")),
+              ("0003-b.patch", _file_patch("b.c", "b2", "b3"))]
+    assert _apply_patches(src, applied, series, log, lambda _: None)
+    assert (src / "a.h").read_text() == "a1\n" and (src / "b.c").read_text() == "b3\n"
+    assert (src / "a.h").stat().st_mtime_ns == stamp - 10**9
+    assert sorted(p.name for p in applied.iterdir()) == [n for n, _ in series]
+    # a shorter series reverts what it no longer has
+    assert _apply_patches(src, applied, [first], log, lambda _: None)
+    assert (src / "b.c").read_text() == "b0\n" and (src / "a.h").read_text() == "a1\n"
+    assert [p.name for p in applied.iterdir()] == ["0001-a.patch"]

@@ -6,6 +6,7 @@ import importlib.util
 import struct
 
 import dpkt
+import pytest
 
 from tests.conftest import REPO
 
@@ -79,3 +80,35 @@ def test_interleave_fraction_skips_the_time_before_all_subflows_joined():
     # retransmitted copy of DSN 51 on the other subflow is ignored
     frac, pairs = mptcp_lab.interleave_fraction([*early, *steady, (51, b, 1)])
     assert (frac, pairs) == (1.0, 10)
+
+
+def test_copied_share_counts_segments_that_repeat_a_dsn():
+    a, b = ("a",), ("b",)
+    sent = [(k * 1400, a, 1400) for k in range(6)]
+    # b copies the first three segments: 3 of 9 segments repeat a DSN
+    assert mptcp_lab.copied_share([*sent, *((dsn, b, n) for dsn, _, n in sent[:3])]) == 3 / 9
+    assert mptcp_lab.copied_share(sent) == 0.0
+    assert mptcp_lab.copied_share([]) == 0.0
+
+
+def test_path_shares_tell_copies_from_new_data():
+    import socket
+
+    a, b = socket.inet_aton("10.78.0.10"), socket.inet_aton("10.78.1.10")
+    fa, fb = ("s", 5201, a, 40000), ("s", 5201, b, 40001)
+    # path 0 carries DSNs 0..5 as new data; path 1 copies 0..2 and carries 6 alone
+    packets = [*((k * 1400, fa, 1400) for k in range(6)),
+               *((k * 1400, fb, 1400) for k in range(3)), (6 * 1400, fb, 1400)]
+    p0, p1 = mptcp_lab.path_shares(packets, [a, b])
+    assert (p0["segments"], p0["bytes"], p0["shared_share"]) == (6, 8400, 0.5)
+    assert (p1["segments"], p1["shared_share"]) == (4, 0.75)
+    assert mptcp_lab.path_shares([], [a]) == [{"segments": 0, "bytes": 0, "shared_share": 0.0}]
+
+
+def test_parse_path_reads_rate_delay_loss_and_refuses_nonsense():
+    import argparse
+
+    assert mptcp_lab.parse_path("100:25:0.01") == (100.0, 25.0, 0.01)
+    for bad in ("100:25", "a:b:c", "100:25:100", "-1:25:0"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            mptcp_lab.parse_path(bad)

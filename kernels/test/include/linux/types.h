@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* User-space stand-in for <linux/types.h>: just what sched_rb_alloc.[ch]
- * use, so the kernel's allocation code compiles unchanged in the test
- * driver (rb_alloc_driver.c).
+/* User-space stand-in for <linux/types.h>: just what the patches' pure
+ * arithmetic files (sched_rb_alloc, cc_lia_wnd, cc_olia_inc, ...) use, so
+ * they compile unchanged in the test drivers in kernels/test/.
  */
 #ifndef PATHDIV_TEST_LINUX_TYPES_H
 #define PATHDIV_TEST_LINUX_TYPES_H
@@ -12,5 +12,7 @@
 typedef uint8_t u8;
 typedef uint32_t u32;
 typedef uint64_t u64;
+typedef int32_t s32;
+typedef int64_t s64;
 
 #endif
