@@ -105,6 +105,16 @@ def _print_design(runs: list[Run]) -> None:
               f"{runs[0].config.data['workload']['designations']}")
     for problem in design_problems(runs):
         print(f"warning: {problem}")
+    if runs and runs[0].factors:
+        from pathdiv.experiments.config.scope import analysis_tests, describe_tests, scopes_of
+
+        data = runs[0].config.data
+        ivs = data["analysis"]["ivs"] or list(data["factors"])
+        levels = {f: list(lv) for f, lv in data["factors"].items()}
+        tests = analysis_tests(levels, ivs, scopes_of(data["factors"]))
+        print("analysis (per cluster " + " x ".join(data["analysis"]["clusters"]) + "):")
+        for line in describe_tests(tests):
+            print(f"  {line}")
 
 
 def _network(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:

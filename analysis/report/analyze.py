@@ -33,6 +33,7 @@ from pathdiv.analysis.report.timeplots import condition_plots
 from pathdiv.analysis.stats import agreement, claims
 from pathdiv.analysis.stats.spec import AnalysisSpec
 from pathdiv.analysis.stats.study import StudyResults, analyze_metrics
+from pathdiv.experiments.config.scope import scopes_of
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +48,17 @@ def spec_from_config(config: dict[str, Any] | None) -> AnalysisSpec:
             f"config.yaml: analysis is {section!r}; expected a mapping such as "
             "{clusters: [condition, flow_type], ivs: [switching, host], dvs: [...]}"
         )
-    valid = {f.name for f in fields(AnalysisSpec)}
+    valid = {f.name for f in fields(AnalysisSpec)} - {"level_scope"}
     unknown = sorted(set(section) - valid)
     if unknown:
         raise ValueError(
             f"config.yaml: unknown analysis key(s) {unknown}; valid keys are {sorted(valid)}"
         )
-    return AnalysisSpec(**section)
+    factors = (config or {}).get("factors") or {}
+    scopes = scopes_of(factors) if isinstance(factors, dict) else {}
+    level_scope = tuple((f, lv, o, xs) for f, lvs in scopes.items() for lv, where in lvs.items()
+                        for o, xs in where.items())
+    return AnalysisSpec(**section, level_scope=level_scope)
 
 
 def _read_json(path: Path, notes: list[str]) -> Any:

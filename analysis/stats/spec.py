@@ -32,6 +32,9 @@ class AnalysisSpec:
     lower_is_better: tuple[str, ...] = field(default=LOWER_IS_BETTER_DEFAULT)
     reference: str | tuple[str, ...] | None = None  # published studies (analysis/references)
     min_effect_pct: float = 1.0  # smallest effect of interest, percent of the compared mean
+    # levels that act on some levels of another factor only (the config's applies_to):
+    # (factor, level, other factor, (levels of the other where it acts)), ...
+    level_scope: tuple[tuple[str, str, str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         # Accept lists from YAML/JSON but store tuples so the spec stays hashable.
@@ -43,6 +46,9 @@ class AnalysisSpec:
                     f"names, e.g. [{value!r}]"
                 )
             object.__setattr__(self, name, tuple(value))
+        object.__setattr__(self, "level_scope", tuple(
+            (str(f), str(lv), str(o), tuple(str(x) for x in xs))
+            for f, lv, o, xs in self.level_scope))
         if isinstance(self.reference, list):
             object.__setattr__(self, "reference", tuple(self.reference))
         if not 0.0 < self.alpha < 1.0:
@@ -68,6 +74,14 @@ class AnalysisSpec:
                 f"column(s) {sorted(overlap)} are both a cluster and an independent "
                 "variable in analysis; use each column in one role only"
             )
+
+    @property
+    def scopes(self) -> dict[str, dict[str, dict[str, tuple[str, ...]]]]:
+        """level_scope as {factor: {level: {other factor: levels}}}."""
+        out: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {}
+        for factor, level, other, levels in self.level_scope:
+            out.setdefault(factor, {}).setdefault(level, {})[other] = levels
+        return out
 
     @property
     def factors(self) -> tuple[str, ...]:

@@ -21,7 +21,11 @@ from pathdiv.analysis.stats.anova import ANOVA_COLUMNS, type3_anova
 from pathdiv.analysis.stats.assumptions import AssumptionCheck, check_assumptions
 from pathdiv.analysis.stats.effects import NEGLIGIBLE, REAL, manova_effect_pct, screen
 from pathdiv.analysis.stats.manova import MANOVA_COLUMNS, manova_table
-from pathdiv.analysis.stats.posthoc import POSTHOC_COLUMNS, pairwise_comparisons
+from pathdiv.analysis.stats.posthoc import (
+    POSTHOC_COLUMNS,
+    configuration_labels,
+    pairwise_comparisons,
+)
 from pathdiv.analysis.stats.rankings import (
     RANKING_COLUMNS,
     excess_traffic_table,
@@ -30,6 +34,7 @@ from pathdiv.analysis.stats.rankings import (
 )
 from pathdiv.analysis.stats.screen import screen_cluster
 from pathdiv.analysis.stats.spec import AnalysisSpec, check_columns, present
+from pathdiv.experiments.config.scope import analysis_tests, applies
 
 OK = "ok"
 PARTIAL = "partial"
@@ -52,10 +57,23 @@ class ClusterResult:
     posthoc: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=POSTHOC_COLUMNS))
     rankings: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RANKING_COLUMNS))
     assumptions: list[AssumptionCheck] = field(default_factory=list)
+    # when factor levels act on some levels only (config applies_to): the levels this
+    # test used and the effects it is the test of; empty for the full design
+    scope: dict[str, list[str]] = field(default_factory=dict)
+    effects: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
-        return " / ".join(f"{k}={v}" for k, v in self.key.items()) or "all observations"
+        base = " / ".join(f"{k}={v}" for k, v in self.key.items()) or "all observations"
+        return f"{base} [{self.scope_text}]" if self.scope else base
+
+    @property
+    def scope_text(self) -> str:
+        """'test of host, switching:host on switching in {..}; host in {..}' or ''."""
+        if not self.scope:
+            return ""
+        used = "; ".join(f"{f} in {{{', '.join(v)}}}" for f, v in self.scope.items())
+        return f"test of {', '.join(self.effects)} on {used}"
 
     def manova_p(self, effect: str, statistic: str = "pillai") -> float | None:
         """p-value of one MANOVA effect (e.g. `switching`), None when not computed."""
@@ -70,6 +88,8 @@ class ClusterResult:
         return {
             "key": self.key,
             "label": self.label,
+            "scope": self.scope,
+            "effects": self.effects,
             "n": self.n,
             "status": self.status,
             "ivs": self.ivs,
@@ -161,6 +181,7 @@ class StudyResults:
                 "alpha": self.spec.alpha,
                 "lower_is_better": list(self.spec.lower_is_better),
                 "min_effect_pct": self.spec.min_effect_pct,
+                "level_scope": [list(x) for x in self.spec.level_scope],
             },
             "n_observations": self.n_observations,
             "notes": self.notes,
@@ -187,9 +208,10 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def analyze_cluster(
-    data: pd.DataFrame, key: dict[str, str], spec: AnalysisSpec, dvs: list[str]
+    data: pd.DataFrame, key: dict[str, str], spec: AnalysisSpec, dvs: list[str],
+    ivs: tuple[str, ...] | None = None,
 ) -> ClusterResult:
-    screen = screen_cluster(data, spec.ivs, dvs)
+    screen = screen_cluster(data, ivs or spec.ivs, dvs)
     result = ClusterResult(
         key=key, n=len(screen.data), ivs=screen.ivs, dvs=screen.anova_dvs,
         manova_dvs=screen.manova_dvs, status=OK, messages=list(screen.messages),
@@ -237,11 +259,53 @@ def _finite(table: pd.DataFrame, what: str, messages: list[str]) -> pd.DataFrame
     return table.loc[~bad].reset_index(drop=True)
 
 
+def in_plan(metrics: pd.DataFrame, spec: AnalysisSpec) -> tuple[pd.DataFrame, str]:
+    """The observations at combinations where every level acts (config applies_to), and
+    a note naming the configurations left out (empty when none)."""
+    scopes = spec.scopes
+    if not scopes or not all(iv in metrics.columns for iv in spec.ivs):
+        return metrics, ""
+    combos = metrics[list(spec.ivs)].astype(str)
+    keep = combos.apply(lambda r: applies(dict(r), scopes), axis=1).astype(bool)
+    if keep.all():
+        return metrics, ""
+    left = sorted(set(configuration_labels(combos[~keep], spec.ivs)))
+    return metrics[keep], (
+        f"{int((~keep).sum())} observation(s) of {', '.join(left)} are not used: there a "
+        "level does not act (applies_to in the config), so they repeat another "
+        "configuration under a second name.")
+
+
+def analyze_scoped(data: pd.DataFrame, key: dict[str, str], spec: AnalysisSpec,
+                   dvs: list[str]) -> list[ClusterResult]:
+    """One cluster's tests: the full design, or with applies_to one test per factor on
+    the levels where it acts (pathdiv.experiments.config.scope)."""
+    if not spec.scopes or len(spec.ivs) != 2:
+        return [analyze_cluster(data, key, spec, dvs)]
+    levels = {iv: list(dict.fromkeys(data[iv].astype(str))) for iv in spec.ivs}
+    tests = analysis_tests(levels, spec.ivs, spec.scopes)
+    if len(tests) == 1 and all(tuple(levels[f]) == tests[0].levels[f] for f in spec.ivs):
+        return [analyze_cluster(data, key, spec, dvs)]
+    out = []
+    for test in tests:
+        keep = pd.Series(True, index=data.index)
+        for factor, used in test.levels.items():
+            keep &= data[factor].astype(str).isin(used)
+        result = analyze_cluster(data[keep], key, spec, dvs, test.ivs)
+        result.scope = {f: list(v) for f, v in test.levels.items()}
+        result.effects = list(test.effects)
+        out.append(result)
+    return out
+
+
 def analyze_metrics(metrics: pd.DataFrame, spec: AnalysisSpec | None = None) -> StudyResults:
     """Run the per-cluster analysis over a metrics table (one row per observation)."""
     spec = spec or AnalysisSpec()
     check_columns(metrics, spec)
     notes = []
+    metrics, dropped = in_plan(metrics, spec)
+    if dropped:
+        notes.append(dropped)
     dvs = present(spec.dvs, metrics)
     missing = [dv for dv in spec.dvs if dv not in dvs]
     if missing:
@@ -252,9 +316,9 @@ def analyze_metrics(metrics: pd.DataFrame, spec: AnalysisSpec | None = None) -> 
         for key, frame in grouped:
             values = key if isinstance(key, tuple) else (key,)
             labels = {c: str(v) for c, v in zip(spec.clusters, values, strict=True)}
-            clusters.append(analyze_cluster(frame, labels, spec, dvs))
+            clusters += analyze_scoped(frame, labels, spec, dvs)
     else:
-        clusters.append(analyze_cluster(metrics, {}, spec, dvs))
+        clusters += analyze_scoped(metrics, {}, spec, dvs)
     excess = excess_traffic_table(metrics, spec.clusters, spec.ivs)
     return StudyResults(spec, len(metrics), clusters, excess, notes,
                         subflow_table(metrics, spec.ivs))

@@ -27,6 +27,7 @@ from pathdiv.experiments.config.schema import (
     Section,
     parse_size,
 )
+from pathdiv.experiments.config.scope import APPLIES_TO, level_overrides, scope_problems
 from pathdiv.experiments.fidelity.verdict import threshold_problems
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import LinkParams, Tier
@@ -278,7 +279,7 @@ def validate(raw: Any, source: str = "config") -> Config:
     # itself validate, so a typo in a level fails now, not in run 17 of 40.
     for factor, levels in data.get("factors", {}).items():
         for level, overrides in levels.items():
-            for dotted, value in overrides.items():
+            for dotted, value in level_overrides(overrides).items():
                 where = f"factors.{factor}.{level}.{dotted}"
                 node = _schema_at(dotted)
                 if node is None or dotted.split(".")[0] in ("factors", "analysis"):
@@ -288,6 +289,7 @@ def validate(raw: Any, source: str = "config") -> Config:
                 sub: list[str] = []
                 _validate(node, value, dotted, sub)
                 problems += [f"factors.{factor}.{level}: {p}" for p in sub]
+    problems += scope_problems(data.get("factors", {}))
     problems += threshold_problems(data.get("fidelity", {}))
     if not any(p.startswith("topology.k") for p in problems):  # links have names
         problems += condition_problems(data)
@@ -305,7 +307,7 @@ def _cross_problems(data: Mapping[str, Any]) -> list[str]:
     owner: dict[str, str] = {}
     for factor, levels in factors.items():
         for level, overrides in levels.items():
-            for dotted in overrides:
+            for dotted in level_overrides(overrides):
                 other = owner.setdefault(dotted, factor)
                 if other != factor:
                     problems.append(
@@ -345,7 +347,8 @@ def shadowed_overrides(data: Mapping[str, Any], keys: Iterable[str]) -> list[str
         levels = [f"{factor}={level}"
                   for factor, lvls in data.get("factors", {}).items()
                   for level, overrides in lvls.items()
-                  if any(k == key or k.startswith(key + ".") or key.startswith(k + ".")
+                  if any(k != APPLIES_TO and (k == key or k.startswith(key + ".")
+                                              or key.startswith(k + "."))
                          for k in overrides)]
         if levels:
             problems.append(

@@ -1,6 +1,7 @@
 """Expand a config's factors into the run plan (pure).
 
-Every combination of factor levels and flow types is one cell; each repetition is a
+Every combination of factor levels and flow types is one cell (a level with `applies_to`
+only where it acts, experiments/config/scope.py); each repetition is a
 block holding every cell once, in an order shuffled by the master seed (a randomised
 complete block design, so slow drifts of the machine do not line up with a factor).
 A run's id and seed depend only on its cell and repetition, never on its position,
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pathdiv.experiments.config.load import Config, apply_overrides, validate
+from pathdiv.experiments.config.scope import applies, level_overrides, scopes_of
 
 
 @dataclass(frozen=True)
@@ -84,9 +86,11 @@ def expand(
         [lv for lv in factors[n] if only.get(n, lv) == lv] for n in names
     ]
     flows = [f for f in flows if only.get("flow_type", f) == f]
+    scopes = scopes_of(factors)
     cells: list[tuple[dict[str, str], str]] = [
         (dict(zip(names, combo, strict=True)), flow)
         for combo in itertools.product(*level_lists)
+        if applies(dict(zip(names, combo, strict=True)), scopes)  # no cell run twice
         for flow in flows
     ]
     rng = random.Random(cfg.seed)
@@ -97,7 +101,7 @@ def expand(
         for levels, flow in block:
             overrides: list[tuple[str, Any]] = []
             for n, lv in levels.items():
-                overrides += list(factors[n][lv].items())
+                overrides += list(level_overrides(factors[n][lv]).items())
             run_cfg = validate(apply_overrides(cfg.data, overrides), cfg.source)
             key = "_".join([f"{flow}", *(levels[n] for n in names), f"rep{rep}"])
             seed = run_seed(cfg.seed, key)

@@ -413,8 +413,11 @@ SCHEMA = Section(
         ),
         "factors": MapOf(
             MapOf(
-                MapOf(Leaf((str, int, float, bool), None, "override value", nullable=True),
-                      "dotted config key -> value", key_pattern=r"^[a-z_]+(\.[a-z_]+)+$"),
+                MapOf(Leaf((str, int, float, bool, dict), None, "override value, or for "
+                           "applies_to {other factor: [levels]}", nullable=True),
+                      "dotted config key -> value; applies_to: {other factor: [levels]} "
+                      "where this level acts (experiments/config/scope.py)",
+                      key_pattern=r"^([a-z_]+(\.[a-z_]+)+|applies_to)$"),
                 "level name -> overrides",
             ),
             "factor name -> levels; the plan crosses all factors",

@@ -51,7 +51,7 @@ def test_lab_kernel_runs_are_expected_to_take_longer_than_host_runs():
 
 
 # ---- partition -------------------------------------------------------------------------
-@pytest.mark.parametrize("count", [1, 2, 3, 4, 7, 60, 61])
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 7, 42, 43])
 def test_partition_covers_every_run_exactly_once(count):
     _, runs = _plan()
     shards = partition(runs, count)
@@ -89,7 +89,7 @@ def test_partition_is_stable_for_an_unchanged_plan():
 def test_equal_runs_are_dealt_round_robin_by_run_id():
     _, runs = _plan()
     shards = partition(runs, 3, cost=lambda r: 1.0)
-    assert [len(s) for s in shards] == [20, 20, 20]
+    assert [len(s) for s in shards] == [14, 14, 14]  # 42 runs: rb on the MPTCP levels only
     ids = sorted(r.run_id for r in runs)
     assert {r.run_id for r in shards[0]} == set(ids[0::3])
 

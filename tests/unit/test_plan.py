@@ -84,7 +84,7 @@ def test_observations_per_cell_against_what_the_manova_needs():
 
     noisy = expand(load("configs/noisy.yaml"))
     cells = observations_per_cell(noisy)
-    assert len(cells) == 3 * 5 * 2
+    assert len(cells) == 3 * (5 + 2)  # rb only on the two MPTCP levels (applies_to)
     # 2 repetitions x 2 iterations x 2 partition-aggregate groups > 4 dvs + 1
     assert set(cells.values()) == {8}
     assert design_problems(noisy) == []

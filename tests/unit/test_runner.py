@@ -23,7 +23,10 @@ SWITCHING = {"static-tcp", "ecmp-tcp", "ps-tcp", "ecmp-mptcp", "ps-mptcp"}
 def test_reference_configs_cross_five_switching_levels_two_hosts_three_flow_types(name):
     cfg = load(REPO / "configs" / f"{name}.yaml")
     runs = expand(cfg)
-    assert len(runs) == 5 * 2 * 3 * int(cfg.data["repetitions"])
+    # rb acts on the two MPTCP levels only (applies_to): 5 vanilla + 2 rb cells
+    assert len(runs) == (5 + 2) * 3 * int(cfg.data["repetitions"])
+    assert {r.factors["switching"] for r in runs if r.factors["host"] == "rb"} == {
+        "ecmp-mptcp", "ps-mptcp"}
     assert {r.factors["switching"] for r in runs} == SWITCHING
     assert {r.factors["host"] for r in runs} == {"vanilla", "rb"}
     assert all(r.config.host_kernel == "lab" for r in runs)  # scheduler is the only difference
