@@ -194,7 +194,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def analyze_folder(folder: Path, stats_only: bool = False,
-                   include_invalid: bool = False) -> Path:
+                   include_invalid: bool = False, design: str | None = None) -> Path:
     """Metrics from the captures (unless stats_only), then statistics and the report.
 
     Reads only files, so a results folder can be re-analysed anywhere, any time."""
@@ -212,12 +212,22 @@ def analyze_folder(folder: Path, stats_only: bool = False,
         log.info("metrics: %s", path)
     elif not (folder / "metrics.csv").is_file():
         raise ValueError(f"{folder} has no metrics.csv to analyse")
-    return write_report(folder, stats_only=stats_only, include_invalid=include_invalid)
+    spec = None
+    if design:
+        from pathdiv.analysis.report.analyze import spec_from_config
+        from pathdiv.experiments.config.load import load
+        from pathdiv.experiments.config.names import resolve_config
+
+        path = resolve_config(design)
+        spec = spec_from_config(load(path).data)
+        design = str(path)
+    return write_report(folder, spec=spec, stats_only=stats_only,
+                        include_invalid=include_invalid, design=design)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     report = analyze_folder(args.folder, stats_only=args.stats_only,
-                            include_invalid=args.include_invalid)
+                            include_invalid=args.include_invalid, design=args.design)
     print(f"report: {report}")
     return 0
 
@@ -455,6 +465,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-invalid", action="store_true",
                    help="also analyse runs the fidelity monitor judged invalid (left out "
                         "by default; see docs/fidelity.md)")
+    p.add_argument("--design", metavar="CONFIG",
+                   help="take the analysis design (the analysis section and the factor "
+                        "levels' applies_to) from CONFIG instead of the folder's "
+                        "config.yaml, e.g. to re-analyse a folder run before a level said "
+                        "where it acts; the report says so")
     p.set_defaults(func=cmd_analyze)
     sub.add_parser("clean", help="remove processes/namespaces a killed run left behind") \
         .set_defaults(func=cmd_clean)

@@ -150,7 +150,7 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: bool = False,
-                 include_invalid: bool = False) -> Path:
+                 include_invalid: bool = False, design: str | None = None) -> Path:
     """Analyse `folder/metrics.csv`, write stats.json, report.md, report.html (and
     plots/*.png); return the path of report.html. Runs whose fidelity verdict is
     invalid are left out unless `include_invalid` (analysis/report/fidelity.py)."""
@@ -176,6 +176,9 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
     results: StudyResults = analyze_metrics(chosen.kept, spec)
     if chosen.note():
         results.notes.append(str(chosen.note()))
+    if design:
+        results.notes.append(f"Analysed with the design of {design} (its analysis section "
+                             "and factor scopes), not the folder's config.yaml.")
     _write_text(folder / "stats.json", json.dumps(results.to_dict(), indent=2, allow_nan=False))
     log.info("analysis: plotting")
     plots, plot_notes = make_plots(chosen.kept, spec)

@@ -367,7 +367,10 @@ def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | Non
     sentences: list[str] = []
     screened: list[str] = []
     for c in results.clusters:
-        row: dict[str, Any] = {"cluster": " / ".join(c.key.values()) or c.label, "n": c.n,
+        name = " / ".join(c.key.values()) or c.label
+        if c.scope:
+            name += f" [{c.scope_text}]"
+        row: dict[str, Any] = {"cluster": name, "n": c.n,
                                "MANOVA (Pillai's V)": _manova_text(c, alpha)}
         said = []
         for dv in results.spec.dvs:
@@ -453,8 +456,11 @@ def build_report(results: StudyResults, prov: Provenance, plots: Sequence[Plot],
     blocks += summary_blocks(results, prov, key_plot, reference_note)
     blocks += list(reference)
     blocks += list(fidelity)
+    shown: set[str] = set()
     for cluster in results.clusters:
-        figure = cluster_figures.get(" / ".join(cluster.key.values()))
+        name = " / ".join(cluster.key.values())
+        figure = None if name in shown else cluster_figures.get(name)  # once per cluster
+        shown.add(name)
         blocks += cluster_blocks(cluster, results.spec.alpha, figure)
     blocks += excess_blocks(results)
     blocks += subflow_blocks(results)
