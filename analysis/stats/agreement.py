@@ -34,7 +34,7 @@ from pathdiv.analysis.stats.claims import (
     side_label,
     side_rows,
 )
-from pathdiv.analysis.stats.posthoc import _welch, holm
+from pathdiv.analysis.stats.posthoc import holm, welch
 
 SAME_SIGNIFICANT = "same direction and significant"
 SAME_NOT_SIGNIFICANT = "same direction, not significant"
@@ -156,7 +156,7 @@ def _pair_rows(reference: Reference, claim: Claim, key: dict[str, str], data: pd
             measured = len(va) > 0 and len(vb) > 0
             ma = float(va.mean()) if len(va) else float("nan")
             mb = float(vb.mean()) if len(vb) else float("nan")
-            _, p = _welch(va, vb) if measured else (float("nan"), float("nan"))
+            _, p = welch(va, vb) if measured else (float("nan"), float("nan"))
             effect = percent_of(ma, mb)
             paper = _paper_text(claim)
             rows.append(_row(reference, claim, key, metric, side_label(a_side),
@@ -191,7 +191,7 @@ def _best_row(reference: Reference, claim: Claim, key: dict[str, str], data: pd.
     va = _values(side_rows(data, a_side), metric)
     vb = _values(side_rows(data, dict(zip(factors, runner.split("/"), strict=True))),
                  metric)
-    _, p = _welch(va, vb)
+    _, p = welch(va, vb)
     return _row(reference, claim, key, metric, a, runner,
                 paper="best mean (" + claim.significance + ")",
                 ours=f"rank {ranked.index(a) + 1} of {len(ranked)}", mean_a=means[a],

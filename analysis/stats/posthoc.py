@@ -52,7 +52,7 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return [float(x) for x in adjusted]
 
 
-def _welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+def welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """Welch's unequal-variance t statistic and two-sided p-value."""
     if len(a) < 2 or len(b) < 2:
         return float("nan"), float("nan")
@@ -78,7 +78,7 @@ def pairwise_comparisons(
             family: list[dict[str, Any]] = []
             for a, b in combinations(by_level, 2):
                 va, vb = by_level[a], by_level[b]
-                t, p = _welch(va, vb)
+                t, p = welch(va, vb)
                 family.append({
                     "dv": dv, "grouping": name, "level_a": a, "level_b": b,
                     "mean_a": float(va.mean()), "mean_b": float(vb.mean()),
