@@ -118,7 +118,8 @@ def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_fabric
         assert m["lab_kernel"]["image"] == str(lab_kernel)
         assert m["sysctls"]["net.mptcp.scheduler"] == scheduler
         assert m["sysctls"]["net.mptcp.enabled"] == "1"
-        assert m["sysctls"]["net.mptcp.available_schedulers"] == "default rb roundrobin"
+        assert m["sysctls"]["net.mptcp.available_schedulers"] == \
+            "default rb roundrobin arp ar redundant"
         rows = list(csv.DictReader((out / "runs" / m["run_id"] / "transfers.csv").open()))
         assert len(rows) == 16 and all(r["ok"] == "True" for r in rows), rows
         assert len(list((out / "runs" / m["run_id"] / "captures").glob("*.pcap"))) == 48

@@ -113,11 +113,14 @@ def data_packets(pcap: Path, server_port: int = PORT) -> list[tuple[int, tuple, 
     """(data sequence number, subflow, payload bytes) of every server-to-client data segment.
 
     The DSN of a segment is its DSS mapping's DSN plus the segment's offset in the mapping
-    (segments of one GSO packet share one mapping); the subflow ISN comes from its SYN-ACK.
+    (segments of one GSO packet share one mapping); a segment without a mapping of its own
+    (the later segments of an skb TCP split to fit its window) takes the last mapping of
+    its subflow that covers it. The subflow ISN comes from its SYN-ACK.
     """
     import dpkt
 
     isn: dict[tuple, int] = {}
+    last: dict[tuple, tuple[int, int, int]] = {}
     out = []
     with pcap.open("rb") as f:
         for _, buf in dpkt.pcap.Reader(f):
@@ -133,8 +136,13 @@ def data_packets(pcap: Path, server_port: int = PORT) -> list[tuple[int, tuple, 
                 continue
             payload = ip.len - ip.hl * 4 - tcp.off * 4
             mapping = dss_mapping(tcp.opts)
-            if payload <= 0 or mapping is None or flow not in isn:
+            if payload <= 0 or flow not in isn:
                 continue
+            if mapping is None:
+                mapping = last.get(flow)
+                if mapping is None or (tcp.seq - isn[flow] - mapping[1]) % 2**32 >= mapping[2]:
+                    continue
+            last[flow] = mapping
             dsn, ssn, _ = mapping
             offset = (tcp.seq - isn[flow] - ssn) % 2**32
             out.append(((dsn + offset) % 2**64, flow, payload))
@@ -366,6 +374,15 @@ def set_sysctls(*settings: str) -> None:
     for ns in (NS_SERVER, NS_CLIENT):
         if settings:
             sh("sysctl", "-qw", *settings, ns=ns)
+
+
+def set_cc(cc: str) -> None:
+    """The congestion control of both namespaces (allowed first: a namespace may only pick
+    an allowed one unless the kernel marks it non-restricted)."""
+    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+    if cc not in allowed.read_text().split():
+        allowed.write_text(f"{allowed.read_text().strip()} {cc}")
+    set_sysctls(f"net.ipv4.tcp_congestion_control={cc}")
 
 
 @contextlib.contextmanager
@@ -619,10 +636,7 @@ def race(warmup_s: float, window_s: float) -> None:
 
 def share_run(cc: str, subflows: int, warmup_s: float, window_s: float) -> dict:
     """The ``share`` mode for one congestion control (set in both namespaces)."""
-    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
-    if cc not in allowed.read_text().split():  # a namespace may only pick an allowed one
-        allowed.write_text(f"{allowed.read_text().strip()} {cc}")
-    set_sysctls(f"net.ipv4.tcp_congestion_control={cc}")
+    set_cc(cc)
     # receive buffers far above bandwidth x delay + queue: the senders are window limited
     # by their congestion windows, so the bottleneck drops and the congestion controls
     # decide the shares (with autotuned buffers they settle below the drop point and
@@ -806,7 +820,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         with paths_lab(args.paths, args.queue_pkts):
             if args.cc:
-                set_sysctls(f"net.ipv4.tcp_congestion_control={args.cc}")
+                set_cc(args.cc)
             runs = [paths_transfer(s, args.size, len(args.paths), args.out)
                     for s in args.schedulers]
         print(json.dumps({"mode": "paths", "kernel": kernel, "cc": args.cc or None,
@@ -825,7 +839,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with lab(args.subflows, args.delay_ms, args.rate_mbit, args.queue_pkts):
         if args.cc:
-            set_sysctls(f"net.ipv4.tcp_congestion_control={args.cc}")
+            set_cc(args.cc)
         for sched in args.schedulers:
             capture = args.out / f"{sched}.pcap" if args.mode == "check" else None
             report["runs"].append(transfer(sched, args.size, args.flows, args.subflows, capture))

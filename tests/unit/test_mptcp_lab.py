@@ -64,6 +64,20 @@ def test_data_sequence_numbers_from_a_capture(tmp_path):
         (0, 40000, 1000), (1000, 40000, 1000), (2000, 40001, 1000)]
 
 
+def test_a_segment_without_its_own_mapping_takes_its_subflows_last_one(tmp_path):
+    pcap = tmp_path / "x.pcap"
+    with pcap.open("wb") as f:
+        w = dpkt.pcap.Writer(f)
+        w.writepkt(_segment(mptcp_lab.PORT, 40000, 1000, dpkt.tcp.TH_SYN | dpkt.tcp.TH_ACK,
+                            b"", 0))
+        # one mapping of 3 segments at DSN 7000; only the first segment carries it
+        w.writepkt(_segment(mptcp_lab.PORT, 40000, 1001, dpkt.tcp.TH_ACK, _dss(7000, 1, 3000),
+                            1000))
+        for seq in (2001, 3001, 4001):  # the last one is past the mapping: not counted
+            w.writepkt(_segment(mptcp_lab.PORT, 40000, seq, dpkt.tcp.TH_ACK, b"", 1000))
+    assert [dsn for dsn, _, _ in mptcp_lab.data_packets(pcap)] == [7000, 8000, 9000]
+
+
 def test_interleave_fraction_counts_subflow_changes_between_consecutive_dsns():
     a, b = ("a",), ("b",)
     alternating = [(k * 1400, a if k % 2 else b, 1400) for k in range(10)]
