@@ -156,11 +156,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ccs", nargs="+", default=["mptcp-d", "lia"])
     p.add_argument("--size", type=int, default=20_000_000)
-    p.add_argument("--rate-mbit", type=float, default=10.0, help="per path")
+    p.add_argument("--rate-mbit", type=float, default=100.0,
+                   help="per path; at 10 Mbit/s a queued packet (1.2 ms) is as wide as "
+                   "beta's whole band, and the reference RTT, taken as the shared queue "
+                   "starts to grow, is left behind before the partner's next sample")
     p.add_argument("--delays-ms", type=float, nargs=2, default=[5.0, 30.0],
-                   help="one-way delay of path 1 (shared) and path 2 (disjoint); path 1's "
-                   "base RTT (about 11.7 ms with the 1.2 ms a packet takes at 10 Mbit/s) "
-                   "makes beta's band (+-1.2 ms) as wide as one packet in its queue")
+                   help="one-way delay of path 1 (shared) and path 2 (disjoint): base RTTs "
+                   "of about 10.6 and 60.6 ms, so beta's band on path 1 (+-1.06 ms) holds "
+                   "about 9 queued packets at 100 Mbit/s, and path 2's RTT, even with a "
+                   "full queue, never comes near path 1's")
     p.add_argument("--queue-pkts", type=int, default=100, help="per path")
     p.add_argument("--ack-delay-ms", type=float, default=0.5)
     p.add_argument("--alpha", type=float, default=1.3)
