@@ -20,7 +20,7 @@ from pathdiv.experiments.config.plan import Run, expand, parse_only, quick_confi
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
-from pathdiv.experiments.fabric.lifecycle import restore_sigint
+from pathdiv.experiments.fabric.lifecycle import restore_handlers, stop_on_signals
 from pathdiv.experiments.fabric.network import NetworkError
 
 log = logging.getLogger("pathdiv")
@@ -146,7 +146,13 @@ def cmd_net(args: argparse.Namespace) -> int:
     with net as running:  # type: ignore[attr-defined]
         print(f"pathdiv: k={running.topo.k} fat tree up ({reason}); type 'help', 'exit' "
               "ends; lab commands: paths, counters, mode, flow", flush=True)
-        PathdivCLI(running)
+        # Ctrl-C belongs to the CLI (it stops the command running in a node, as often as
+        # typed); SIGTERM and SIGHUP still end `net` and tear the network down
+        own = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            PathdivCLI(running)
+        finally:
+            signal.signal(signal.SIGINT, own)
     return 0
 
 
@@ -229,10 +235,6 @@ def _plan(args: argparse.Namespace) -> tuple[Config, list[Run], dict[str, Any]]:
     return cfg, runs, options
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from pathdiv.experiments.cluster.planfile import register_plan
     from pathdiv.experiments.cluster.shards import parse_shard, shard_runs
@@ -264,18 +266,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         part = f"shard {shard}: {len(runs)} of {len(planned)}" if shard else f"{len(runs)}"
         print(f"pathdiv: {part} run(s) into {folder}", file=sys.stderr)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill`, `timeout`: as Ctrl-C
     try:
         outcome = run_plan(cfg, runs, folder, quiet=args.quiet, options=options,
                            plan_runs=planned, shard=shard)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         again = f" --shard {shard}" if shard else ""
-        print(f"pathdiv: interrupted; the network was torn down and no partial run is "
-              f"marked complete. Resume with: pathdiv run {args.config}{again} --out "
+        print(f"pathdiv: interrupted{_by(exc)}; the network was torn down and no partial "
+              f"run is marked complete. Resume with: pathdiv run {args.config}{again} --out "
               f"{folder} (with the same options)", file=sys.stderr)
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     print(f"{folder}: {outcome.summary()}")
     if shard:
         print(f"pathdiv: shard {shard} finished; a shard does not analyse. Once every shard "
@@ -301,6 +300,12 @@ def cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _by(exc: KeyboardInterrupt) -> str:
+    """' by SIGTERM' when a signal other than Ctrl-C's stopped the command."""
+    name = str(exc.args[0]) if exc.args else "SIGINT"
+    return f" by {name}" if name != "SIGINT" else ""
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -455,7 +460,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    restore_sigint()  # started by a script with `&`: still stop on SIGINT, as Ctrl-C
+    # SIGINT, SIGTERM and SIGHUP (also when started by a script with `&`, which ignores
+    # SIGINT) stop every command as Ctrl-C does; a second signal cannot cut the teardown
+    handlers = stop_on_signals()
+    try:
+        return _main(args)
+    finally:
+        restore_handlers(handlers)
+
+
+def _main(args: argparse.Namespace) -> int:
     if args.debug:
         from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
 
@@ -469,8 +483,8 @@ def main(argv: list[str] | None = None) -> int:
     except (NetworkError, DataPlaneError, SlurmError, ValueError) as exc:
         print(f"pathdiv: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("pathdiv: interrupted; the network was torn down", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"pathdiv: interrupted{_by(exc)}; the network was torn down", file=sys.stderr)
         return 130
 
 

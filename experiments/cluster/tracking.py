@@ -67,6 +67,26 @@ def marker_path(folder: Path, run_id: str) -> Path:
     return folder / RUNNING_DIR / f"{run_id}.json"
 
 
+def busy_runs(folder: Path, run_ids: list[str], host: str | None = None) -> list[str]:
+    """One line per run of `run_ids` whose running marker names a live process on this
+    host other than this one (the pid and its start time must both match): a second
+    process must not delete and redo what that one is writing."""
+    import json
+
+    busy = []
+    for run_id in run_ids:
+        try:
+            marker = json.loads(marker_path(folder, run_id).read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(marker, dict) or marker.get("pid") == os.getpid():
+            continue
+        if process_alive(marker, host) is True:
+            since = f" since {marker['run_started']}" if marker.get("run_started") else ""
+            busy.append(f"{run_id} (pid {marker.get('pid')} on {marker.get('host')}{since})")
+    return busy
+
+
 def progress_path(folder: Path, shard: Shard) -> Path:
     return folder / PROGRESS_DIR / f"{shard.name}.json"
 

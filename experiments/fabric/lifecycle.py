@@ -43,3 +43,30 @@ def restore_sigint() -> bool:
         return False
     signal.signal(signal.SIGINT, signal.default_int_handler)
     return True
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+Handlers = dict[int, object]
+
+
+def stop_on_signals() -> Handlers:
+    """SIGINT (Ctrl-C), SIGTERM (`kill`, `timeout`, Slurm) and SIGHUP (a closed terminal
+    or ssh session) all stop this process the same way: KeyboardInterrupt, raised once.
+    From then on the three are ignored, so the teardown that follows (`finally`, `with`)
+    runs to its end whatever else arrives. Returns the previous handlers, for
+    :func:`restore_handlers`."""
+    def interrupt(signum: int, frame: object) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous: Handlers = {}
+    for sig in STOP_SIGNALS:
+        previous[sig] = signal.getsignal(sig)
+        signal.signal(sig, interrupt)
+    return previous
+
+
+def restore_handlers(previous: Handlers) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)  # type: ignore[arg-type]

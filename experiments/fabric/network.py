@@ -30,6 +30,9 @@ from pathdiv.experiments.fabric.conditions import node_commands
 from pathdiv.experiments.fabric.environment import (
     OWNER_ENV,
     allow_cc,
+    owner_alive,
+    owner_mark,
+    parse_owner,
     restore_allowed_cc,
 )
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
@@ -70,7 +73,7 @@ class Network(StartStop):
     # ---- lifecycle (StartStop: `with Network(...)` starts, and stops even on failure) ----
     def start(self) -> None:
         t0 = time.monotonic()
-        os.environ[OWNER_ENV] = str(os.getpid())
+        os.environ[OWNER_ENV] = owner_mark()
         from mininet.log import setLogLevel
         from mininet.net import Mininet
 
@@ -367,8 +370,8 @@ def _terminate(proc: subprocess.Popen[Any]) -> None:
             proc.wait(timeout=3)
 
 
-def owned_processes() -> Iterator[tuple[int, int]]:
-    """(pid, owner pid) of every process carrying a PATHDIV_OWNER marker."""
+def owner_marks() -> Iterator[tuple[int, str]]:
+    """(pid, owner mark) of every process carrying a PATHDIV_OWNER marker."""
     me = os.getpid()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == me:
@@ -379,9 +382,16 @@ def owned_processes() -> Iterator[tuple[int, int]]:
             continue
         for item in env.split(b"\0"):
             if item.startswith(OWNER_ENV.encode() + b"="):
-                with contextlib.suppress(ValueError):
-                    yield int(entry.name), int(item.split(b"=", 1)[1])
+                yield int(entry.name), item.split(b"=", 1)[1].decode(errors="replace")
                 break
+
+
+def owned_processes() -> Iterator[tuple[int, int]]:
+    """(pid, owner pid) of every process carrying a PATHDIV_OWNER marker."""
+    for pid, mark in owner_marks():
+        owner = parse_owner(mark)
+        if owner is not None:
+            yield pid, owner[0]
 
 
 def pid_alive(pid: int) -> bool:
@@ -395,12 +405,15 @@ def pid_alive(pid: int) -> bool:
 
 
 def sweep(owner: int | None = None) -> list[int]:
-    """Kill lab processes of `owner` (None: of every owner no longer alive)."""
-    victims = [
-        pid for pid, own in owned_processes()
-        if (own == owner if owner is not None else not pid_alive(own))
-        and pid != os.getpid()
-    ]
+    """Kill lab processes of `owner` (None: of every owner no longer alive, a reused pid
+    included: the mark's start time differs)."""
+    def victim(mark: str) -> bool:
+        if owner is None:
+            return not owner_alive(mark)
+        parsed = parse_owner(mark)
+        return parsed is not None and parsed[0] == owner
+
+    victims = [pid for pid, mark in owner_marks() if victim(mark) and pid != os.getpid()]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in victims:
             with contextlib.suppress(ProcessLookupError, PermissionError):
