@@ -97,7 +97,7 @@ def jail_argv(python: str, share: Path, private: Path, private_mb: int,
     uml_jail.py (standard library only, run with ``-S``) unshares a mount and a PID
     namespace, makes every mount read-only recursively, mounts a tmpfs of ``private_mb``
     MB on ``private`` (UML's memory file and uml_dir) and a writable bind of ``share``,
-    then runs ``command`` as PID 1 of the new PID namespace, unprivileged, with
+    then runs ``command`` in the new PID namespace (under a small init), unprivileged, with
     no_new_privs and SIGKILL when ``parent`` (this process by default) dies.
     """
     return [python, "-S", str(JAIL), "--share", str(share), "--private", str(private),
@@ -314,7 +314,7 @@ def run_in_uml(
             for thread in relays:
                 thread.start()
     uid = guest_id()
-    blocked = unreachable([share / "x", kernel, Path(sys.executable), (cwd or Path.cwd()) / "x"],
+    blocked = unreachable([share, kernel, Path(sys.executable), (cwd or Path.cwd()) / "x"],
                           uid, uid)
     if blocked:
         raise LabKernelError(

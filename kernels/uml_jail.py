@@ -10,15 +10,15 @@ as the unprivileged user U:G:
   which every mount is read-only recursively (``mount_setattr`` with ``AT_RECURSIVE``),
   ``--share`` is bound onto itself read-write, and a tmpfs of N MB owned by U is mounted
   on ``--private`` (UML's memory file and uml_dir, invisible to the host);
-- a new PID namespace with its own read-only /proc: COMMAND is its PID 1 and sees no
-  host process (no ``/proc/1/root`` into the host's mounts); when it ends, the kernel
-  kills everything else in the namespace;
+- a new PID namespace with its own read-only /proc: COMMAND (PID 2, under a small init
+  that waits for it) sees no host process (no ``/proc/1/root`` into the host's mounts);
+  when it ends, the init ends, and the kernel kills everything else in the namespace;
 - COMMAND runs as U:G with no supplementary groups, an empty capability bounding set and
   ``no_new_privs``: host permissions hold for every file hostfs opens, so a guest root
   that mounts any host folder reads only what every user may read (not /etc/shadow)
   and writes only where U may write (the share, which pathdiv hands to U);
-- a parent-death signal on both processes of the jail: when pathdiv dies, even by
-  SIGKILL, this process gets SIGKILL, and then COMMAND does, and with it the namespace.
+- a parent-death signal on every process of the jail: when pathdiv dies, even by
+  SIGKILL, this process gets SIGKILL, then the init does, and with it the namespace.
 
 This process stays outside the new PID namespace, waits for COMMAND and exits with its
 status. Standard library only (it runs before anything else, with ``python3 -S``);
@@ -97,7 +97,8 @@ def mount_jail(share: str, private: str, private_mb: int, uid: int, gid: int) ->
 
 def become_guest(uid: int, gid: int, alive: int) -> None:
     """In the child (PID 1 of the new PID namespace): its own /proc, then U:G, no
-    capabilities, no_new_privs, SIGKILL when the jail's outer process dies."""
+    capabilities, no_new_privs (inherited by COMMAND), SIGKILL when the jail's outer
+    process dies."""
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
     for cap in range(last_cap() + 1):
         prctl(PR_CAPBSET_DROP, cap, f"drop capability {cap} from the bounding set")
@@ -112,6 +113,30 @@ def become_guest(uid: int, gid: int, alive: int) -> None:
     os.close(alive)
 
 
+def init(command: list[str]) -> int:
+    """PID 1 of the namespace: start COMMAND (PID 2), reap whatever is left to it, and
+    return COMMAND's status. COMMAND is not PID 1 itself: the kernel ignores signals a
+    namespace's init sends itself, and UML ends a panic with abort()."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")
+            if os.getppid() != 1:
+                os._exit(ORPHANED)
+            os.execv(command[0], command)
+        except OSError as exc:
+            print(f"uml_jail: {exc}", file=sys.stderr)
+        os._exit(126)
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 126
+        if done == pid:
+            return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else \
+                128 + os.WTERMSIG(status)
+
+
 def run(share: str, private: str, private_mb: int, uid: int, gid: int, parent: int,
         command: list[str]) -> int:
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")
@@ -124,12 +149,12 @@ def run(share: str, private: str, private_mb: int, uid: int, gid: int, parent: i
         try:
             os.close(hold)
             become_guest(uid, gid, alive)
-            os.execv(command[0], command)
+            os._exit(init(command))
         except OSError as exc:
             print(f"uml_jail: {exc}", file=sys.stderr)
         os._exit(126)
     os.close(alive)
-    # SIGTERM/SIGHUP/SIGINT: end the guest's namespace at once (its PID 1 takes SIGKILL
+    # SIGTERM/SIGHUP/SIGINT: end the guest's namespace at once (its init takes SIGKILL
     # from here), then this process ends by the same signal
     def stop(signum: int, frame: object) -> None:
         os.kill(child, signal.SIGKILL)

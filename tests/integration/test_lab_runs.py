@@ -137,3 +137,40 @@ def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_fabric
     measured = list(csv.DictReader((out / "transfer_metrics.csv").open()))
     assert len(measured) == 3 * 16
     assert all(r["measured"] == "True" for r in measured)
+
+
+def test_sigkill_mid_plan_leaves_no_uml_and_a_second_pathdiv_refuses_meanwhile(
+        root_fabric, lab_kernel, tmp_path):
+    """A lab-kernel-only plan (two query runs): while its first run executes in the guest,
+    a second `pathdiv run` on the folder refuses, naming that run and the pid; SIGKILL of
+    the first leaves no UML process a few seconds later, without `pathdiv clean`."""
+    out = tmp_path / "results"
+    argv = [*PATHDIV, "run", "configs/class-rb.yaml", "--quick", "--only", "flow_type=query",
+            "--out", str(out), "--quiet", "--no-analyze"]
+    first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        progress = out / ".labkernel" / "progress.json"
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and first.poll() is None and not progress.exists():
+            time.sleep(0.5)
+        assert first.poll() is None, first.communicate()
+        assert progress.exists(), "the lab kernel did not start a run within 10 minutes"
+        assert _vms_of(out)
+        marked = [p.stem for p in (out / "running").glob("*.json")]
+        assert len(marked) == 1
+        second = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+        print(second.stderr)
+        assert second.returncode == 1
+        assert (f"another pathdiv is executing run(s) {marked[0]} (pid {first.pid} "
+                in second.stderr)
+        assert first.poll() is None and _vms_of(out)  # the second touched nothing
+        first.kill()
+        first.communicate()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _vms_of(out):
+            time.sleep(0.2)
+        assert _vms_of(out) == []
+    finally:
+        if first.poll() is None:
+            first.kill()

@@ -39,7 +39,7 @@ def jailed(share: Path, script: str, parent: int | None = None) -> list[str]:
                          ["/bin/sh", "-c", script], uid=UID, gid=UID, parent=parent)
 
 
-def test_the_jailed_process_is_unprivileged_pid_1_and_writes_only_the_share(share):
+def test_the_jailed_process_is_unprivileged_pid_2_and_writes_only_the_share(share):
     outside = uml.REPO_DIR / f".jail-outside-{os.getpid()}"
     script = (
         "id -u; id -g; echo pid=$$; "
@@ -56,11 +56,11 @@ def test_the_jailed_process_is_unprivileged_pid_1_and_writes_only_the_share(shar
     assert res.returncode == 0, res.stderr
     lines = res.stdout.split("\n")
     print(res.stdout)
-    assert lines[:3] == [str(UID), str(UID), "pid=1"]
+    assert lines[:3] == [str(UID), str(UID), "pid=2"]  # under the jail's init, PID 1
     assert "NoNewPrivs:\t1" in lines
     for cap in ("CapEff", "CapPrm", "CapBnd"):
         assert f"{cap}:\t0000000000000000" in lines
-    assert int(next(x for x in lines if x.startswith("procs=")).split("=")[1]) <= 4
+    assert int(next(x for x in lines if x.startswith("procs=")).split("=")[1]) <= 8
     assert "read-shadow" not in lines and "wrote-outside" not in lines
     assert "wrote-tmp" not in lines and not Path("/tmp/pathdiv-jail-x").exists()
     assert not outside.exists()
@@ -80,7 +80,7 @@ def test_the_jail_dies_with_its_parent_even_by_sigkill(share):
             time.sleep(0.1)
         assert (share / "up").exists(), "the jailed shell did not start"
         sid = jail_session(share)
-        assert len(uml.session_members(sid)) == 2  # the outer process and the shell
+        assert len(uml.session_members(sid)) == 3  # the outer process, the init, the shell
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         deadline = time.monotonic() + 5
