@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
 from pathdiv.experiments.dataplane.p4.entries import switch_entries
 from pathdiv.experiments.dataplane.p4.programs import compile_program
 from pathdiv.experiments.dataplane.p4.tools import require_p4_tools
+from pathdiv.experiments.fabric.environment import mark_namespace_argv
 from pathdiv.experiments.fabric.shaping import tc_commands
 from pathdiv.topologies.forwarding import NextHop, Route, SwitchTable
 from pathdiv.topologies.model import LinkParams
@@ -109,6 +110,7 @@ def one_switch_kernel(rate: float | None, size: int) -> tuple[float, float]:
     for ns in (sw, *hosts):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         run(["ip", "netns", "add", ns])
+        run(mark_namespace_argv(ns))  # `pathdiv clean` may delete it
         run(in_ns(ns, ["ip", "link", "set", "lo", "up"]))
     try:
         run(in_ns(sw, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]))

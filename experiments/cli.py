@@ -51,7 +51,7 @@ from pathdiv.experiments.runner import (
     prepare_folder,
     run_plan,
 )
-from pathdiv.kernels.processes import restore_sigint
+from pathdiv.kernels.processes import restore_handlers, stop_on_signals
 
 log = logging.getLogger("pathdiv")
 
@@ -169,7 +169,13 @@ def cmd_net(args: argparse.Namespace) -> int:
     with net as running:  # type: ignore[attr-defined]
         print(f"pathdiv: k={running.topo.k} fat tree up ({reason}); type 'help', 'exit' "
               "ends; lab commands: paths, counters, mode, flow", flush=True)
-        PathdivCLI(running)
+        # Ctrl-C belongs to the CLI (it stops the command running in a node, as often as
+        # typed); SIGTERM and SIGHUP still end `net` and tear the network down
+        own = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            PathdivCLI(running)
+        finally:
+            signal.signal(signal.SIGINT, own)
     return 0
 
 
@@ -241,10 +247,6 @@ def _plan(args: argparse.Namespace) -> tuple[Config, list[Run], dict[str, Any]]:
     return cfg, runs, options
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     shard = parse_shard(args.shard) if args.shard else None
     if shard and args.out is None:
@@ -269,18 +271,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         part = f"shard {shard}: {len(runs)} of {len(planned)}" if shard else f"{len(runs)}"
         print(f"pathdiv: {part} run(s) into {folder}", file=sys.stderr)
-    previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill`, `timeout`: as Ctrl-C
     try:
         outcome = run_plan(cfg, runs, folder, quiet=args.quiet, options=options,
                            plan_runs=planned, shard=shard)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         again = f" --shard {shard}" if shard else ""
-        print(f"pathdiv: interrupted; the network was torn down and no partial run is "
-              f"marked complete. Resume with: pathdiv run {args.config}{again} --out "
+        print(f"pathdiv: interrupted{_by(exc)}; the network was torn down and no partial "
+              f"run is marked complete. Resume with: pathdiv run {args.config}{again} --out "
               f"{folder} (with the same options)", file=sys.stderr)
         return 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
         hand_over(folder)  # run through sudo: the results are the user's
     print(f"{folder}: {outcome.summary()}")
     if shard:
@@ -310,6 +310,12 @@ def cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _by(exc: KeyboardInterrupt) -> str:
+    """' by SIGTERM' when a signal other than Ctrl-C's stopped the command."""
+    name = str(exc.args[0]) if exc.args else "SIGINT"
+    return f" by {name}" if name != "SIGINT" else ""
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -453,7 +459,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    restore_sigint()  # started by a script with `&`: still stop on SIGINT, as Ctrl-C
+    # SIGINT, SIGTERM and SIGHUP (also when started by a script with `&`, which ignores
+    # SIGINT) stop every command as Ctrl-C does; a second signal cannot cut the teardown
+    handlers = stop_on_signals()
+    try:
+        return _main(args)
+    finally:
+        restore_handlers(handlers)
+
+
+def _main(args: argparse.Namespace) -> int:
     if args.debug:
         os.environ[DEBUG_ENV] = "1"  # read by every bmv2 switch the lab starts
     _setup_logging(logging.INFO if args.verbose else logging.WARNING)
@@ -465,8 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     except (NetworkError, DataPlaneError, SlurmError, ValueError) as exc:
         print(f"pathdiv: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("pathdiv: interrupted; the network was torn down", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"pathdiv: interrupted{_by(exc)}; the network was torn down", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `pathdiv check ... | head`: the reader left, nothing to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

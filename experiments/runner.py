@@ -52,7 +52,7 @@ from pathdiv.experiments.cluster.planfile import (
     update_plan,
 )
 from pathdiv.experiments.cluster.shards import Shard, shard_of
-from pathdiv.experiments.cluster.tracking import RunTracker
+from pathdiv.experiments.cluster.tracking import RunTracker, busy_runs
 from pathdiv.experiments.config.load import Config, ConfigError, read_config_text, validate
 from pathdiv.experiments.config.results_folder import MARKER, out_problem
 from pathdiv.experiments.config.safe_yaml import YamlRefused, load_text, shorten_text
@@ -292,7 +292,17 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
 
     With `shard`, `runs` is that shard's part of `plan_runs` (the whole plan): plan.json
     lists the whole plan and this process sets only its runs' statuses, under a lock, so
-    shards can share the folder (experiments.cluster.planfile)."""
+    shards can share the folder (experiments.cluster.planfile).
+
+    Refused (ResultsError, nothing touched) while a live process holds the running
+    marker of one of `runs`."""
+    busy = busy_runs(folder, [r.run_id for r in runs])
+    if busy:
+        more = f" and {len(busy) - 5} more" if len(busy) > 5 else ""
+        raise ResultsError(
+            f"{folder}: another pathdiv is executing run(s) {'; '.join(busy[:5])}{more}; "
+            "nothing was started: wait for it to finish, or stop it (it tears down what it "
+            "started), then run this again")
     return PlanExecution(cfg, runs, folder, quiet, options or {}, plan_runs, shard).execute()
 
 

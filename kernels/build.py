@@ -165,6 +165,63 @@ def find_lab_kernel(rec: KernelRecipe | None = None) -> Path | None:
     return image if image.is_file() else None
 
 
+IMAGE_HASH = "linux.sha256"  # beside the image: its SHA-256, recorded when it was built
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def unsafe_paths(image: Path, top: Path, euid: int) -> list[str]:
+    """Why ``image`` and the folders from ``top`` down to it could have been replaced by
+    someone other than root (or ``euid``): a symlink, another owner, group or other write
+    permission. Empty when only root could have written them."""
+    problems = []
+    chain = [image, *[p for p in image.parents if p == top or top in p.parents]]
+    for path in chain:
+        try:
+            st = path.lstat()
+        except OSError as exc:
+            problems.append(f"{path}: {exc.strerror}")
+            continue
+        if path.is_symlink():
+            problems.append(f"{path} is a symlink")
+        if st.st_uid not in (0, euid):
+            problems.append(f"{path} is owned by uid {st.st_uid}")
+        if st.st_mode & 0o022:
+            problems.append(f"{path} is writable by group or others (mode {st.st_mode & 0o777:o})")
+    return problems
+
+
+def verify_image(image: Path, log: Log | None = None) -> None:
+    """Refuse to boot a cached image that may have been tampered with: its folders must be
+    root's alone and its content must match the SHA-256 recorded at build time. An image
+    built before hashes were recorded gets its hash recorded now (once, when its folders
+    pass the check)."""
+    problems = unsafe_paths(image, CACHE_DIR, os.geteuid())
+    if problems:
+        raise LabKernelError(f"the lab kernel {image} is not safe to run as root: "
+                             f"{'; '.join(problems)}. Fix the ownership and mode, or remove "
+                             "the image and rebuild it (`make kernel`)")
+    recorded_file = image.parent / IMAGE_HASH
+    actual = file_sha256(image)
+    if not recorded_file.exists():
+        recorded_file.write_text(actual + "\n")
+        if log is not None:
+            log(f"lab kernel: recorded the SHA-256 of {image} ({actual[:16]}...)")
+        return
+    recorded = recorded_file.read_text().split()[0] if recorded_file.read_text().split() else ""
+    if recorded != actual:
+        raise LabKernelError(f"the lab kernel {image} does not match the SHA-256 recorded "
+                             f"when it was built ({recorded[:16]}... recorded, "
+                             f"{actual[:16]}... now): it changed since. Remove "
+                             f"{image.parent} and rebuild it (`make kernel`)")
+
+
 def kernel_release(image: Path) -> str:
     """``uname -r`` of a cached image (recorded at build time)."""
     release = image.parent / "kernel.release"
@@ -296,6 +353,7 @@ def build_lab_kernel(jobs: int | None = None, log: Log = print) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         shutil.copy2(OUT_DIR / IMAGE_NAME, tmp / IMAGE_NAME)
+        (tmp / IMAGE_HASH).write_text(file_sha256(tmp / IMAGE_NAME) + "\n")
         shutil.copy2(OUT_DIR / ".config", tmp / "config")
         shutil.copy2(log_file, tmp / "build.log")
         (tmp / "kernel.release").write_text(release + "\n")

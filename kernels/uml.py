@@ -3,9 +3,13 @@
 A run boots UML on the host's root file system through hostfs. The clock is
 ``virtual`` (``time-travel=inf-cpu``: CPU work takes no guest time and idle time is
 skipped, so links are the only bottleneck and a run may finish faster than real time)
-or ``real`` (the wall clock). UML runs in a private host mount namespace in which every
-mount is read-only except the share folder and a private tmpfs for UML's own memory
-file: the guest is root and may remount its hostfs, but the host refuses the writes.
+or ``real`` (the wall clock). UML runs in a jail (kernels/uml_jail.py): a private host
+mount namespace in which every mount is read-only except the share folder and a private
+tmpfs for UML's own memory file, a PID namespace of its own, and an unprivileged user
+(GUEST_UID) without capabilities, so the host's permissions hold for every file the
+guest's hostfs opens. The guest is root and may mount any host folder, but the host
+refuses writes outside the share and reads of files only root may read. UML dies with
+the pathdiv process that started it (a parent-death signal).
 
 Pure parts (command lines, guest init script) come first; the functions that run
 processes (:func:`run_in_uml`, :func:`stop_uml`) after them.
@@ -16,8 +20,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import pwd
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import termios
@@ -28,8 +34,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pathdiv.kernels.build import LabKernelError, build_lab_kernel, find_lab_kernel
-from pathdiv.kernels.processes import OWNER_ENV, restore_sigint
+from pathdiv.kernels.build import (
+    LabKernelError,
+    build_lab_kernel,
+    find_lab_kernel,
+    verify_image,
+)
+from pathdiv.kernels.processes import (
+    OWNER_ENV,
+    owner_mark,
+    restore_handlers,
+    stop_on_signals,
+)
 
 KERNELS_DIR = Path(__file__).resolve().parent
 REPO_DIR = KERNELS_DIR.parent
@@ -40,6 +56,12 @@ CLOCKS = ("virtual", "real")
 # leaves room for socket buffers and page cache. The host pays only for pages touched.
 MEMORY_MB = 1536
 JAIL = KERNELS_DIR / "uml_jail.py"
+# The unprivileged user and group UML runs as: an id no account should use (pathdiv
+# refuses one that names an account other than GUEST_NAME). It owns the share while the
+# guest runs; everything else on the host it may only read where every user may.
+GUEST_ID_ENV = "PATHDIV_GUEST_UID"
+GUEST_UID = 64_999
+GUEST_NAME = "pathdiv-guest"
 
 Log = Callable[[str], None]
 
@@ -72,15 +94,71 @@ def boot_args(init: Path, clock: str, memory_mb: int, uml_dir: Path,
 
 
 def jail_argv(python: str, share: Path, private: Path, private_mb: int,
-              command: Sequence[str]) -> list[str]:
-    """Run ``command`` where the host's files are read-only except ``share``.
+              command: Sequence[str], uid: int = GUEST_UID, gid: int = GUEST_UID,
+              parent: int | None = None) -> list[str]:
+    """Run ``command`` as ``uid``:``gid`` where the host's files are read-only except ``share``.
 
-    uml_jail.py (standard library only, run with ``-S``) unshares a mount namespace,
-    makes every mount read-only recursively, mounts a tmpfs of ``private_mb`` MB on
-    ``private`` (UML's memory file and uml_dir) and a writable bind of ``share``.
+    uml_jail.py (standard library only, run with ``-S``) unshares a mount and a PID
+    namespace, makes every mount read-only recursively, mounts a tmpfs of ``private_mb``
+    MB on ``private`` (UML's memory file and uml_dir) and a writable bind of ``share``,
+    then runs ``command`` in the new PID namespace (under a small init), unprivileged, with
+    no_new_privs and SIGKILL when ``parent`` (this process by default) dies.
     """
     return [python, "-S", str(JAIL), "--share", str(share), "--private", str(private),
-            "--private-mb", str(private_mb), "--", *command]
+            "--private-mb", str(private_mb), "--uid", str(uid), "--gid", str(gid),
+            "--parent", str(os.getpid() if parent is None else parent), "--", *command]
+
+
+def guest_id(environ: Mapping[str, str] | None = None) -> int:
+    """The uid (and gid) UML runs as: PATHDIV_GUEST_UID, else GUEST_UID. Refused when it
+    is root's or names an account other than GUEST_NAME (its files would be the guest's)."""
+    text = (os.environ if environ is None else environ).get(GUEST_ID_ENV, str(GUEST_UID))
+    try:
+        uid = int(text)
+    except ValueError:
+        raise LabKernelError(f"{GUEST_ID_ENV}={text!r}: expected a number") from None
+    if not 0 < uid < 2**31:
+        raise LabKernelError(f"{GUEST_ID_ENV}={uid}: expected 1 to {2**31 - 1}, never root's 0")
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return uid
+    if name != GUEST_NAME:
+        raise LabKernelError(
+            f"uid {uid}, which the lab kernel runs as, is the account {name!r}: the guest "
+            f"would own its files. Set {GUEST_ID_ENV} to an unused id (or name the account "
+            f"{GUEST_NAME})")
+    return uid
+
+
+def unreachable(paths: Sequence[Path], uid: int, gid: int) -> list[str]:
+    """Folders on the way to ``paths`` that ``uid``:``gid`` cannot enter (no search
+    permission for it), each once: the guest reads the host's files as that user."""
+    found: list[str] = []
+    for path in paths:
+        for folder in reversed(path.parents):
+            try:
+                st = folder.stat()
+            except OSError:
+                continue
+            if st.st_uid == uid:
+                bit = stat.S_IXUSR
+            elif st.st_gid == gid:
+                bit = stat.S_IXGRP
+            else:
+                bit = stat.S_IXOTH
+            if not st.st_mode & bit and str(folder) not in found:
+                found.append(str(folder))
+    return found
+
+
+def hand_over(share: Path, uid: int, gid: int) -> None:
+    """Give the share (and what it holds) to the guest's user; symlinks are not followed."""
+    os.chown(share, uid, gid, follow_symlinks=False)
+    for root, dirs, files in os.walk(share):
+        for name in dirs + files:
+            with contextlib.suppress(FileNotFoundError):
+                os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
 
 
 # Mounted in the guest over the host's directories (hostfs root): the guest's own,
@@ -204,6 +282,7 @@ def run_in_uml(
         raise LabKernelError(f"lab kernel {kernel} does not exist; build it with `make kernel`")
     if clock not in CLOCKS:
         raise LabKernelError(f"clock {clock!r} is not one of {', '.join(CLOCKS)}")
+    verify_image(kernel)
     share = share.resolve()
     control = share / CONTROL_DIR / uuid.uuid4().hex[:12]
     control.mkdir(parents=True)
@@ -238,12 +317,22 @@ def run_in_uml(
                                        args=(master, sys.stdout.fileno(), spoke), daemon=True)]
             for thread in relays:
                 thread.start()
+    uid = guest_id()
+    blocked = unreachable([share, kernel, Path(sys.executable), (cwd or Path.cwd()) / "x"],
+                          uid, uid)
+    if blocked:
+        raise LabKernelError(
+            f"the lab kernel reads the host's files as uid {uid}, which cannot enter "
+            f"{', '.join(blocked)}: give those folders search permission for every user "
+            "(chmod o+x) or put pathdiv, its Python and the results folder elsewhere")
+    hand_over(share, uid, uid)
     command = jail_argv(sys.executable, share, private, memory_mb + 64,
-                        [str(kernel), *boot_args(init, clock, memory_mb, private, fds)])
+                        [str(kernel), *boot_args(init, clock, memory_mb, private, fds)],
+                        uid=uid, gid=uid)
     (control / "command").write_text(shlex.join(command) + "\n")
-    # the marker lets `pathdiv clean` stop a UML whose pathdiv was killed (SIGKILL)
+    # the marker lets `pathdiv clean` stop a UML whose pathdiv is gone
     proc_env = dict(os.environ, TMPDIR=str(private))
-    proc_env[OWNER_ENV] = str(os.getpid())
+    proc_env[OWNER_ENV] = owner_mark()
     start = time.monotonic()
     try:
         with console.open("w") as out:
@@ -383,11 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
 
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt  # `kill`, `timeout`: stop UML as on Ctrl-C
-
-    signal.signal(signal.SIGTERM, interrupt)
-    restore_sigint()
+    handlers = stop_on_signals()  # SIGTERM, SIGHUP: stop UML as on Ctrl-C
     try:
         if args.cmd == "build":
             print(build_lab_kernel(args.jobs, log=lambda m: print(m, file=sys.stderr)))
@@ -417,6 +502,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("uml: interrupted; UML was stopped", file=sys.stderr)
         return 130
+    finally:
+        restore_handlers(handlers)
     return 0
 
 

@@ -1,36 +1,46 @@
-"""Run a command where every host file is read-only except one folder (UML's host side).
+"""Run a command where it can write nothing on the host but one folder (UML's host side).
 
-    python3 -S kernels/uml_jail.py --share DIR --private DIR --private-mb N -- COMMAND...
+    python3 -S kernels/uml_jail.py --share DIR --private DIR --private-mb N \\
+        --uid U --gid G --parent PID -- COMMAND...
 
-In a new mount namespace (private propagation, so nothing leaks to the host's mounts):
-every mount is made read-only recursively (``mount_setattr`` with ``AT_RECURSIVE``),
-``--share`` is bound onto itself read-write, and a tmpfs of N MB is mounted on
-``--private`` (UML's memory file and uml_dir: the only other writable place, invisible
-to the host and gone with the namespace). Then COMMAND is exec'd without the
-capabilities to undo that (CAP_SYS_ADMIN and a few more leave the bounding set). A guest
-that remounts its hostfs read-write still cannot write elsewhere: the host refuses it.
+Started by root (pathdiv), it builds the jail and then runs COMMAND (User-Mode Linux)
+as the unprivileged user U:G:
 
-Standard library only (it runs before anything else, with ``python3 -S``); Linux >= 5.12.
+- a new mount namespace (private propagation: nothing leaks to the host's mounts) in
+  which every mount is read-only recursively (``mount_setattr`` with ``AT_RECURSIVE``),
+  ``--share`` is bound onto itself read-write, and a tmpfs of N MB owned by U is mounted
+  on ``--private`` (UML's memory file and uml_dir, invisible to the host);
+- a new PID namespace with its own read-only /proc: COMMAND (PID 2, under a small init
+  that waits for it) sees no host process (no ``/proc/1/root`` into the host's mounts);
+  when it ends, the init ends, and the kernel kills everything else in the namespace;
+- COMMAND runs as U:G with no supplementary groups, an empty capability bounding set and
+  ``no_new_privs``: host permissions hold for every file hostfs opens, so a guest root
+  that mounts any host folder reads only what every user may read (not /etc/shadow)
+  and writes only where U may write (the share, which pathdiv hands to U);
+- a parent-death signal on every process of the jail: when pathdiv dies, even by
+  SIGKILL, this process gets SIGKILL, then the init does, and with it the namespace.
+
+This process stays outside the new PID namespace, waits for COMMAND and exits with its
+status. Standard library only (it runs before anything else, with ``python3 -S``);
+Linux >= 5.12.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import select
+import signal
 import sys
 
-CLONE_NEWNS = 0x00020000
-MS_RDONLY, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x1000, 0x4000, 0x40000
-MS_NOSUID, MS_NODEV = 0x2, 0x4
+CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 AT_FDCWD, AT_RECURSIVE = -100, 0x8000
 MOUNT_ATTR_RDONLY = 0x1
 SYS_MOUNT_SETATTR = 442  # same number on x86_64 and aarch64 (generic table)
-PR_CAPBSET_DROP = 24
-# Capabilities UML never needs, dropped from the bounding set before the exec, so the
-# UML process cannot undo the read-only mounts (sys_admin), load modules, reach raw
-# devices or reboot the host, whatever its guest asks of it.
-DROP_CAPS = {"sys_module": 16, "sys_rawio": 17, "sys_admin": 21, "sys_boot": 22,
-             "sys_time": 25}
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+ORPHANED = 125  # exit status when pathdiv was already gone before the jail was armed
 
 
 class MountAttr(ctypes.Structure):
@@ -47,6 +57,10 @@ def _check(rc: int, what: str) -> None:
         raise OSError(err, f"uml_jail: {what}: {os.strerror(err)}")
 
 
+def prctl(option: int, arg: int, what: str) -> None:
+    _check(libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), what)
+
+
 def mount(source: str, target: str, fstype: str, flags: int, data: str = "") -> None:
     _check(libc.mount(source.encode(), target.encode(), fstype.encode(), flags,
                       data.encode() or None), f"mount {target}")
@@ -61,16 +75,97 @@ def set_readonly(path: str, readonly: bool, recursive: bool) -> None:
     _check(rc, f"mount_setattr {path} {'ro' if readonly else 'rw'}")
 
 
-def jail(share: str, private: str, private_mb: int) -> None:
-    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+def last_cap() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 40
+
+
+def mount_jail(share: str, private: str, private_mb: int, uid: int, gid: int) -> None:
+    """This process's new mount namespace: all read-only but ``share`` and ``private``."""
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare(CLONE_NEWNS|CLONE_NEWPID)")
     mount("none", "/", "", MS_REC | MS_PRIVATE)
     set_readonly("/", True, recursive=True)
     mount(share, share, "", MS_BIND)
     set_readonly(share, False, recursive=False)
     # after the share's bind: the private folder may lie inside the share
-    mount("pathdiv-uml", private, "tmpfs", MS_NOSUID | MS_NODEV, f"size={private_mb}m,mode=700")
-    for name, cap in DROP_CAPS.items():
-        _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop cap_{name}")
+    mount("pathdiv-uml", private, "tmpfs", MS_NOSUID | MS_NODEV,
+          f"size={private_mb}m,mode=700,uid={uid},gid={gid}")
+
+
+def become_guest(uid: int, gid: int, alive: int) -> None:
+    """In the child (PID 1 of the new PID namespace): its own /proc, then U:G, no
+    capabilities, no_new_privs (inherited by COMMAND), SIGKILL when the jail's outer
+    process dies."""
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
+    for cap in range(last_cap() + 1):
+        prctl(PR_CAPBSET_DROP, cap, f"drop capability {cap} from the bounding set")
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)  # clears the permitted and effective capabilities
+    prctl(PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")  # after the uid change
+    # the outer process holds the pipe's write end: end of file means it is gone already
+    if select.select([alive], [], [], 0)[0]:
+        os._exit(ORPHANED)
+    os.close(alive)
+
+
+def init(command: list[str]) -> int:
+    """PID 1 of the namespace: start COMMAND (PID 2), reap whatever is left to it, and
+    return COMMAND's status. COMMAND is not PID 1 itself: the kernel ignores signals a
+    namespace's init sends itself, and UML ends a panic with abort()."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")
+            if os.getppid() != 1:
+                os._exit(ORPHANED)
+            os.execv(command[0], command)
+        except OSError as exc:
+            print(f"uml_jail: {exc}", file=sys.stderr)
+        os._exit(126)
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 126
+        if done == pid:
+            return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else \
+                128 + os.WTERMSIG(status)
+
+
+def run(share: str, private: str, private_mb: int, uid: int, gid: int, parent: int,
+        command: list[str]) -> int:
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")
+    if os.getppid() != parent:  # pathdiv died before the signal was armed
+        return ORPHANED
+    mount_jail(share, private, private_mb, uid, gid)
+    alive, hold = os.pipe()
+    child = os.fork()
+    if child == 0:  # PID 1 of the new PID namespace
+        try:
+            os.close(hold)
+            become_guest(uid, gid, alive)
+            os._exit(init(command))
+        except OSError as exc:
+            print(f"uml_jail: {exc}", file=sys.stderr)
+        os._exit(126)
+    os.close(alive)
+    # SIGTERM/SIGHUP/SIGINT: end the guest's namespace at once (its init takes SIGKILL
+    # from here), then this process ends by the same signal
+    def stop(signum: int, frame: object) -> None:
+        os.kill(child, signal.SIGKILL)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, stop)
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else \
+        128 + os.WTERMSIG(status)
 
 
 def main(argv: list[str]) -> int:
@@ -82,20 +177,25 @@ def main(argv: list[str]) -> int:
     values = dict(zip(opts[::2], opts[1::2], strict=False))
     try:
         share, private = values["--share"], values["--private"]
-        private_mb = int(values["--private-mb"])
+        private_mb, uid, gid, parent = (int(values[k]) for k in (
+            "--private-mb", "--uid", "--gid", "--parent"))
     except (KeyError, ValueError):
         print(__doc__, file=sys.stderr)
         return 2
     if not command:
         print("uml_jail: no command after --", file=sys.stderr)
         return 2
+    if not os.path.isabs(command[0]):
+        print("uml_jail: the command must be an absolute path", file=sys.stderr)
+        return 2
+    if uid == 0 or gid == 0:
+        print("uml_jail: --uid and --gid must not be root's", file=sys.stderr)
+        return 2
     try:
-        jail(share, private, private_mb)
-        os.execvp(command[0], command)
+        return run(share, private, private_mb, uid, gid, parent, command)
     except OSError as exc:
         print(f"uml_jail: {exc}", file=sys.stderr)
         return 126
-    return 0  # not reached
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ machines never write the same file.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import Any
 from pathdiv.experiments.cluster.shards import Shard
 from pathdiv.experiments.manifest import write_json_atomic
 from pathdiv.experiments.plan.runs import Run
+from pathdiv.kernels.processes import process_start
 
 RUNNING_DIR = "running"
 PROGRESS_DIR = "progress"
@@ -31,16 +33,6 @@ PROGRESS_DIR = "progress"
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def process_start(pid: int) -> int | None:
-    """The start time of process `pid` in clock ticks since boot (None when it is gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
-    return int(fields[19]) if len(fields) > 19 else None
 
 
 def this_process() -> dict[str, Any]:
@@ -65,6 +57,24 @@ def process_alive(owner: dict[str, Any], host: str | None = None) -> bool | None
 
 def marker_path(folder: Path, run_id: str) -> Path:
     return folder / RUNNING_DIR / f"{run_id}.json"
+
+
+def busy_runs(folder: Path, run_ids: list[str], host: str | None = None) -> list[str]:
+    """One line per run of `run_ids` whose running marker names a live process on this
+    host other than this one (the pid and its start time must both match): a second
+    process must not delete and redo what that one is writing."""
+    busy = []
+    for run_id in run_ids:
+        try:
+            marker = json.loads(marker_path(folder, run_id).read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(marker, dict) or marker.get("pid") == os.getpid():
+            continue
+        if process_alive(marker, host) is True:
+            since = f" since {marker['run_started']}" if marker.get("run_started") else ""
+            busy.append(f"{run_id} (pid {marker.get('pid')} on {marker.get('host')}{since})")
+    return busy
 
 
 def progress_path(folder: Path, shard: Shard) -> Path:

@@ -6,6 +6,8 @@ config needs), so a run fails before the first namespace exists, with the next s
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -15,7 +17,9 @@ from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.fabric.conditions import netem_keys
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels.abilities import LAB_ONLY_CCS, KernelAbilities, lab_kernel_abilities
+from pathdiv.kernels.processes import owner_alive, owner_mark, parse_owner
 
+# Every process a lab starts carries PATHDIV_OWNER (kernels/processes.py).
 LAB_KERNEL_ENV = "PATHDIV_LAB_KERNEL"  # set by experiments.execute.lab_kernel in the guest
 TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "sysctl", "ping", "mnexec")
 
@@ -25,6 +29,28 @@ class EnvironmentProblem(RuntimeError):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"this machine cannot run the config, nothing was started:\n{lines}")
+
+
+# A named network namespace pathdiv makes carries its owner on its loopback's alias
+# (`ip link set lo alias ...`): the mark lives and dies with the namespace, and
+# `pathdiv clean` deletes no namespace without it.
+NS_ALIAS = "pathdiv-owner "
+
+
+def mark_namespace_argv(ns: str, mark: str | None = None) -> list[str]:
+    """The command marking namespace `ns` as this process's (pure but for the default)."""
+    return ["ip", "-n", ns, "link", "set", "lo", "alias", NS_ALIAS + (mark or owner_mark())]
+
+
+def namespace_owner(ns: str) -> str | None:
+    """The owner mark of named namespace `ns`, None when it carries none (not pathdiv's)."""
+    out = subprocess.run(["ip", "-n", ns, "-j", "link", "show", "dev", "lo"],
+                         capture_output=True, text=True)
+    try:
+        alias = str(json.loads(out.stdout or "[]")[0].get("ifalias", ""))
+    except (ValueError, IndexError, AttributeError):
+        return None
+    return alias[len(NS_ALIAS):] if alias.startswith(NS_ALIAS) else None
 
 
 def _read(path: str) -> str:
@@ -163,9 +189,17 @@ def plan_problems(runs: list[Run], host: KernelAbilities | None = None,
 
 
 ALLOWED_CC = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+# A host setting pathdiv changes is recorded here first (one file per owner: the
+# setting, its earlier value, the owner mark), so `pathdiv clean` restores it when the
+# owner was killed before it could.
+SETTINGS_DIR = Path("/run/pathdiv/settings")
 
 
-def allow_cc(cc: str) -> str | None:
+def settings_record(directory: Path | None = None) -> Path:
+    return (directory or SETTINGS_DIR) / f"{owner_mark().replace(':', '-')}.json"
+
+
+def allow_cc(cc: str, records: Path | None = None) -> str | None:
     """Make `cc` settable inside namespaces; return the previous list to restore, if changed.
 
     A namespace may only pick a congestion control the initial namespace lists in
@@ -174,10 +208,44 @@ def allow_cc(cc: str) -> str | None:
     allowed = _read(ALLOWED_CC).split()
     if cc in allowed:
         return None
+    record = settings_record(records)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"path": ALLOWED_CC, "previous": " ".join(allowed),
+                                  "owner": owner_mark()}))
     Path(ALLOWED_CC).write_text(" ".join([*allowed, cc]))
     return " ".join(allowed)
 
 
-def restore_allowed_cc(previous: str | None) -> None:
+def restore_allowed_cc(previous: str | None, records: Path | None = None) -> None:
     if previous is not None:
         Path(ALLOWED_CC).write_text(previous)
+    settings_record(records).unlink(missing_ok=True)
+
+
+def restore_orphaned_settings(records: Path | None = None,
+                              prefix: str = "/proc/sys/") -> list[str]:
+    """Put back the host settings recorded by owners that are gone (unless a live owner
+    has changed the same setting since: its own teardown restores it). Returns what was
+    restored, one 'setting: value' each."""
+    directory = records or SETTINGS_DIR
+    docs = []
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            doc = json.loads(path.read_text())
+            docs.append((path, str(doc["path"]), str(doc["previous"]), str(doc["owner"])))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    docs.sort(key=lambda d: (parse_owner(d[3]) or (0, 0))[1] or 0)  # oldest owner first
+    live = {setting for _, setting, _, owner in docs if owner_alive(owner)}
+    restored = []
+    for path, setting, previous, owner in docs:
+        if owner_alive(owner):
+            continue
+        if setting not in live and setting.startswith(prefix):  # only a sysctl is written
+            with contextlib.suppress(OSError):
+                Path(setting).write_text(previous)
+                name = setting.removeprefix(prefix).replace("/", ".")
+                restored.append(f"{name}: {previous!r}")
+                live.add(setting)  # the oldest record of a setting is its value before
+        path.unlink(missing_ok=True)
+    return restored

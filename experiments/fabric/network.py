@@ -32,7 +32,7 @@ from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
 from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
-from pathdiv.kernels.processes import OWNER_ENV, sweep
+from pathdiv.kernels.processes import OWNER_ENV, owner_mark, sweep
 from pathdiv.topologies.forwarding import forwarding_tables
 
 # Run by path (standard library only), so it needs no installed package in the node.
@@ -71,7 +71,7 @@ class Network(StartStop):
     # ---- lifecycle (StartStop: `with Network(...)` starts, and stops even on failure) ----
     def start(self) -> None:
         t0 = time.monotonic()
-        os.environ[OWNER_ENV] = str(os.getpid())
+        os.environ[OWNER_ENV] = owner_mark()
         from mininet.log import setLogLevel
         from mininet.net import Mininet
 

@@ -79,3 +79,33 @@ def test_clean_after_sigkill_then_a_new_lab_works(root_fabric, tmp_path):
     cfg = load(REPO / "configs/class-probe.yaml")
     with Network(cfg, NftablesDataPlane, tmp_path) as net:
         assert net.ping_all() == []
+
+
+def test_clean_deletes_only_namespaces_pathdiv_marked_and_whose_owner_is_gone(root_fabric):
+    from pathdiv.experiments.fabric.environment import mark_namespace_argv
+    from pathdiv.kernels.processes import owner_mark
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    names = {"pdfoo": None,  # named like pathdiv's, made by someone else: no mark
+             "pdlab-cleantest": f"{gone.pid}:1",  # pathdiv's, owner gone
+             "pd4cleantest": owner_mark()}  # pathdiv's, owner (this test) alive
+    try:
+        for name, mark in names.items():
+            subprocess.run(["ip", "netns", "add", name], check=True)
+            if mark:
+                subprocess.run(mark_namespace_argv(name, mark), check=True)
+        out = subprocess.run([*PATHDIV, "clean"], cwd=REPO, capture_output=True, text=True,
+                             timeout=60)
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True,
+                              text=True).stdout
+    finally:
+        for name in names:
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+    print(out.stdout)
+    assert out.returncode == 0, out.stderr
+    present = {line.split()[0] for line in left.splitlines() if line.strip()}
+    assert "pdfoo" in present and "pd4cleantest" in present
+    assert "pdlab-cleantest" not in present
+    assert "deleted namespace(s) pdlab-cleantest" in out.stdout
+    assert "pdfoo" in out.stdout.split("did not make alone")[1]  # and it says so

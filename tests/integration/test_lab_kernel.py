@@ -124,13 +124,11 @@ def test_sigint_mid_run_leaves_no_uml_process(lab_kernel, tmp_path):
     assert _uml_processes(lab_kernel, share) == []
 
 
-def test_pathdiv_clean_ends_the_uml_of_a_killed_owner(lab_kernel, tmp_path):
-    from pathdiv.experiments.fabric.clean import clean
-
+def test_sigkill_of_the_owner_ends_its_uml_without_clean(lab_kernel, tmp_path):
     share = tmp_path / "share"
     share.mkdir()
     code = (
-        "from pathlib import Path\nfrom kernels import uml\n"
+        "from pathlib import Path\nfrom pathdiv.kernels import uml\n"
         f"uml.run_in_uml(['sleep', '3600'], Path({str(share)!r}), Path({str(lab_kernel)!r}), "
         "timeout_s=None, clock='real')\n"
     )
@@ -140,15 +138,65 @@ def test_pathdiv_clean_ends_the_uml_of_a_killed_owner(lab_kernel, tmp_path):
         while time.monotonic() < deadline and not list(share.glob(".labkernel/*/release")):
             time.sleep(0.5)
         assert list(share.glob(".labkernel/*/release")), "the guest did not boot within 120 s"
+        assert _uml_processes(lab_kernel, share)
         proc.kill()  # SIGKILL: no finally runs in the owner
         proc.wait()
-        assert _uml_processes(lab_kernel, share)
-        report = clean()
+        deadline = time.monotonic() + 5  # the parent-death signal, then the PID namespace
+        while time.monotonic() < deadline and _uml_processes(lab_kernel, share):
+            time.sleep(0.2)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert report.killed
     assert _uml_processes(lab_kernel, share) == []
+
+
+def test_guest_root_cannot_write_the_host_outside_the_share_nor_read_shadow(lab_kernel,
+                                                                             tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    host_dir = uml.REPO_DIR / f".uml-escape-test-{os.getpid()}"
+    host_dir.mkdir()
+    target = f"{host_dir}/escaped"
+    # mount points in the guest's own /tmp (tmpfs): its / is the host's, read-only to it
+    mounts = {"a": "/", "b": "/", "c": "/etc", "d": "/proc", "e": "/proc/1/root"}
+    script = "".join(f"mkdir -p /tmp/m{m} && mount -t hostfs -o {src} none /tmp/m{m} && "
+                     f"echo mounted-{m}; " for m, src in mounts.items())
+    tries = {
+        "direct": f"touch {target}",
+        "remount-rw": f"mount -o remount,rw / && touch {target}",
+        "hostfs-root": f"touch /tmp/ma{target}",
+        "hostfs-root-rw": f"mount -o remount,rw /tmp/mb && touch /tmp/mb{target}",
+        "hostfs-etc": "touch /tmp/mc/pathdiv-escaped",
+        "host-proc-1-root": f"touch /tmp/md/1/root{target}",
+        "hostfs-via-proc-1-root": f"touch /tmp/me{target}",
+        "read-shadow": "cat /etc/shadow > /dev/null",
+        "read-shadow-hostfs": "cat /tmp/mc/shadow > /dev/null",
+        "share": f"touch {share}/inside",
+    }
+    script += "".join(f"( {cmd} ) >/dev/null 2>&1 && echo {name}=yes || echo {name}=no; "
+                      for name, cmd in tries.items())
+    script += "id -u; ls /tmp/md | grep -c '^[0-9]'"  # guest root; host pids it can see
+    try:
+        res = uml.run_in_uml(["sh", "-c", script], share=share, kernel=lab_kernel,
+                             timeout_s=300)
+        left = sorted(p.name for p in host_dir.iterdir())
+    finally:
+        shutil.rmtree(host_dir)
+    print(res.stdout)
+    lines = res.stdout.split()
+    said = dict(line.split("=") for line in lines if "=" in line)
+    # the hostfs mounts succeed (the host refuses what is done through them), except
+    # /proc/1/root, which the jail's non-dumpable init keeps closed even to its own uid
+    assert [f"mounted-{m}" for m in "abcd"] == \
+        [w for w in lines if w.startswith("mounted") and w != "mounted-e"]
+    assert said == {**{name: "no" for name in tries}, "share": "yes"}, said
+    assert left == []
+    assert not Path("/etc/pathdiv-escaped").exists()
+    assert (share / "inside").exists()
+    assert lines[-2] == "0"  # the guest's command ran as guest root
+    host_pids = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit())
+    print(f"pids seen through hostfs /proc: {lines[-1]} (host: {host_pids})")
+    assert int(lines[-1]) < 50 < host_pids  # the jail's own PID namespace, not the host's
 
 
 def test_a_guest_that_dies_is_reported_with_its_console_log(lab_kernel, tmp_path):

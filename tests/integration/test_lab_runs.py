@@ -2,8 +2,10 @@
 
 The plan mixes a run on this machine's kernel with two runs on the lab kernel (default and
 rb scheduler, virtual clock), query flows only. pathdiv is killed while the lab kernel
-runs (`pathdiv clean` must end the orphaned UML), then interrupted (UML must stop with
-pathdiv and nothing may be marked complete that is not), then resumed: every run
+runs (the UML must die with it, without `pathdiv clean`), then started again and, while
+it runs, a second `pathdiv run` on the folder must refuse, naming the run and the pid;
+then the first is interrupted (UML must stop with pathdiv and nothing may be marked
+complete that is not), then resumed: every run
 completes with every transfer measured, each manifest records the kernel and clock it
 ran on, and the report is written. The kernel is built first when it is not cached
 (about 15 minutes on an idle 2-core machine, once).
@@ -76,16 +78,24 @@ def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_fabric
         assert _vms_of(out), "no UML process runs for the results folder"
         return proc
 
-    # SIGKILL leaves UML running (nothing in pathdiv can react) until `pathdiv clean`
+    # SIGKILL: nothing in pathdiv can react, but the jail's parent-death signal ends UML
     killed = start_until_the_vm_runs()
     killed.kill()
     killed.communicate()
-    assert _vms_of(out)
-    clean = subprocess.run([*PATHDIV, "clean"], cwd=REPO, capture_output=True, text=True)
-    assert clean.returncode == 0, clean.stderr
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _vms_of(out):
+        time.sleep(0.2)
     assert _vms_of(out) == []
 
     first = start_until_the_vm_runs()
+    # a second pathdiv on the same folder must not delete and redo the run being written
+    second = subprocess.run(_argv(config, out), cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    print(second.stderr)
+    assert second.returncode == 1, second.stderr
+    running = next(e["run_id"] for e in _plan(out).values() if e["host_kernel"] == "lab")
+    assert f"another pathdiv is executing run(s) {running} (pid {first.pid} " in second.stderr
+    assert first.poll() is None and _vms_of(out)
     first.send_signal(signal.SIGINT)
     _, err = first.communicate(timeout=120)
     assert first.returncode == 130, err
@@ -128,3 +138,40 @@ def test_lab_runs_boot_once_stop_with_ctrl_c_and_record_their_kernel(root_fabric
     measured = list(csv.DictReader((out / "transfer_metrics.csv").open()))
     assert len(measured) == 3 * 16
     assert all(r["measured"] == "True" for r in measured)
+
+
+def test_sigkill_mid_plan_leaves_no_uml_and_a_second_pathdiv_refuses_meanwhile(
+        root_fabric, lab_kernel, tmp_path):
+    """A lab-kernel-only plan (two query runs): while its first run executes in the guest,
+    a second `pathdiv run` on the folder refuses, naming that run and the pid; SIGKILL of
+    the first leaves no UML process a few seconds later, without `pathdiv clean`."""
+    out = tmp_path / "results"
+    argv = [*PATHDIV, "run", "configs/class-rb.yaml", "--quick", "--only", "flow_type=query",
+            "--out", str(out), "--quiet", "--no-analyze"]
+    first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        progress = out / ".labkernel" / "progress.json"
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and first.poll() is None and not progress.exists():
+            time.sleep(0.5)
+        assert first.poll() is None, first.communicate()
+        assert progress.exists(), "the lab kernel did not start a run within 10 minutes"
+        assert _vms_of(out)
+        marked = [p.stem for p in (out / "running").glob("*.json")]
+        assert len(marked) == 1
+        second = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+        print(second.stderr)
+        assert second.returncode == 1
+        assert (f"another pathdiv is executing run(s) {marked[0]} (pid {first.pid} "
+                in second.stderr)
+        assert first.poll() is None and _vms_of(out)  # the second touched nothing
+        first.kill()
+        first.communicate()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _vms_of(out):
+            time.sleep(0.2)
+        assert _vms_of(out) == []
+    finally:
+        if first.poll() is None:
+            first.kill()

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import socket
 import struct
@@ -210,6 +211,15 @@ def sh(*argv: str, ns: str | None = None, check: bool = True, stdin: str | None 
     return res.stdout
 
 
+def add_namespace(ns: str) -> None:
+    """`ip netns add`, marked as this process's the way pathdiv marks its namespaces
+    (experiments/fabric/environment.py: `pathdiv clean` deletes only marked ones)."""
+    stat = Path("/proc/self/stat").read_text()
+    start = stat[stat.rindex(")") + 2:].split()[19]
+    sh("ip", "netns", "add", ns)
+    sh("ip", "-n", ns, "link", "set", "lo", "alias", f"pathdiv-owner {os.getpid()}:{start}")
+
+
 def teardown() -> None:
     for ns in (NS_SERVER, NS_CLIENT, NS_ROUTER):
         sh("ip", "netns", "del", ns, check=False)
@@ -229,7 +239,7 @@ def lab(subflows: int, delay_ms: float, rate_mbit: float, queue_pkts: int,
     teardown()
     try:
         for ns in (NS_SERVER, NS_CLIENT):
-            sh("ip", "netns", "add", ns)
+            add_namespace(ns)
             sh("ip", "link", "set", "lo", "up", ns=ns)
             sh("ip", "mptcp", "limits", "set", "subflow", "8", "add_addr_accepted", "8", ns=ns)
             # no run inherits ssthresh or RTT from the previous one (the TCP metrics cache)
@@ -237,7 +247,7 @@ def lab(subflows: int, delay_ms: float, rate_mbit: float, queue_pkts: int,
         # the devices whose egress delays packets and shapes data
         ack_side, data_side = (DEV_CLIENT, NS_CLIENT), (DEV_SERVER, NS_SERVER)
         if router:
-            sh("ip", "netns", "add", NS_ROUTER)
+            add_namespace(NS_ROUTER)
             sh("ip", "link", "add", "br0", "type", "bridge", ns=NS_ROUTER)
             for dev, ns, port in ((DEV_SERVER, NS_SERVER, "pdlab-rs"),
                                   (DEV_CLIENT, NS_CLIENT, "pdlab-rc")):
@@ -393,7 +403,7 @@ def spray_lab(delays_ms: Sequence[float], rate_mbit: float, queue_pkts: int,
     teardown()
     try:
         for ns in (NS_SERVER, NS_CLIENT):
-            sh("ip", "netns", "add", ns)
+            add_namespace(ns)
             sh("ip", "link", "set", "lo", "up", ns=ns)
         sh("ip", "link", "add", DEV_SERVER, "netns", NS_SERVER, "type", "veth",
            "peer", "name", DEV_CLIENT, "netns", NS_CLIENT)

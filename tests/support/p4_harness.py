@@ -31,6 +31,7 @@ from pathdiv.experiments.dataplane.p4.switch import (
     wait_ready,
 )
 from pathdiv.experiments.dataplane.p4.tools import P4Tools
+from pathdiv.experiments.fabric.environment import mark_namespace_argv
 from pathdiv.experiments.fabric.lifecycle import StartStop
 
 THRIFT_PORT = 9090
@@ -100,6 +101,7 @@ class OneSwitch(StartStop):
         self.stop()  # a stale copy of our own names
         for ns in self._namespaces():
             _run(["ip", "netns", "add", ns], "namespace")
+            _run(mark_namespace_argv(ns), "namespace")  # `pathdiv clean` may delete it
             _run(["ip", "-n", ns, "link", "set", "lo", "up"], "namespace")
         _run(self.in_ns(self.switch_ns, ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
                                          "net.ipv6.conf.default.disable_ipv6=1"]), "sysctl")

@@ -47,11 +47,11 @@ def test_analyze_stats_only_writes_the_report(tmp_path, capsys):
     assert (tmp_path / "stats.json").is_file() and (tmp_path / "report.md").is_file()
 
 
-def test_clean_recognises_only_pathdiv_named_namespaces():
-    from pathdiv.experiments.fabric.clean import leftover_namespaces
+def test_clean_reads_every_named_namespace_from_the_listing():
+    from pathdiv.experiments.fabric.clean import namespace_names
 
     listing = "pdlab-s (id: 3)\npd4h0\nblue (id: 1)\npdx\npd7sw (id: 2)\n"
-    assert leftover_namespaces(listing) == ["pdlab-s", "pd4h0", "pd7sw"]
+    assert namespace_names(listing) == ["pdlab-s", "pd4h0", "blue", "pdx", "pd7sw"]
 
 
 def test_verbose_logs_each_phase_even_after_mininet_took_over_loggers(capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -32,19 +33,35 @@ def test_an_unknown_clock_is_refused_with_the_choices(tmp_path):
 
 def test_jail_argv_wraps_the_uml_command(tmp_path):
     share, private = tmp_path / "share", tmp_path / "priv"
-    argv = uml.jail_argv("/usr/bin/python3", share, private, 1600, ["/k/linux", "mem=1G"])
+    argv = uml.jail_argv("/usr/bin/python3", share, private, 1600, ["/k/linux", "mem=1G"],
+                         uid=64_999, gid=64_998)
     assert argv[:3] == ["/usr/bin/python3", "-S", str(uml.JAIL)]
     assert argv[argv.index("--share") + 1] == str(share)
     assert argv[argv.index("--private") + 1] == str(private)
     assert argv[argv.index("--private-mb") + 1] == "1600"
+    assert argv[argv.index("--uid") + 1] == "64999"
+    assert argv[argv.index("--gid") + 1] == "64998"
+    assert argv[argv.index("--parent") + 1] == str(os.getpid())  # dies with this process
     assert argv[argv.index("--") + 1 :] == ["/k/linux", "mem=1G"]
 
 
-def test_the_jail_refuses_a_call_without_a_command():
-    res = subprocess.run(["python3", "-S", str(uml.JAIL), "--share", "/x", "--private", "/y",
-                          "--private-mb", "1", "--"], capture_output=True, text=True)
+JAIL_OPTS = ["--share", "/x", "--private", "/y", "--private-mb", "1", "--uid", "64999",
+             "--gid", "64999", "--parent", "1"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({}, "no command after --"),
+    ({"--uid": "0"}, "must not be root's"),
+])
+def test_the_jail_refuses_a_call_without_a_command_or_as_root(change, message):
+    opts = list(JAIL_OPTS)
+    for key, value in change.items():
+        opts[opts.index(key) + 1] = value
+    command = ["/bin/true"] if change else []
+    res = subprocess.run(["python3", "-S", str(uml.JAIL), *opts, "--", *command],
+                         capture_output=True, text=True)
     assert res.returncode == 2
-    assert "no command after --" in res.stderr
+    assert message in res.stderr
 
 
 def _run_init_body(script: str, tmp_path: Path) -> None:

@@ -1,0 +1,112 @@
+"""The lab kernel's jail (kernels/uml_jail.py) on its own, around a shell instead of UML:
+who the jailed process is, what it may read and write, and that it dies with its parent.
+
+Seconds each; needs root (mount and PID namespaces), no network namespace, no UML.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from pathdiv.kernels import uml
+
+pytestmark = pytest.mark.root
+
+UID = 64_997  # not the lab kernel's own id: these tests never meet a running guest
+
+
+@pytest.fixture
+def share():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (mount and PID namespaces)")
+    path = Path(tempfile.mkdtemp(prefix="pathdiv-jail-test-", dir=uml.REPO_DIR))
+    (path / "priv").mkdir()
+    uml.hand_over(path, UID, UID)
+    yield path
+    subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+def jailed(share: Path, script: str, parent: int | None = None) -> list[str]:
+    return uml.jail_argv("/usr/bin/python3", share, share / "priv", 8,
+                         ["/bin/sh", "-c", script], uid=UID, gid=UID, parent=parent)
+
+
+def test_the_jailed_process_is_unprivileged_pid_2_and_writes_only_the_share(share):
+    outside = uml.REPO_DIR / f".jail-outside-{os.getpid()}"
+    script = (
+        "id -u; id -g; echo pid=$$; "
+        "grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs):' /proc/self/status; "
+        "echo procs=$(ls -d /proc/[0-9]* | wc -l); "
+        "cat /etc/shadow >/dev/null 2>&1 && echo read-shadow; "
+        f"touch {outside} 2>/dev/null && echo wrote-outside; "
+        "touch /tmp/pathdiv-jail-x 2>/dev/null && echo wrote-tmp; "
+        "ls /proc/1/root/ >/dev/null 2>&1 && echo sees-own-root; "
+        f"touch {share}/inside && echo wrote-share; "
+        f"touch {share}/priv/x && echo wrote-private"
+    )
+    res = subprocess.run(jailed(share, script), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.split("\n")
+    print(res.stdout)
+    assert lines[:3] == [str(UID), str(UID), "pid=2"]  # under the jail's init, PID 1
+    assert "NoNewPrivs:\t1" in lines
+    for cap in ("CapEff", "CapPrm", "CapBnd"):
+        assert f"{cap}:\t0000000000000000" in lines
+    assert int(next(x for x in lines if x.startswith("procs=")).split("=")[1]) <= 8
+    assert "read-shadow" not in lines and "wrote-outside" not in lines
+    assert "wrote-tmp" not in lines and not Path("/tmp/pathdiv-jail-x").exists()
+    assert not outside.exists()
+    assert "wrote-share" in lines and (share / "inside").stat().st_uid == UID
+    assert "wrote-private" in lines and not (share / "priv" / "x").exists()  # its own tmpfs
+
+
+def test_the_jail_dies_with_its_parent_even_by_sigkill(share):
+    argv = jailed(share, f"echo $$ > {share}/up; exec sleep 3600")
+    code = (f"import os, subprocess, time\nargv = {argv!r}\n"
+            "argv[argv.index('--parent') + 1] = str(os.getpid())\n"
+            "subprocess.Popen(argv, start_new_session=True)\ntime.sleep(3600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (share / "up").exists():
+            time.sleep(0.1)
+        assert (share / "up").exists(), "the jailed shell did not start"
+        sid = jail_session(share)
+        assert len(uml.session_members(sid)) == 3  # the outer process, the init, the shell
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and uml.session_members(sid):
+            time.sleep(0.1)
+    finally:
+        parent.kill()
+    assert uml.session_members(sid) == []
+
+
+def test_the_jail_does_not_start_when_its_parent_is_already_gone(share):
+    res = subprocess.run(jailed(share, f"touch {share}/ran", parent=1), capture_output=True,
+                         text=True, timeout=30)
+    assert res.returncode == 125
+    assert not (share / "ran").exists()
+
+
+def jail_session(share: Path) -> int:
+    """The session of the jail for `share` (its outer process started it)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmdline.split(b"\0")[1:3] == [b"-S", str(uml.JAIL).encode()] \
+                    and str(share).encode() in cmdline:
+                return int(entry.name)
+    raise AssertionError(f"no jail for {share}")
