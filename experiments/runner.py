@@ -382,7 +382,8 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
             mark[0] = time.monotonic()  # the boot counts towards the first lab run
             LabSession(folder, group, image, show, finished,
                        progress=progress_file(shard.name if shard else None),
-                       clock=clock, memory_mb=int(group[0].config.data["lab"]["memory_mb"])
+                       clock=clock, memory_mb=int(group[0].config.data["lab"]["memory_mb"]),
+                       log=say
                        ).execute()
         state = "done"
     except KeyboardInterrupt:

@@ -106,8 +106,15 @@ def expand(
     return runs
 
 
-def describe(runs: list[Run]) -> str:
-    """A human-readable table of the plan."""
+def describe(runs: list[Run], planes: dict[str, str] | None = None) -> str:
+    """A human-readable table of the plan; `planes` maps a `dataplane:` value to the plane
+    it resolves to here (the column then reads e.g. `bmv2 (auto)`)."""
+    planes = planes or {}
+
+    def plane(wanted: str) -> str:
+        got = planes.get(wanted, wanted)
+        return got if got == wanted else f"{got} ({wanted})"
+
     if not runs:
         return "the plan is empty"
     names = list(runs[0].factors)
@@ -116,7 +123,7 @@ def describe(runs: list[Run]) -> str:
     rows = [
         [str(r.order + 1), r.run_id, r.flow_type, *(r.factors[n] for n in names),
          r.config.mode, r.config.transport, r.config.scheduler, r.config.host_kernel,
-         r.config.dataplane]
+         plane(r.config.dataplane)]
         for r in runs
     ]
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
