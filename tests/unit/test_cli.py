@@ -14,6 +14,28 @@ def test_check_prints_the_topology_and_plan(capsys):
     assert "plan: 3 run(s)" in out  # no factors: one run per flow type
 
 
+def test_check_says_which_plane_each_run_uses_and_its_wall_time(capsys, tmp_path,
+                                                                 monkeypatch):
+    bindir = tmp_path / "p4" / "bin"  # fake p4lang tools: `auto` resolves to bmv2
+    bindir.mkdir(parents=True)
+    for name in ("simple_switch", "simple_switch_CLI", "p4c-bm2-ss"):
+        (bindir / name).write_text("#!/bin/sh\necho fake 1.0\n")
+        (bindir / name).chmod(0o755)
+    monkeypatch.setenv("P4_PREFIX", str(tmp_path / "p4"))
+    assert main(["check", str(REPO / "configs/noisy.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "data plane: 60 run(s) on bmv2 (auto: bmv2 data plane" in out
+    assert "60 in the lab kernel, whose P4 programs the host compiles before it boots" in out
+    assert "bmv2 (auto)" in out  # the plan's dataplane column
+    wall = next(line for line in out.splitlines() if line.startswith("expected wall time"))
+    assert "on the bmv2 data plane" in wall and "on the kernel plane)" in wall
+    monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert main(["check", str(REPO / "configs/noisy.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "data plane: 60 run(s) on kernel (auto: kernel data plane, because" in out
+
+
 def test_check_with_override_and_bad_value(capsys):
     cfg = str(REPO / "configs/class-probe.yaml")
     assert main(["check", cfg, "--set", "topology.k=6"]) == 0
