@@ -8,9 +8,12 @@ on the host kernel, where the same binary makes the same calls: one `simple_swit
 running static.p4 (experiments/dataplane/p4/harness.py), PACKETS UDP frames sent into
 port 0 and forwarded out of port 2, `strace -c -f` attached meanwhile, and the
 switch threads' context switches from /proc. Extra simple_switch options after `--`
-(e.g. `-- --log-level off`) show what an option saves. Root.
+(e.g. `-- --log-level off`) show what an option saves. `--program-json` with
+`--commands` profiles another program (e.g. bmv2's own mininet/simple_router.json, where
+p4c is not installed): simple_switch_CLI commands that send 10.1.0.2 out of port 2. Root.
 
-    python benchmarks/bmv2_syscalls.py [--packets 2000] [-- SWITCH_OPTION ...]
+    python benchmarks/bmv2_syscalls.py [--packets 2000] [--program-json J --commands F]
+                                       [-- SWITCH_OPTION ...]
 """
 
 from __future__ import annotations
@@ -73,29 +76,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--packets", type=int, default=2000)
+    parser.add_argument("--program-json", type=Path, help="a compiled bmv2 program")
+    parser.add_argument("--commands", type=Path, help="its simple_switch_CLI commands")
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     tools = require_p4_tools()
-    compiled = compile_program("static", tools)
+    program = args.program_json or compile_program("static", tools).json
     if extra:  # the harness builds the argv; add the options before the program's JSON
         plain = harness.simple_switch_argv
 
         def with_extra(*a, **k):  # type: ignore[no-untyped-def]
             cmd = plain(*a, **k)
-            at = cmd.index(str(compiled.json))
+            at = cmd.index(str(program))
             return cmd[:at] + extra + cmd[at:]
 
         harness.simple_switch_argv = with_extra  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as tmp, \
-            OneSwitch(tools, compiled.json, PORTS, Path(tmp) / "box") as box:
+            OneSwitch(tools, program, PORTS, Path(tmp) / "box") as box:
         macs = box.port_macs()
-        box.install(switch_entries(table(box, macs), macs, "static", EntryOptions()))
+        if args.commands:
+            box.cli(args.commands.read_text().splitlines(), "commands")
+        else:
+            box.install(switch_entries(table(box, macs), macs, "static", EntryOptions()))
         conf.ifaces.reload()
         frame = (Ether(src=macs[0][1], dst=macs[0][0]) / IP(src=HOST, dst=REMOTE)
                  / UDP(sport=40000, dport=9) / (b"x" * 64))
         assert box.proc is not None
         pid = box.proc.pid  # `ip netns exec` execs simple_switch in its place
         before = context_switches(pid)
-        tx_before = box.counters()[2][1].packets
+        out_rx = Path(f"/sys/class/net/{box.peer_intf(2)}/statistics/rx_packets")
+        rx_before = int(out_rx.read_text())
         trace = subprocess.Popen(["strace", "-c", "-f", "-p", str(pid)],
                                  stderr=subprocess.PIPE, text=True)
         time.sleep(1.0)  # attached to every thread
@@ -104,10 +113,10 @@ def main() -> None:
         trace.send_signal(2)
         summary = trace.communicate()[1]
         after = context_switches(pid)
-        forwarded = box.counters()[2][1].packets - tx_before
+        forwarded = int(out_rx.read_text()) - rx_before
     calls = parse_strace_summary(summary)
-    print(f"simple_switch {' '.join(extra) or '(pathdiv defaults)'}: {forwarded} of "
-          f"{args.packets} packets forwarded")
+    print(f"simple_switch {' '.join(extra) or '(pathdiv defaults)'} running {program.name}: "
+          f"{forwarded} of {args.packets} packets forwarded")
     total = sum(calls.values())
     print(f"system calls per forwarded packet: {total / max(forwarded, 1):.2f}")
     for name, n in sorted(calls.items(), key=lambda kv: -kv[1])[:10]:
