@@ -115,7 +115,8 @@ def main() -> None:
         after = context_switches(pid)
         forwarded = int(out_rx.read_text()) - rx_before
     calls = parse_strace_summary(summary)
-    print(f"simple_switch {' '.join(extra) or "(pathdiv's options)"} running {program.name}: "
+    options = " ".join(extra) or "(pathdiv's options)"
+    print(f"simple_switch {options} running {program.name}: "
           f"{forwarded} of {args.packets} packets forwarded")
     total = sum(calls.values())
     print(f"system calls per forwarded packet: {total / max(forwarded, 1):.2f}")
