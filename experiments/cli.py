@@ -25,7 +25,7 @@ from pathdiv.experiments.config.safe_yaml import shorten_text
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
-from pathdiv.experiments.dataplane.select import mode_problems, select_dataplane
+from pathdiv.experiments.dataplane.select import mode_problems, resolve_planes, select_dataplane
 from pathdiv.experiments.execute.guest import run_in_lab_kernel
 from pathdiv.experiments.execute.lab_kernel import (
     LabKernelError,
@@ -38,6 +38,7 @@ from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_prob
 from pathdiv.experiments.fabric.network import Network, NetworkError
 from pathdiv.experiments.plan.budget import budget_problems, plan_need_mb
 from pathdiv.experiments.plan.design import design_problems, observations_per_cell
+from pathdiv.experiments.plan.estimate import expected_run_s, format_duration
 from pathdiv.experiments.plan.runs import (
     Run,
     describe,
@@ -106,12 +107,34 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(describe_shards(runs, shard.count))
         runs = shard_runs(runs, shard)
         print(f"shard {shard} runs {len(runs)} of them:")
-    print(describe(runs))
+    planes = resolve_planes(r.config.dataplane for r in runs)
+    print(describe(runs, {w: name for w, (name, _) in planes.items()}))
+    _print_planes(runs, planes)
     lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
     if lab_runs:
         print(f"lab kernel: {lab_runs} run(s) on the pathdiv lab kernel, one boot per clock; "
               f"{describe_lab_kernel()}")
     return 0
+
+
+def _print_planes(runs: list[Run], planes: dict[str, tuple[str, str]]) -> None:
+    """Which data plane the runs will use and why, and the plan's expected wall time."""
+    for wanted, (name, reason) in planes.items():
+        mine = [r for r in runs if r.config.dataplane == wanted]
+        if name == "unavailable":
+            print(f"data plane: {len(mine)} run(s) cannot run here: {reason}")
+            continue
+        lab = sum(1 for r in mine if r.config.host_kernel == "lab")
+        note = (f"; {lab} in the lab kernel, whose P4 programs the host compiles before "
+                "it boots" if name == "bmv2" and lab else "")
+        print(f"data plane: {len(mine)} run(s) on {name} ({reason}){note}")
+    total = sum(expected_run_s(r, planes[r.config.dataplane][0]) for r in runs)
+    kernel = sum(expected_run_s(r) for r in runs)
+    used = sorted({n for n, _ in planes.values() if n != "unavailable"})
+    also = (f" ({format_duration(kernel)} on the kernel plane)"
+            if round(total) != round(kernel) else "")
+    print(f"expected wall time: ~{format_duration(total)} on one machine, on the "
+          f"{' and '.join(used) or 'no'} data plane{also}")
 
 
 def _print_design(runs: list[Run]) -> None:

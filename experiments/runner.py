@@ -434,7 +434,8 @@ class PlanExecution:
         self.run_started = time.monotonic()  # the boot counts towards the first lab run
         LabSession(self.folder, group, self.image, self.show, self.finished,
                    progress=progress_file(self.shard.name if self.shard else None),
-                   clock=clock, memory_mb=int(group[0].config.data["lab"]["memory_mb"])
+                   clock=clock, memory_mb=int(group[0].config.data["lab"]["memory_mb"]),
+                   log=self.say
                    ).execute()
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.dataplane.select import prepare_for_lab_kernel
 from pathdiv.experiments.execute.lab_kernel import (
     GUEST_ENV,
     REPO_DIR,
@@ -52,9 +53,13 @@ def run_in_lab_kernel(command: str, cfg: Config, json_out: bool = False,
     """Run `pathdiv COMMAND` on `cfg` in the lab kernel; return its exit status.
 
     Builds the lab kernel first when it is not cached (LabKernelUnavailable when it
-    cannot be). `probe` prints the guest's stdout and stderr here when it ends.
+    cannot be), and compiles the P4 programs when the config's plane is bmv2 here.
+    `probe` prints the guest's stdout and stderr here when it ends.
     """
     image = lab_kernel_image(log)
+    for line in prepare_for_lab_kernel([cfg.dataplane]):  # the guest cannot write the cache
+        if verbose:
+            log(f"pathdiv: {line}")
     clock = str(cfg.data["lab"]["clock"])
     memory_mb = int(cfg.data["lab"]["memory_mb"])
     desc = kernel_description(clock, image, image.parent.name, kernel_release(image), memory_mb)

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.dataplane.base import DataPlaneError
+from pathdiv.experiments.dataplane.select import prepare_for_lab_kernel
 from pathdiv.experiments.execute.runstate import run_state, write_failed
 from pathdiv.experiments.fabric.environment import LAB_KERNEL_ENV
 from pathdiv.experiments.manifest import read_json_dict
@@ -191,6 +193,7 @@ class LabSession:
     progress: Path = PROGRESS_FILE  # relative to folder
     clock: str = "virtual"
     memory_mb: int = uml.MEMORY_MB
+    log: Callable[[str], None] | None = None  # lines about what the host did first
 
     def __post_init__(self) -> None:
         self.reported: set[str] = set()
@@ -228,8 +231,15 @@ class LabSession:
         self.heartbeat_file.unlink(missing_ok=True)
         argv = guest_argv(sys.executable, self.folder.resolve(), [r.run_id for r in self.runs],
                           self.progress)
-        self.changed_at = time.monotonic()
         why = ""
+        try:
+            for line in prepare_for_lab_kernel({r.config.dataplane for r in self.runs}):
+                if self.log is not None:
+                    self.log(f"pathdiv: {line}")
+        except DataPlaneError as exc:  # every run fails with the reason, nothing boots
+            self.close_unfinished(str(exc), started_only=False)
+            return
+        self.changed_at = time.monotonic()
         try:
             self.result = uml.run_in_uml(
                 argv, share=self.folder, kernel=self.image, timeout_s=None, clock=self.clock,

@@ -15,6 +15,11 @@ processes, not the link rate: its constants fit the reference configs at 20 Mbit
 (`benchmarks/run_timing.py --kernel lab`: ~70 s per run for the build and process
 starts; noisy rounds cost about 4x their simulated time, silent ones 1.7x). They
 balance shards against each other; they are not a promise of wall-clock time.
+
+The data plane changes the cost where the switches' work shows in wall time: on the lab
+kernel's virtual clock every packet bmv2 forwards costs host CPU while the guest's clock
+stands still, so a run there takes PLANE_FACTORS[(kernel, plane)] times the kernel
+plane's (docs/p4.md, `benchmarks/bmv2_lab.py`).
 """
 
 from __future__ import annotations
@@ -41,6 +46,16 @@ COSTS = {
 }
 
 
+# (hosts.kernel, data plane) -> wall time over the same run on the kernel data plane;
+# measured on the probe (docs/p4.md): bmv2 in the lab kernel took 15x the kernel plane.
+PLANE_FACTORS = {("lab", "bmv2"): 15.0}
+
+
+def plane_factor(kernel: str, plane: str | None) -> float:
+    """How much longer a run on `plane` takes than on the kernel plane (1 when unknown)."""
+    return PLANE_FACTORS.get((kernel, plane or "kernel"), 1.0)
+
+
 def bottleneck_mbps(cfg: Config) -> float:
     """The slowest configured link tier in Mbit/s (unshaped tiers count as UNSHAPED_MBPS)."""
     rates = [p.bw_mbps if p.bw_mbps is not None else UNSHAPED_MBPS
@@ -65,12 +80,13 @@ def expected_traffic_s(cfg: Config, flow_type: str, seed: int) -> float:
     return total
 
 
-def expected_run_s(run: Run) -> float:
-    """Expected seconds of `run` from build to teardown (rounded to milliseconds)."""
+def expected_run_s(run: Run, plane: str | None = None) -> float:
+    """Expected seconds of `run` from build to teardown (rounded to milliseconds), on the
+    data plane named `plane` (the one `dataplane:` resolves to; None: the kernel plane)."""
     cfg = run.config
     costs = COSTS.get(cfg.host_kernel, COSTS["host"])
     traffic = expected_traffic_s(cfg, run.flow_type, run.workload_seed)
-    return round(costs.run_overhead_s + traffic, 3)
+    return round((costs.run_overhead_s + traffic) * plane_factor(cfg.host_kernel, plane), 3)
 
 
 def format_duration(seconds: float) -> str:

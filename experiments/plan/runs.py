@@ -143,8 +143,15 @@ def _refuse_shared_ids(cells: list[tuple[dict[str, str], str]], names: list[str]
         seen[key] = (levels, flow)
 
 
-def describe(runs: list[Run]) -> str:
-    """A human-readable table of the plan."""
+def describe(runs: list[Run], planes: dict[str, str] | None = None) -> str:
+    """A human-readable table of the plan; `planes` maps a `dataplane:` value to the plane
+    it resolves to here (the column then reads e.g. `bmv2 (auto)`)."""
+    planes = planes or {}
+
+    def plane(wanted: str) -> str:
+        got = planes.get(wanted, wanted)
+        return got if got == wanted else f"{got} ({wanted})"
+
     if not runs:
         return "the plan is empty"
     names = list(runs[0].factors)
@@ -153,7 +160,7 @@ def describe(runs: list[Run]) -> str:
     rows = [
         [str(r.order + 1), r.run_id, r.flow_type, *(r.factors[n] for n in names),
          r.config.mode, r.config.transport, r.config.scheduler, r.config.host_kernel,
-         r.config.dataplane]
+         plane(r.config.dataplane)]
         for r in runs
     ]
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]

@@ -175,3 +175,30 @@ def test_sigkill_mid_plan_leaves_no_uml_and_a_second_pathdiv_refuses_meanwhile(
     finally:
         if first.poll() is None:
             first.kill()
+
+
+def test_a_lab_run_on_bmv2_compiles_on_the_host_and_records_bmv2(root_fabric, lab_kernel,
+                                                                 tmp_path):
+    """bmv2 in the lab kernel, as `pathdiv run` of the reference config starts it where
+    p4lang's tools are installed: the guest reads the host's files read-only, so the
+    P4 programs must have been compiled on the host before it booted."""
+    from pathdiv.experiments.dataplane.bmv2 import find_p4_tools
+
+    tools, reason = find_p4_tools()
+    if tools is None:
+        pytest.skip(f"bmv2 not available: {reason}")
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [*PATHDIV, "run", "configs/noisy.yaml", "--quick", "--only", "flow_type=query",
+         "--only", "switching=ps-mptcp", "--only", "host=vanilla", "--reps", "1",
+         "--set", "dataplane=bmv2", "--out", str(out), "--quiet"],
+        cwd=REPO, capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-3000:])
+    plan = _plan(out)
+    assert len(plan) == 1 and {e["status"] for e in plan.values()} == {"complete"}, plan
+    run_id = next(iter(plan))
+    m = json.loads((out / "runs" / run_id / "manifest.json").read_text())
+    assert m["dataplane"]["dataplane"] == "bmv2" and m["dataplane"]["program"] == "spray"
+    assert m["lab_kernel"]["runner"] == "uml" and m["clock"] == "virtual"
+    rows = list(csv.DictReader((out / "runs" / run_id / "transfers.csv").open()))
+    assert rows and all(r["ok"] == "True" for r in rows), rows

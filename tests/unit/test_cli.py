@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pathdiv.experiments.cli import main
 from tests.conftest import REPO
 from tests.support.study_data import synthetic_metrics
@@ -12,6 +14,31 @@ def test_check_prints_the_topology_and_plan(capsys):
     out = capsys.readouterr().out
     assert "valid. k=4 fat tree: 20 switches, 16 hosts, 48 links" in out
     assert "plan: 3 run(s)" in out  # no factors: one run per flow type
+
+
+def test_check_says_which_plane_each_run_uses_and_its_wall_time(capsys, tmp_path,
+                                                                 monkeypatch):
+    bindir = tmp_path / "p4" / "bin"  # fake p4lang tools: `auto` resolves to bmv2
+    bindir.mkdir(parents=True)
+    for name in ("simple_switch", "simple_switch_CLI", "p4c-bm2-ss"):
+        (bindir / name).write_text("#!/bin/sh\necho fake 1.0\n")
+        (bindir / name).chmod(0o755)
+    monkeypatch.setenv("P4_PREFIX", str(tmp_path / "p4"))
+    assert main(["check", str(REPO / "configs/noisy.yaml")]) == 0
+    out = capsys.readouterr().out
+    runs = re.search(r"plan: (\d+) run\(s\)", out)
+    assert runs, out
+    n = int(runs.group(1))
+    assert f"data plane: {n} run(s) on bmv2 (auto: bmv2 data plane" in out
+    assert f"{n} in the lab kernel, whose P4 programs the host compiles before it boots" in out
+    assert "bmv2 (auto)" in out  # the plan's dataplane column
+    wall = next(line for line in out.splitlines() if line.startswith("expected wall time"))
+    assert "on the bmv2 data plane" in wall and "on the kernel plane)" in wall
+    monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert main(["check", str(REPO / "configs/noisy.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"data plane: \d+ run\(s\) on kernel \(auto: kernel data plane, because", out)
 
 
 def test_check_with_override_and_bad_value(capsys):

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.plan.estimate import PlanClock, expected_run_s, format_duration
+from pathdiv.experiments.plan.estimate import (
+    PLANE_FACTORS,
+    PlanClock,
+    expected_run_s,
+    format_duration,
+)
 from pathdiv.experiments.plan.runs import expand
 from tests.conftest import REPO
 
@@ -52,3 +57,13 @@ def test_the_eta_scales_with_how_the_finished_runs_compared():
 
 def test_durations_read_as_people_say_them():
     assert [format_duration(s) for s in (45, 720, 7500)] == ["45 s", "12 min", "2 h 05 min"]
+
+
+def test_bmv2_in_the_lab_kernel_is_expected_to_cost_its_measured_factor():
+    lab = expand(load(REPO / "configs/noisy.yaml"), repetitions=1)[0]
+    host = host_plan()[0]
+    assert expected_run_s(lab, "bmv2") == pytest.approx(
+        expected_run_s(lab) * PLANE_FACTORS[("lab", "bmv2")], rel=1e-3)
+    assert expected_run_s(lab, "kernel") == expected_run_s(lab)
+    # on the host kernel's real clock the switches' CPU work overlaps the traffic
+    assert expected_run_s(host, "bmv2") == expected_run_s(host)

@@ -47,3 +47,17 @@ def test_editing_a_shared_include_changes_every_digest(src: Path) -> None:
 def test_unknown_program_lists_the_known_ones() -> None:
     with pytest.raises(P4CompileError, match="'wcmp' is not one of static, ecmp, spray, flowlet"):
         program_sources("wcmp")
+
+
+def test_an_uncached_program_in_a_read_only_cache_says_to_compile_on_the_host(
+    tmp_path: Path,
+) -> None:
+    from pathdiv.experiments.dataplane.p4.programs import compile_program
+    from pathdiv.experiments.dataplane.p4.tools import P4Tools
+
+    echo = Path("/bin/echo")  # answers --version; never asked to compile here
+    tools = P4Tools(switch=echo, cli=echo, compiler=echo)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # a cache below a file cannot be created, as in the guest
+    with pytest.raises(P4CompileError, match="compiles the programs before it boots"):
+        compile_program("ecmp", tools, cache=blocked / "p4")

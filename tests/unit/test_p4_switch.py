@@ -30,8 +30,10 @@ PROC_NET_TCP = """\
 def test_argv_maps_ports_and_keeps_logging_off() -> None:
     argv = simple_switch_argv(TOOLS, 3, 9093, [(0, "e1-eth0"), (2, "e1-eth2")], Path("p.json"))
     assert argv == ["/opt/p4/bin/simple_switch", "--device-id", "3", "--thrift-port", "9093",
-                    "-i", "0@e1-eth0", "-i", "2@e1-eth2", "p.json", "--", "--enable-swap"]
-    assert not any(a.startswith("--log") for a in argv)
+                    "-i", "0@e1-eth0", "-i", "2@e1-eth2", "--log-level", "off", "p.json", "--",
+                    "--enable-swap"]
+    # no sink is not enough: without `--log-level off` bmv2 still formats every message
+    assert "--log-console" not in argv and "--log-file" not in argv
 
 
 def test_debug_adds_console_log_and_pcaps() -> None:

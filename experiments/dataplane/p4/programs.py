@@ -4,6 +4,10 @@ A program is `p4src/<name>.p4` plus the shared `p4src/include/*.p4`. Its digest
 covers those sources, the compiler's version and the compiler flags, so a fresh
 clone on the same machine reuses `/var/cache/pathdiv/p4/<digest>/` (override with
 `PATHDIV_P4_CACHE`) and an edited include recompiles every program.
+
+Inside the lab kernel the host's files are read-only, the cache too: the host compiles
+what a plan may load (`compile_programs`) before it boots the guest, which then only
+reads the cache.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 
 from pathdiv.experiments.config.switching import MODES
 from pathdiv.experiments.dataplane.p4.entries import PROGRAMS
-from pathdiv.experiments.dataplane.p4.tools import P4Tools
+from pathdiv.experiments.dataplane.p4.tools import P4Tools, require_p4_tools
 
 P4SRC = Path(__file__).resolve().parents[3] / "p4src"
 DEFAULT_CACHE = Path("/var/cache/pathdiv/p4")
@@ -82,8 +86,17 @@ def compile_program(
     )
     if prog.json.exists() and prog.p4info.exists():
         return prog
-    final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
+    except OSError as exc:
+        raise P4CompileError(
+            f"{name}.p4 is not compiled for {version} yet and its cache {final.parent} "
+            f"cannot be written here ({exc.strerror}); inside the lab kernel the host's "
+            "files are read-only, so the host compiles the programs before it boots the "
+            "guest: compile them on the host with the same tools "
+            "(`python -m pathdiv.experiments.dataplane.p4.programs`)"
+        ) from exc
     work.chmod(0o755)
     try:
         argv = [
@@ -107,3 +120,22 @@ def compile_program(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return prog
+
+
+def compile_programs(
+    tools: P4Tools, names: list[str] | None = None, cache: Path | None = None
+) -> dict[str, CompiledProgram]:
+    """Every program a switch may load (each mode's, by default), compiled or from the cache."""
+    wanted = names if names is not None else sorted(set(MODE_PROGRAMS.values()))
+    return {name: compile_program(name, tools, cache) for name in wanted}
+
+
+def main() -> int:
+    """`python -m pathdiv.experiments.dataplane.p4.programs`: fill the cache, print it."""
+    for prog in compile_programs(require_p4_tools()).values():
+        print(f"{prog.name}: {prog.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -34,6 +34,9 @@ def simple_switch_argv(
 ) -> list[str]:
     """argv of one switch: logging off unless `debug_dir` (console log + per-port pcaps).
 
+    Without a log sink bmv2 still builds every debug message of every packet (spdlog
+    asks the kernel for the thread id each time: 50 of the 65 system calls per packet
+    of one switch, benchmarks/bmv2_syscalls.py), so `--log-level off` says it outright.
     `--enable-swap` lets the control plane replace the program while it runs.
     """
     argv = [str(tools.switch), "--device-id", str(device_id), "--thrift-port", str(thrift_port)]
@@ -41,6 +44,8 @@ def simple_switch_argv(
         argv += ["-i", f"{number}@{intf}"]
     if debug_dir is not None:
         argv += ["--log-console", "--log-level", "debug", "--pcap", str(debug_dir)]
+    else:
+        argv += ["--log-level", "off"]
     argv.append(str(program_json))
     argv += ["--", "--enable-swap"]
     return argv

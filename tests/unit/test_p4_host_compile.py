@@ -1,0 +1,61 @@
+"""Before the lab kernel boots, the host compiles the P4 programs the guest will load
+(the guest sees the host's files read-only); fake tools stand in for p4lang's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pathdiv.experiments.dataplane.p4.programs import MODE_PROGRAMS
+from pathdiv.experiments.dataplane.p4.tools import CLI, COMPILER, SWITCH
+from pathdiv.experiments.dataplane.select import prepare_for_lab_kernel, resolve_planes
+
+# p4c-bm2-ss's interface as pathdiv calls it: `-o JSON --p4runtime-files P4INFO MAIN.p4`
+FAKE_COMPILER = """#!/bin/sh
+[ "$1" = --version ] && { echo "p4c-bm2-ss"; echo "Version 9.9.9 (fake)"; exit 0; }
+while [ $# -gt 0 ]; do
+  case "$1" in -o) out=$2; shift;; --p4runtime-files) info=$2; shift;; esac; shift
+done
+echo '{}' > "$out"; echo 'pkg_info {}' > "$info"; echo "$out" >> "$COMPILED_LOG"
+"""
+
+
+@pytest.fixture
+def fake_p4(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bindir = tmp_path / "prefix" / "bin"
+    bindir.mkdir(parents=True)
+    for name in (SWITCH, CLI):
+        (bindir / name).write_text("#!/bin/sh\necho fake 1.0\n")
+    (bindir / COMPILER).write_text(FAKE_COMPILER)
+    for exe in bindir.iterdir():
+        exe.chmod(0o755)
+    monkeypatch.setenv("P4_PREFIX", str(tmp_path / "prefix"))
+    monkeypatch.setenv("PATHDIV_P4_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("COMPILED_LOG", str(tmp_path / "compiled.log"))
+    return tmp_path
+
+
+def test_the_host_compiles_every_mode_program_once_when_bmv2_will_run(fake_p4: Path) -> None:
+    lines = prepare_for_lab_kernel(["auto", "kernel"])
+    assert len(lines) == 1 and str(fake_p4 / "cache") in lines[0], lines
+    compiled = (fake_p4 / "compiled.log").read_text().splitlines()
+    assert sorted(Path(p).stem for p in compiled) == sorted(set(MODE_PROGRAMS.values()))
+    assert prepare_for_lab_kernel(["bmv2"])  # again: from the cache, nothing recompiled
+    assert len((fake_p4 / "compiled.log").read_text().splitlines()) == len(compiled)
+
+
+def test_nothing_is_compiled_for_the_kernel_plane(fake_p4: Path) -> None:
+    assert prepare_for_lab_kernel(["kernel"]) == []
+    assert not (fake_p4 / "compiled.log").exists()
+
+
+def test_check_resolves_each_plane_or_says_why_it_cannot_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    planes = resolve_planes(["auto", "kernel", "bmv2", "auto"])
+    assert planes["auto"][0] == "kernel" and "simple_switch" in planes["auto"][1]
+    assert planes["kernel"][0] == "kernel"
+    assert planes["bmv2"][0] == "unavailable" and "docs/p4.md" in planes["bmv2"][1]
