@@ -40,14 +40,12 @@ import yaml
 
 from pathdiv.analysis.report.fidelity import VERDICTS
 from pathdiv.analysis.report.fidelity import split as fidelity_split
+from pathdiv.analysis.report.linkmap import LINK_COLUMNS, link_map_svg, link_table
 from pathdiv.analysis.stats.spec import AnalysisSpec
 from pathdiv.analysis.stats.study import StudyResults, analyze_metrics
 from pathdiv.topologies.fattree import FatTree
 
-__all__ = ["LINK_COLUMNS", "Results", "Statistics", "open"]
-
-# One row per run and link direction: bytes/packets that left `src` towards `dst`.
-LINK_COLUMNS = ["run_id", "link", "tier", "src", "dst", "bytes", "packets"]
+__all__ = ["LINK_COLUMNS", "Results", "Statistics", "link_table", "open"]
 
 # statsmodels' MultivariateTestResults.summary_frame names, for the MANOVA tables.
 _STATSMODELS_STATISTIC = {"pillai": "Pillai's trace", "wilks": "Wilks' lambda",
@@ -166,6 +164,36 @@ class Results:
         chosen = fidelity_split(metrics, include_invalid)
         return Statistics.from_study(analyze_metrics(chosen.kept, self.spec))
 
+    def run_ids(self, **factors: str) -> list[str]:
+        """Run ids whose factor levels match, e.g. `run_ids(switching="ps-tcp")`
+        (keys are plan.json's columns: factors, flow_type, repetition, ...)."""
+        frame = self.provenance
+        if frame.empty:
+            frame = self.observations.drop_duplicates("run_id")
+        for key, value in factors.items():
+            if key not in frame.columns:
+                raise KeyError(f"no column {key!r} to select runs by; columns are "
+                               f"{sorted(map(str, frame.columns))}")
+            frame = frame[frame[key].astype(str) == str(value)]
+        return [str(r) for r in frame["run_id"]]
+
+    def draw(self, run_ids: Sequence[str] | None = None,
+             paths: Sequence[Sequence[str]] = (), title: str = "",
+             path: str | Path | None = None, **factors: str) -> str:
+        """The fat tree as an SVG picture: each link coloured by the bytes it carried
+        (both directions) over `run_ids`, or the runs matching `factors`
+        (e.g. `draw(switching="ps-mptcp", flow_type="long")`), or all runs; `paths`
+        (node-name tuples) drawn over it. Written to `path` too when given."""
+        if run_ids is None and factors:
+            run_ids = self.run_ids(**factors)
+        if not title:
+            chosen = ", ".join(f"{k}={v}" for k, v in factors.items()) or "all runs"
+            title = f"Bytes per link: {chosen}"
+        svg = link_map_svg(self.topology, self.link_bytes(run_ids), paths, title)
+        if path is not None:
+            Path(path).write_text(svg)
+        return svg
+
     def link_bytes(self, run_ids: Sequence[str] | None = None) -> dict[tuple[str, str], int]:
         """Bytes per link direction (src, dst), summed over `run_ids` (all runs if None)."""
         links = self.links
@@ -219,36 +247,6 @@ def as_categoricals(frame: pd.DataFrame, columns: Sequence[str],
         out[col] = pd.Categorical(values.map(lambda v: None if v is None else str(v)),
                                   categories=order, ordered=True)
     return out
-
-
-def link_table(manifests: Sequence[Mapping[str, Any]], topo: FatTree) -> pd.DataFrame:
-    """Per-link counters of each run from its manifest's `interface_counters`.
-
-    A switch interface's counters say what the link carried both ways: its `tx_*` left
-    the switch towards the peer, its `rx_*` arrived from the peer. When both ends of a
-    link were counted, a direction is read from the sending end (its tx)."""
-    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for manifest in manifests:
-        run_id = str(manifest.get("run_id", ""))
-        counters = manifest.get("interface_counters") or {}
-        for intf, c in counters.items():
-            try:
-                link = topo.link_of_intf(intf)
-            except KeyError:
-                continue
-            node = intf.split("-", 1)[0]
-            peer = link.peer_of(node).node
-            for src, dst, b, p, sender in ((node, peer, "tx_bytes", "tx_packets", True),
-                                           (peer, node, "rx_bytes", "rx_packets", False)):
-                key = (run_id, src, dst)
-                if key in rows and (rows[key]["_sender"] or not sender):
-                    continue
-                rows[key] = {"run_id": run_id, "link": link.name, "tier": str(link.tier),
-                             "src": src, "dst": dst, "bytes": int(c.get(b, 0)),
-                             "packets": int(c.get(p, 0)), "_sender": sender}
-    frame = pd.DataFrame(list(rows.values()), columns=[*LINK_COLUMNS, "_sender"])
-    return frame.drop(columns="_sender").sort_values(
-        ["run_id", "link", "src"], ignore_index=True)
 
 
 def _fidelity_table(manifests: Sequence[Mapping[str, Any]],
