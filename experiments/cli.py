@@ -8,23 +8,22 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pathdiv import api
 from pathdiv.experiments.classroom.probe import format_probe, run_probe
 from pathdiv.experiments.classroom.shell import PathdivCLI
 from pathdiv.experiments.cluster.planfile import options_conflict, read_plan, register_plan
 from pathdiv.experiments.cluster.shards import describe_shards, parse_shard, shard_runs
 from pathdiv.experiments.cluster.slurm import SlurmError, SlurmJob, submit, write_scripts
 from pathdiv.experiments.cluster.status import folder_status
-from pathdiv.experiments.config.load import Config, ConfigError, load
-from pathdiv.experiments.config.names import resolve_config
+from pathdiv.experiments.config.load import Config, ConfigError
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
-from pathdiv.experiments.dataplane.select import mode_problems, select_dataplane
+from pathdiv.experiments.dataplane.select import select_dataplane
 from pathdiv.experiments.execute.guest import run_in_lab_kernel
 from pathdiv.experiments.execute.lab_kernel import (
     LabKernelError,
@@ -33,9 +32,9 @@ from pathdiv.experiments.execute.lab_kernel import (
     guest_kernel_description,
 )
 from pathdiv.experiments.fabric.clean import clean
-from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
-from pathdiv.experiments.fabric.network import Network, NetworkError
-from pathdiv.experiments.plan.budget import budget_problems, plan_need_mb
+from pathdiv.experiments.fabric.environment import EnvironmentProblem
+from pathdiv.experiments.fabric.network import NetworkError
+from pathdiv.experiments.plan.budget import plan_need_mb
 from pathdiv.experiments.plan.design import design_problems, observations_per_cell
 from pathdiv.experiments.plan.runs import (
     Run,
@@ -48,7 +47,6 @@ from pathdiv.experiments.plan.runs import (
 from pathdiv.experiments.runner import (
     ResultsError,
     prepare_folder,
-    run_plan,
 )
 from pathdiv.kernels.processes import restore_sigint
 
@@ -68,18 +66,13 @@ def _setup_logging(level: int) -> None:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return load(resolve_config(args.config), args.set or [])
+    return api.load_config(args.config, args.set or [])
 
 
 def _refuse_plan_problems(runs: list[Run]) -> None:
     """Every run held against the kernel it will run on, and its captures against
     capture.budget_mb, before anything starts."""
-    budget = budget_problems(runs)
-    if budget:
-        raise ConfigError(budget, runs[0].config.source)
-    problems = plan_problems(runs) + mode_problems(runs)
-    if problems:
-        raise EnvironmentProblem(problems)
+    api.check_plan(runs)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -122,13 +115,6 @@ def _print_design(runs: list[Run]) -> None:
         print(f"warning: {problem}")
 
 
-def _network(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:
-    preflight(cfg)
-    cls, reason = select_dataplane(cfg.dataplane)
-    workdir = Path(tempfile.mkdtemp(prefix="pathdiv-lab-"))
-    return Network(cfg, cls, workdir), reason
-
-
 def _outside_lab_kernel(cfg: Config) -> bool:
     """hosts.kernel: lab asked for on another kernel: the command boots the lab kernel."""
     return cfg.host_kernel == "lab" and guest_kernel_description() is None
@@ -146,13 +132,11 @@ def cmd_net(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if _outside_lab_kernel(cfg):
         return _in_lab_kernel(args, cfg)
-    net, reason = _network(args, cfg)
-    log.info("%s", reason)
-
-    with net as running:  # type: ignore[attr-defined]
-        print(f"pathdiv: k={running.topo.k} fat tree up ({reason}); type 'help', 'exit' "
-              "ends; lab commands: paths, counters, mode, flow", flush=True)
-        PathdivCLI(running)
+    with api.network(cfg) as live:
+        log.info("%s", live.dataplane)
+        print(f"pathdiv: k={live.topo.k} fat tree up ({live.dataplane}); type 'help', "
+              "'exit' ends; lab commands: paths, counters, mode, flow", flush=True)
+        PathdivCLI(live.net)
     return 0
 
 
@@ -162,10 +146,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         cfg = cfg.with_overrides([("hosts.transport", "mptcp")])
     if _outside_lab_kernel(cfg):
         return _in_lab_kernel(args, cfg)
-    net, reason = _network(args, cfg)
-    log.info("%s", reason)
-    with net as running:  # type: ignore[attr-defined]
-        result = run_probe(running)
+    with api.network(cfg) as live:
+        log.info("%s", live.dataplane)
+        result = run_probe(live.net)
     print(json.dumps(result) if args.json else format_probe(result))
     return 0
 
@@ -190,21 +173,7 @@ def analyze_folder(folder: Path, stats_only: bool = False,
     """Metrics from the captures (unless stats_only), then statistics and the report.
 
     Reads only files, so a results folder can be re-analysed anywhere, any time."""
-    from pathdiv.analysis.report.analyze import write_report
-
-    if not folder.is_dir():
-        raise ValueError(f"{folder}: no such results folder")
-    if not stats_only:
-        from pathdiv.analysis.metrics.table import compute_metrics
-
-        if not (folder / "runs").is_dir():
-            raise ValueError(f"{folder} has no runs/ folder; for a folder holding only "
-                             "metrics.csv use `pathdiv analyze --stats-only`")
-        path = compute_metrics(folder)
-        log.info("metrics: %s", path)
-    elif not (folder / "metrics.csv").is_file():
-        raise ValueError(f"{folder} has no metrics.csv to analyse")
-    return write_report(folder, stats_only=stats_only, include_invalid=include_invalid)
+    return api.analyze(folder, stats_only=stats_only, include_invalid=include_invalid)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -222,8 +191,8 @@ def _plan(args: argparse.Namespace) -> tuple[Config, list[Run], dict[str, Any]]:
     if args.reps is not None and args.reps < 1:
         raise ValueError(f"--reps {args.reps}: expected an integer >= 1")
     reps = args.reps if args.reps is not None else (1 if args.quick else None)
-    runs = expand(cfg, repetitions=reps, flow_types=quick_flow_types(cfg) if args.quick
-                  else None, only=parse_only(args.only or []))
+    runs = api.plan(cfg, repetitions=reps, flow_types=quick_flow_types(cfg) if args.quick
+                    else None, only=parse_only(args.only or []))
     if not runs:
         raise ValueError("the plan is empty; check --only against `pathdiv check CONFIG`")
     options = {"reps": reps, "only": args.only or [], "quick": args.quick,
@@ -249,28 +218,31 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"pathdiv: shard {shard} has no runs (the plan has {len(planned)}); "
                   "nothing to do")
             return 0
-    _refuse_plan_problems(runs)
-    host_runs = [r for r in runs if r.config.host_kernel == "host"]
-    if host_runs:
-        preflight(host_runs[0].config)
-    folder = prepare_folder(cfg, args.out)
-    if shard:  # refused here, before any run, if the folder's shards expand another plan
-        register_plan(folder, cfg, planned, options)
-    if not args.quiet:
-        part = f"shard {shard}: {len(runs)} of {len(planned)}" if shard else f"{len(runs)}"
-        print(f"pathdiv: {part} run(s) into {folder}", file=sys.stderr)
+    folder_seen: list[Path] = []
+
+    def started(folder: Path) -> None:
+        folder_seen.append(folder)
+        if shard:  # refused here, before any run, if the folder's shards expand another plan
+            register_plan(folder, cfg, planned, options)
+        if not args.quiet:
+            part = f"shard {shard}: {len(runs)} of {len(planned)}" if shard else f"{len(runs)}"
+            print(f"pathdiv: {part} run(s) into {folder}", file=sys.stderr)
+
     previous = signal.signal(signal.SIGTERM, _interrupt)  # `kill`, `timeout`: as Ctrl-C
     try:
-        outcome = run_plan(cfg, runs, folder, quiet=args.quiet, options=options,
-                           plan_runs=planned, shard=shard)
+        result = api.run(cfg, args.out, runs=runs, quiet=args.quiet, options=options,
+                         plan_runs=planned, shard=shard, on_start=started,
+                         analyze=not (shard or args.no_analyze))
     except KeyboardInterrupt:
         again = f" --shard {shard}" if shard else ""
+        where = folder_seen[0] if folder_seen else args.out
         print(f"pathdiv: interrupted; the network was torn down and no partial run is "
               f"marked complete. Resume with: pathdiv run {args.config}{again} --out "
-              f"{folder} (with the same options)", file=sys.stderr)
+              f"{where} (with the same options)", file=sys.stderr)
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+    folder, outcome = result.folder, result.outcome
     print(f"{folder}: {outcome.summary()}")
     if shard:
         print(f"pathdiv: shard {shard} finished; a shard does not analyse. Once every shard "
@@ -282,14 +254,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"pathdiv: no complete run to analyse; see the reasons in {folder}/plan.json",
               file=sys.stderr)
         return 1
-    try:
-        report = analyze_folder(folder)
-    except Exception as exc:  # the runs stay; analysis can be redone from the files
-        print(f"pathdiv: analysis failed ({type(exc).__name__}: {exc}); the runs are kept "
+    if result.analysis_error:  # the runs stay; analysis can be redone from the files
+        print(f"pathdiv: analysis failed ({result.analysis_error}); the runs are kept "
               f"in {folder}: fix the cause and run `pathdiv analyze {folder}`",
               file=sys.stderr)
         return 1
-    print(f"report: {report}")
+    print(f"report: {result.report}")
     if outcome.count("failed"):
         print(f"pathdiv: {outcome.count('failed')} run(s) failed (reasons in "
               f"{folder}/plan.json); resume with --out {folder} to retry them",
