@@ -30,6 +30,8 @@ setup(
         "matplotlib>=3.7",
         "tqdm>=4.66",
     ],
-    extras_require={"dev": ["pytest>=7.4", "ruff>=0.6"]},
+    # nbclient/nbformat/ipykernel: the test suite executes docs/notebooks/
+    extras_require={"dev": ["pytest>=7.4", "ruff>=0.6", "nbclient>=0.10", "nbformat>=5.9",
+                            "ipykernel>=6.29"]},
     entry_points={"console_scripts": ["pathdiv=pathdiv.experiments.cli:main"]},
 )
