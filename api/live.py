@@ -15,7 +15,7 @@ the guest, or `hosts.kernel: host`); there is no RPC into the guest.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +23,7 @@ from typing import Any
 
 from pathdiv.api.session import ConfigSource, Overrides, load_config
 from pathdiv.experiments.classroom.shell import run_flow, settled_snapshot
-from pathdiv.experiments.classroom.views import LinkTraffic, carried, link_traffic
+from pathdiv.experiments.classroom.views import carried, link_traffic, traffic_bytes
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.dataplane.base import PortCounters
@@ -51,16 +51,6 @@ class Transfer:
     path_bytes: dict[Path_, int]  # bytes along each equal-cost path src -> dst
     link_bytes: dict[tuple[str, str], int] = field(repr=False)  # (from, to) -> bytes
     record: dict[str, Any] = field(repr=False)  # the transfer tool's own JSON line
-
-
-def traffic_bytes(traffic: Sequence[LinkTraffic]) -> dict[tuple[str, str], int]:
-    """Per link direction (from, to): bytes between two counter snapshots."""
-    out: dict[tuple[str, str], int] = {}
-    for t in traffic:
-        a, b = t.link.a.node, t.link.b.node
-        out[(a, b)] = t.up_bytes
-        out[(b, a)] = t.down_bytes
-    return out
 
 
 class LiveNetwork:

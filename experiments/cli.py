@@ -135,7 +135,7 @@ def cmd_net(args: argparse.Namespace) -> int:
     with api.network(cfg) as live:
         log.info("%s", live.dataplane)
         print(f"pathdiv: k={live.topo.k} fat tree up ({live.dataplane}); type 'help', "
-              "'exit' ends; lab commands: paths, counters, mode, flow", flush=True)
+              "'exit' ends; lab commands: paths, counters, mode, flow, draw", flush=True)
         PathdivCLI(live.net)
     return 0
 
