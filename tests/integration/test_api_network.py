@@ -1,8 +1,10 @@
-"""`pathdiv.api.network` on the host kernel: the fat tree built from Python, one transfer
-with its FCT, goodput and paths, and everything torn down, also when the block raises."""
+"""`pathdiv.api` on the host kernel: the fat tree built from Python, one transfer with its
+FCT, goodput and paths, everything torn down, also when the block raises; `pathdiv net`
+drawing the last flow; a plan whose workload pattern was registered from Python."""
 
 from __future__ import annotations
 
+import csv
 import os
 import subprocess
 import sys
@@ -11,6 +13,9 @@ import time
 import pytest
 
 from pathdiv import api
+from pathdiv.api import extend
+from pathdiv.experiments.config.workloads import PATTERNS
+from pathdiv.experiments.plan.designations import SHAPES
 from pathdiv.kernels.processes import owned_processes
 from tests.conftest import REPO
 
@@ -74,3 +79,35 @@ def test_pathdiv_net_draws_the_last_flow(root_fabric, tmp_path):
     assert "usage: draw FILE.svg" in proc.stdout
     svg = picture.read_text()
     assert svg.count('class="path"') == 4 and svg.count('class="link"') == 48
+
+
+def ring(hosts: list[str], rng) -> list[api.Shape]:
+    """One round: every host fetches from the next host (in the order given) at once."""
+    return [[(h, (hosts[(i + 1) % len(hosts)],)) for i, h in enumerate(hosts)]]
+
+
+def test_a_pattern_registered_from_python_runs_on_the_host_kernel(root_fabric, tmp_path):
+    api.register_pattern("ring-run", "every host fetches from the next at once", ring)
+    try:
+        cfg = api.load_config({
+            "name": "ring", "dataplane": "kernel",
+            "hosts": {"kernel": "host", "transport": "tcp"},
+            "topology": {"links": {t: {"bw_mbps": 100} for t in ("host", "edge", "core")}},
+            "workload": {"pattern": "ring-run", "iterations": 1,
+                         "flow_types": {"query": "10KB"}},
+            "fidelity": {"enabled": False}})
+        seen: list[api.RunProgress] = []
+        result = api.run(cfg, tmp_path / "out", runs=api.plan(cfg, repetitions=1),
+                         progress=seen.append, analyze=False)
+    finally:
+        PATTERNS.pop("ring-run", None)
+        SHAPES.pop("ring-run", None)
+        extend._refresh_schema()
+    assert [(p.status, p.done, p.total) for p in seen] == [("complete", 1, 1)], seen
+    rows = list(csv.DictReader((result.folder / "runs" / seen[0].run_id /
+                                "transfers.csv").open()))
+    hosts = cfg.topology().hosts
+    order = sorted(hosts, key=lambda h: int(h[1:]))
+    want = {(h, order[(i + 1) % len(order)]) for i, h in enumerate(order)}
+    assert {(r["client"], r["server"]) for r in rows} == want
+    assert all(r["ok"] == "True" for r in rows)
