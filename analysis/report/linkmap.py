@@ -129,10 +129,11 @@ def link_map_svg(topo: FatTree, link_bytes: Mapping[Direction, float],
                    f'y2="{y2:.1f}" stroke="{bucket.colour}" stroke-width="{bucket.width}" '
                    f'stroke-linecap="round"><title>{html.escape(tip)}</title></line>')
         if load > 0:
+            share_text = f"{share:.0f}%" if share >= 0.5 else "&lt;1%"
             mx, my = x1 + (x2 - x1) * 0.55, y1 + (y2 - y1) * 0.55
             labels.append(f'<text x="{mx:.1f}" y="{my + 3:.1f}" font-size="9" '
                           'text-anchor="middle" paint-order="stroke" stroke="#ffffff" '
-                          f'stroke-width="3">{share:.0f}%</text>')
+                          f'stroke-width="3">{share_text}</text>')
     for i, path in enumerate(paths):
         pts = " ".join(f"{pos[n][0]:.1f},{pos[n][1]:.1f}" for n in path if n in pos)
         colour = PATH_COLOURS[i % len(PATH_COLOURS)]
