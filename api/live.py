@@ -125,6 +125,20 @@ class LiveNetwork:
             traffic_bytes(traffic), dict(record))
         return self.last
 
+    @contextmanager
+    def capture(self, folder: str | Path, snaplen: int = 128,
+                budget_mb: float = 200) -> Iterator[Path]:
+        """Capture headers (tcpdump, `snaplen` bytes) on every link while the block runs:
+        `folder/<interface>.pcap`, one per link at its upper end, both directions; the
+        files together stay under `budget_mb`. `pathdiv.analysis.capture` reads them."""
+        out = Path(folder)
+        self.net.start_capture(out, snaplen, budget_mb)
+        try:
+            yield out
+        finally:
+            self.net.wait_quiet()  # the last FINs and ACKs belong in the captures
+            self.net.stop_capture()
+
     def draw(self, transfer: Transfer | None = None, title: str = "") -> str:
         """SVG of the fat tree with a transfer's bytes per link and its paths (the last
         transfer by default; every byte since start when there was none)."""

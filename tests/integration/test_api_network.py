@@ -17,7 +17,7 @@ from pathdiv.api import extend
 from pathdiv.experiments.config.workloads import PATTERNS
 from pathdiv.experiments.plan.designations import SHAPES
 from pathdiv.kernels.processes import owned_processes
-from tests.conftest import REPO
+from tests.conftest import REPO, count_packets
 
 pytestmark = pytest.mark.root
 
@@ -111,3 +111,22 @@ def test_a_pattern_registered_from_python_runs_on_the_host_kernel(root_fabric, t
     want = {(h, order[(i + 1) % len(order)]) for i, h in enumerate(order)}
     assert {(r["client"], r["server"]) for r in rows} == want
     assert all(r["ok"] == "True" for r in rows)
+
+
+def test_capture_holds_the_transfer_on_its_links_only(root_fabric, tmp_path):
+    with api.network(CONFIG, {"dataplane": "kernel", "switching.mode": "ecmp",
+                              "hosts.transport": "tcp", "hosts.kernel": "host"}) as net:
+        with net.capture(tmp_path / "pcaps") as folder:
+            t = net.transfer("h1", "h2", "200KB")
+        files = sorted(folder.glob("*.pcap"))
+        assert len(files) == len(net.topo.links)
+        on_path = {net.topo.link_between(a, b).b.intf for a, b in zip(t.paths[0],
+                                                                       t.paths[0][1:],
+                                                                       strict=False)}
+    assert t.paths == [("h1", "e1", "h2")]
+    for path in files:
+        packets = count_packets(path)
+        if path.stem in on_path:
+            assert packets > 100, path.name  # 200 KB and its ACKs
+        else:
+            assert packets == 0, path.name
