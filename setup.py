@@ -4,7 +4,7 @@ from setuptools import find_packages, setup
 
 # The product's top-level folders install as one `pathdiv` package: pathdiv.experiments is
 # experiments/, and so on, so nothing generic lands at the top of site-packages.
-FOLDERS = ("topologies", "experiments", "analysis", "kernels")
+FOLDERS = ("topologies", "experiments", "analysis", "kernels", "api")
 
 setup(
     name="pathdiv",
@@ -30,6 +30,8 @@ setup(
         "matplotlib>=3.7",
         "tqdm>=4.66",
     ],
-    extras_require={"dev": ["pytest>=7.4", "ruff>=0.6", "mypy>=1.10"]},
+    # nbclient/nbformat/ipykernel: the test suite executes docs/notebooks/
+    extras_require={"dev": ["pytest>=7.4", "ruff>=0.6", "mypy>=1.10", "nbclient>=0.10",
+                            "nbformat>=5.9", "ipykernel>=6.29"]},
     entry_points={"console_scripts": ["pathdiv=pathdiv.experiments.cli:main"]},
 )

@@ -8,24 +8,23 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from pathdiv import api
 from pathdiv.experiments.classroom.probe import format_probe, run_probe
 from pathdiv.experiments.classroom.shell import PathdivCLI
 from pathdiv.experiments.cluster.planfile import options_conflict, read_plan, register_plan
 from pathdiv.experiments.cluster.shards import describe_shards, parse_shard, shard_runs
 from pathdiv.experiments.cluster.slurm import SlurmError, SlurmJob, submit, write_scripts
 from pathdiv.experiments.cluster.status import folder_status
-from pathdiv.experiments.config.load import Config, ConfigError, load
-from pathdiv.experiments.config.names import resolve_config
-from pathdiv.experiments.config.results_folder import hand_over, link_inside
+from pathdiv.experiments.config.load import Config, ConfigError
+from pathdiv.experiments.config.results_folder import hand_over
 from pathdiv.experiments.config.safe_yaml import shorten_text
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
-from pathdiv.experiments.dataplane.select import mode_problems, resolve_planes, select_dataplane
+from pathdiv.experiments.dataplane.select import resolve_planes, select_dataplane
 from pathdiv.experiments.execute.guest import run_in_lab_kernel
 from pathdiv.experiments.execute.lab_kernel import (
     LabKernelError,
@@ -34,9 +33,9 @@ from pathdiv.experiments.execute.lab_kernel import (
     guest_kernel_description,
 )
 from pathdiv.experiments.fabric.clean import clean
-from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
-from pathdiv.experiments.fabric.network import Network, NetworkError
-from pathdiv.experiments.plan.budget import budget_problems, plan_need_mb
+from pathdiv.experiments.fabric.environment import EnvironmentProblem
+from pathdiv.experiments.fabric.network import NetworkError
+from pathdiv.experiments.plan.budget import plan_need_mb
 from pathdiv.experiments.plan.design import design_problems, observations_per_cell
 from pathdiv.experiments.plan.estimate import expected_run_s, format_duration
 from pathdiv.experiments.plan.runs import (
@@ -50,7 +49,6 @@ from pathdiv.experiments.plan.runs import (
 from pathdiv.experiments.runner import (
     ResultsError,
     prepare_folder,
-    run_plan,
 )
 from pathdiv.kernels.processes import restore_handlers, stop_on_signals
 
@@ -70,18 +68,13 @@ def _setup_logging(level: int) -> None:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return load(resolve_config(args.config), args.set or [])
+    return api.load_config(args.config, args.set or [])
 
 
 def _refuse_plan_problems(runs: list[Run]) -> None:
     """Every run held against the kernel it will run on, and its captures against
     capture.budget_mb, before anything starts."""
-    budget = budget_problems(runs)
-    if budget:
-        raise ConfigError(budget, runs[0].config.source)
-    problems = plan_problems(runs) + mode_problems(runs)
-    if problems:
-        raise EnvironmentProblem(problems)
+    api.check_plan(runs)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -162,13 +155,6 @@ def _print_design(runs: list[Run]) -> None:
             print(f"  {line}")
 
 
-def _network(args: argparse.Namespace, cfg: Config) -> tuple[object, str]:
-    preflight(cfg)
-    cls, reason = select_dataplane(cfg.dataplane)
-    workdir = Path(tempfile.mkdtemp(prefix="pathdiv-lab-"))
-    return Network(cfg, cls, workdir), reason
-
-
 def _outside_lab_kernel(cfg: Config) -> bool:
     """hosts.kernel: lab asked for on another kernel: the command boots the lab kernel."""
     return cfg.host_kernel == "lab" and guest_kernel_description() is None
@@ -186,17 +172,15 @@ def cmd_net(args: argparse.Namespace) -> int:
     cfg = _config(args)
     if _outside_lab_kernel(cfg):
         return _in_lab_kernel(args, cfg)
-    net, reason = _network(args, cfg)
-    log.info("%s", reason)
-
-    with net as running:  # type: ignore[attr-defined]
-        print(f"pathdiv: k={running.topo.k} fat tree up ({reason}); type 'help', 'exit' "
-              "ends; lab commands: paths, counters, mode, flow", flush=True)
+    with api.network(cfg) as live:
+        log.info("%s", live.dataplane)
+        print(f"pathdiv: k={live.topo.k} fat tree up ({live.dataplane}); type 'help', "
+              "'exit' ends; lab commands: paths, counters, mode, flow, draw", flush=True)
         # Ctrl-C belongs to the CLI (it stops the command running in a node, as often as
         # typed); SIGTERM and SIGHUP still end `net` and tear the network down
         own = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
-            PathdivCLI(running)
+            PathdivCLI(live.net)
         finally:
             signal.signal(signal.SIGINT, own)
     return 0
@@ -208,10 +192,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         cfg = cfg.with_overrides([("hosts.transport", "mptcp")])
     if _outside_lab_kernel(cfg):
         return _in_lab_kernel(args, cfg)
-    net, reason = _network(args, cfg)
-    log.info("%s", reason)
-    with net as running:  # type: ignore[attr-defined]
-        result = run_probe(running)
+    with api.network(cfg) as live:
+        log.info("%s", live.dataplane)
+        result = run_probe(live.net)
     print(json.dumps(result) if args.json else format_probe(result))
     return 0
 
@@ -233,22 +216,17 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def analyze_folder(folder: Path, stats_only: bool = False,
+                   include_invalid: bool = False) -> Path:
+    """Metrics from the captures (unless stats_only), then statistics and the report.
+
+    Reads only files, so a results folder can be re-analysed anywhere, any time."""
+    return api.analyze(folder, stats_only=stats_only, include_invalid=include_invalid)
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from pathdiv.analysis.report.analyze import analyze_folder  # statistics stack: seconds
-
-    link = link_inside(args.folder) if args.folder.is_dir() else None
-    if link is not None:  # analysis runs as root and writes into the folder
-        raise ValueError(f"{args.folder} holds the symbolic link {link}; pathdiv follows no "
-                         "link in a results folder: remove it, then analyse again")
-    spec, design = None, None
-    if args.design:  # the analysis a config describes, for a folder run under another
-        from pathdiv.analysis.report.analyze import spec_from_config
-
-        path = resolve_config(args.design)
-        spec, design = spec_from_config(load(path).data), str(path)
-    report = analyze_folder(args.folder, stats_only=args.stats_only,
-                            include_invalid=args.include_invalid, spec=spec, design=design)
-    hand_over(args.folder)
+    report = api.analyze(args.folder, stats_only=args.stats_only,
+                         include_invalid=args.include_invalid, design=args.design)
     print(f"report: {report}")
     return 0
 
@@ -261,8 +239,8 @@ def _plan(args: argparse.Namespace) -> tuple[Config, list[Run], dict[str, Any]]:
     if args.reps is not None and args.reps < 1:
         raise ValueError(f"--reps {args.reps}: expected an integer >= 1")
     reps = args.reps if args.reps is not None else (1 if args.quick else None)
-    runs = expand(cfg, repetitions=reps, flow_types=quick_flow_types(cfg) if args.quick
-                  else None, only=parse_only(args.only or []))
+    runs = api.plan(cfg, repetitions=reps, flow_types=quick_flow_types(cfg) if args.quick
+                    else None, only=parse_only(args.only or []))
     if not runs:
         raise ValueError("the plan is empty; check --only against `pathdiv check CONFIG`")
     options = {"reps": reps, "only": args.only or [], "quick": args.quick,
@@ -284,27 +262,28 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"pathdiv: shard {shard} has no runs (the plan has {len(planned)}); "
                   "nothing to do")
             return 0
-    _refuse_plan_problems(runs)
-    host_runs = [r for r in runs if r.config.host_kernel == "host"]
-    if host_runs:
-        preflight(host_runs[0].config)
-    folder = prepare_folder(cfg, args.out)
-    if shard:  # refused here, before any run, if the folder's shards expand another plan
-        register_plan(folder, cfg, planned, options)
-    if not args.quiet:
-        part = f"shard {shard}: {len(runs)} of {len(planned)}" if shard else f"{len(runs)}"
-        print(f"pathdiv: {part} run(s) into {folder}", file=sys.stderr)
+    folder_seen: list[Path] = []
+
+    def started(folder: Path) -> None:
+        folder_seen.append(folder)
+        if shard:  # refused here, before any run, if the folder's shards expand another plan
+            register_plan(folder, cfg, planned, options)
+        if not args.quiet:
+            part = f"shard {shard}: {len(runs)} of {len(planned)}" if shard else f"{len(runs)}"
+            print(f"pathdiv: {part} run(s) into {folder}", file=sys.stderr)
+
     try:
-        outcome = run_plan(cfg, runs, folder, quiet=args.quiet, options=options,
-                           plan_runs=planned, shard=shard)
+        result = api.run(cfg, args.out, runs=runs, quiet=args.quiet, options=options,
+                         plan_runs=planned, shard=shard, on_start=started,
+                         analyze=not (shard or args.no_analyze))
     except KeyboardInterrupt as exc:
         again = f" --shard {shard}" if shard else ""
-        print(f"pathdiv: interrupted{_by(exc)}; the network was torn down and no partial "
-              f"run is marked complete. Resume with: pathdiv run {args.config}{again} --out "
-              f"{folder} (with the same options)", file=sys.stderr)
+        where = folder_seen[0] if folder_seen else args.out
+        print(f"pathdiv: interrupted{_by(exc)}; the network was torn down and no partial run is "
+              f"marked complete. Resume with: pathdiv run {args.config}{again} --out "
+              f"{where} (with the same options)", file=sys.stderr)
         return 130
-    finally:
-        hand_over(folder)  # run through sudo: the results are the user's
+    folder, outcome = result.folder, result.outcome
     print(f"{folder}: {outcome.summary()}")
     if shard:
         print(f"pathdiv: shard {shard} finished; a shard does not analyse. Once every shard "
@@ -316,17 +295,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"pathdiv: no complete run to analyse; see the reasons in {folder}/plan.json",
               file=sys.stderr)
         return 1
-    from pathdiv.analysis.report.analyze import analyze_folder  # statistics stack: seconds
-
-    try:
-        report = analyze_folder(folder)
-        hand_over(folder)
-    except Exception as exc:  # the runs stay; analysis can be redone from the files
-        print(f"pathdiv: analysis failed ({type(exc).__name__}: {exc}); the runs are kept "
+    if result.analysis_error:  # the runs stay; analysis can be redone from the files
+        print(f"pathdiv: analysis failed ({result.analysis_error}); the runs are kept "
               f"in {folder}: fix the cause and run `pathdiv analyze {folder}`",
               file=sys.stderr)
         return 1
-    print(f"report: {report}")
+    print(f"report: {result.report}")
     if outcome.count("failed"):
         print(f"pathdiv: {outcome.count('failed')} run(s) failed (reasons in "
               f"{folder}/plan.json); resume with --out {folder} to retry them",

@@ -286,13 +286,15 @@ def _counters(net: RunningNetwork, ports: list[tuple[str, str]],
 
 def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
              options: dict[str, Any] | None = None, plan_runs: list[Run] | None = None,
-             shard: Shard | None = None) -> PlanOutcome:
+             shard: Shard | None = None,
+             progress: Callable[[RunProgress], None] | None = None) -> PlanOutcome:
     """Execute the runs not yet complete in `folder`: host-kernel runs here, in plan order,
     then every lab-kernel run in one lab-VM boot (see pathdiv.experiments.execute.lab_kernel).
 
     With `shard`, `runs` is that shard's part of `plan_runs` (the whole plan): plan.json
     lists the whole plan and this process sets only its runs' statuses, under a lock, so
-    shards can share the folder (experiments.cluster.planfile).
+    shards can share the folder (experiments.cluster.planfile). `progress` is called once
+    per finished run (`RunProgress`).
 
     Refused (ResultsError, nothing touched) while a live process holds the running
     marker of one of `runs`."""
@@ -303,7 +305,20 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
             f"{folder}: another pathdiv is executing run(s) {'; '.join(busy[:5])}{more}; "
             "nothing was started: wait for it to finish, or stop it (it tears down what it "
             "started), then run this again")
-    return PlanExecution(cfg, runs, folder, quiet, options or {}, plan_runs, shard).execute()
+    execution = PlanExecution(cfg, runs, folder, quiet, options or {}, plan_runs, shard)
+    execution.progress = progress
+    return execution.execute()
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """What a plan's progress callback gets when a run ends."""
+
+    run_id: str
+    status: str  # complete, failed, skipped
+    done: int  # runs of this plan ended so far (those complete before it included)
+    total: int
+    manifest: dict[str, Any]
 
 
 class PlanExecution:
@@ -334,6 +349,7 @@ class PlanExecution:
         self.eta = PlanClock(todo)
         self.run_started = time.monotonic()  # when the run now in progress started
         self.label = ""  # what the progress bar shows of the run now in progress
+        self.progress: Callable[[RunProgress], None] | None = None
 
     # ---- plan.json and progress ------------------------------------------------------
     def save_plan(self) -> None:
@@ -369,6 +385,9 @@ class PlanExecution:
         self.say(_run_line(run, manifest))
         self.bar.update(1)
         self.show(self.label)
+        if self.progress is not None:
+            self.progress(RunProgress(run.run_id, status, len(self.outcome.statuses),
+                                      len(self.mine), manifest))
 
     # ---- the runs --------------------------------------------------------------------
     def execute(self) -> PlanOutcome:

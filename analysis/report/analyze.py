@@ -28,14 +28,23 @@ import yaml
 
 from pathdiv.analysis.metrics.table import compute_metrics
 from pathdiv.analysis.report import fidelity
-from pathdiv.analysis.report.blocks import Block, render_html, render_markdown
+from pathdiv.analysis.report.blocks import (
+    Block,
+    Heading,
+    Paragraph,
+    Svg,
+    render_html,
+    render_markdown,
+)
 from pathdiv.analysis.report.content import Provenance, build_report, reference_blocks
+from pathdiv.analysis.report.linkmap import configuration_maps
 from pathdiv.analysis.report.plots import Plot, box_plots, cluster_plots, fct_cdfs, path_heatmap
 from pathdiv.analysis.report.timeplots import condition_plots
 from pathdiv.analysis.stats import agreement, claims
 from pathdiv.analysis.stats.scope import scopes_of
 from pathdiv.analysis.stats.spec import AnalysisSpec
 from pathdiv.analysis.stats.study import StudyResults, analyze_metrics
+from pathdiv.topologies.fattree import FatTree
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +148,27 @@ def compare_with_references(metrics: pd.DataFrame, spec: AnalysisSpec,
     return blocks, note
 
 
+def link_pictures(prov: Provenance, spec: AnalysisSpec, plot_dir: Path) -> list[Block]:
+    """The fat tree drawn with each link's bytes, one picture per configuration (the IVs'
+    levels), from the manifests' interface counters; written as plots/linkmap_<i>.svg."""
+    k = ((prov.config or {}).get("topology") or {}).get("k", 4)
+    maps = configuration_maps(prov.manifests, FatTree(int(k)), spec.ivs)
+    if not maps:
+        return []
+    blocks: list[Block] = [
+        Heading("Bytes per link, per configuration", 2),
+        Paragraph("Each picture is the fat tree with every link coloured by the bytes it "
+                  "carried in both directions over the configuration's runs (switch "
+                  "interface counters over the capture windows, all flow types together); "
+                  "labels give a link's share of all bytes, hovering a link its bytes per "
+                  "direction.")]
+    for i, (label, svg) in enumerate(maps, 1):
+        name = f"linkmap_{i:02d}"
+        _write_text(plot_dir / f"{name}.svg", svg)
+        blocks.append(Svg(name, svg, f"Bytes per link: {label}"))
+    return blocks
+
+
 def _write_text(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -193,12 +223,14 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
     figures = cluster_plots(metrics, spec)
     for plot in figures.values():
         (plot_dir / f"{plot.name}.png").write_bytes(plot.png)
+    pictures = [] if stats_only else link_pictures(prov, spec, plot_dir)
     reference, note = compare_with_references(chosen.kept, spec, folder)
     name = (prov.config or {}).get("name") or folder.resolve().name
     title = f"pathdiv report: {name}"
     blocks = build_report(results, prov, plots, plot_notes, title, figures, reference, note,
                           fidelity=fidelity.fidelity_blocks(metrics, chosen, spec.clusters,
-                                                            prov.manifests))
+                                                            prov.manifests),
+                          pictures=pictures)
     _write_text(folder / "report.md", render_markdown(blocks, PLOT_DIR))
     html_path = folder / "report.html"
     _write_text(html_path, render_html(blocks, title))

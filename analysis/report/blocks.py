@@ -49,7 +49,17 @@ class Image:
     caption: str
 
 
-Block = Heading | Paragraph | Bullets | Table | Image
+@dataclass(frozen=True)
+class Svg:
+    """A vector picture: inlined in HTML, linked as `<image_dir>/<name>.svg` in Markdown
+    (the caller writes that file)."""
+
+    name: str  # file stem
+    svg: str
+    caption: str
+
+
+Block = Heading | Paragraph | Bullets | Table | Image | Svg
 
 
 def format_cell(value: Any) -> str:
@@ -97,6 +107,8 @@ def render_markdown(blocks: Sequence[Block], image_dir: str = "plots") -> str:
             out.append("\n".join([header, rule, *rows]) + "\n")
         elif isinstance(block, Image):
             out.append(f"![{block.caption}]({image_dir}/{block.name}.png)\n\n*{block.caption}*\n")
+        elif isinstance(block, Svg):
+            out.append(f"![{block.caption}]({image_dir}/{block.name}.svg)\n\n*{block.caption}*\n")
     return "\n".join(out)
 
 
@@ -138,6 +150,9 @@ def render_html(blocks: Sequence[Block], title: str) -> str:
                 f'src="data:image/png;base64,{data}"><figcaption>'
                 f"{html.escape(block.caption)}</figcaption></figure>"
             )
+        elif isinstance(block, Svg):
+            body.append(f'<figure data-picture="{html.escape(block.name)}">{block.svg}'
+                        f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{html.escape(title)}</title><style>{STYLE}</style></head>\n<body>\n"

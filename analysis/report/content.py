@@ -441,9 +441,11 @@ def build_report(results: StudyResults, prov: Provenance, plots: Sequence[Plot],
                  plot_notes: Sequence[str], title: str,
                  cluster_figures: Mapping[str, Plot] | None = None,
                  reference: Sequence[Block] = (), reference_note: str | None = None,
-                 fidelity: Sequence[Block] = ()) -> list[Block]:
+                 fidelity: Sequence[Block] = (),
+                 pictures: Sequence[Block] = ()) -> list[Block]:
     """Summary first, then the reference and the runs' fidelity, then each cluster with its
-    key plot beside its tables, the remaining plots, and provenance as an appendix."""
+    key plot beside its tables, the remaining plots, the fat tree's link loads per
+    configuration (`pictures`), and provenance as an appendix."""
     cluster_figures = cluster_figures or {}
     key_plot = next((p for p in plots if p.name == f"box_{results.spec.dvs[0]}"), None)
     blocks: list[Block] = [Heading(title, 1)]
@@ -460,6 +462,7 @@ def build_report(results: StudyResults, prov: Provenance, plots: Sequence[Plot],
     blocks += excess_blocks(results)
     blocks += subflow_blocks(results)
     blocks += plot_blocks([p for p in plots if p is not key_plot], plot_notes)
+    blocks += list(pictures)
     blocks += reading_guide(results)
     blocks += [Heading("Appendix: provenance", 2)]
     blocks += [b if not isinstance(b, Heading) or b.level > 2 else Heading(b.text, 3)

@@ -1,4 +1,5 @@
-"""The classroom CLI: Mininet's CLI plus pathdiv's `paths`, `counters`, `mode`, `flow`.
+"""The classroom CLI: Mininet's CLI plus pathdiv's `paths`, `counters`, `mode`, `flow`,
+`draw` (the fat tree's bytes per link as an SVG file).
 
 Commands read the running `Network` (its topology object, data plane and counters) and
 print what `classroom/views.py` formats; a bad argument prints one line and the CLI
@@ -16,11 +17,13 @@ from mininet.log import lg, setLogLevel
 from pathdiv.experiments.classroom.probe import PORT, ProbePlan, _fetch
 from pathdiv.experiments.classroom.views import (
     LinkTraffic,
+    carried,
     flow_summary,
     format_counters,
     format_paths,
     heat_map,
     link_traffic,
+    traffic_bytes,
 )
 from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.config.switching import SPRAYS
@@ -103,6 +106,29 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         self.mark = now
         print(format_counters(traffic))
         print(heat_map(self.net.topo, traffic))
+
+    def do_draw(self, line: str) -> None:
+        """draw FILE.svg: the fat tree with each link's bytes of the last flow (its paths
+        dashed), or of everything since the network started when there was none."""
+        self._guard(self._draw, line)
+
+    def _draw(self, args: list[str]) -> None:
+        if len(args) != 1 or not args[0].endswith(".svg"):
+            raise ShellCommandError("usage: draw FILE.svg, e.g. draw /tmp/flow.svg")
+        from pathdiv.analysis.report.linkmap import link_map_svg  # plotting, on demand
+
+        topo = self.net.topo
+        if self.last_flow is None:
+            zero = {intf: PortCounters(0, 0, 0, 0) for intf in self.mark}
+            traffic, paths = link_traffic(topo, zero, snapshot(self.net)), []
+            title = "Bytes per link since the network started"
+        else:
+            src, dst, traffic = self.last_flow
+            paths = [p for p, _, used in carried(topo, topo.paths(src, dst), traffic) if used]
+            title = f"Bytes per link of the last flow {src} -> {dst}"
+        with open(args[0], "w", encoding="utf-8") as fh:
+            fh.write(link_map_svg(topo, traffic_bytes(traffic), paths, title))
+        print(f"wrote {args[0]} ({len(paths)} path(s) drawn)")
 
     def do_mode(self, line: str) -> None:
         """mode [static|ecmp|spray [random|roundrobin]]: show or switch forwarding live."""

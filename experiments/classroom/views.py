@@ -9,7 +9,7 @@ the core), `tx` the downward one.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +61,16 @@ def link_traffic(topo: FatTree, before: Mapping[str, PortCounters],
         b, a = before[intf], after[intf]
         out.append(LinkTraffic(link, a.rx_bytes - b.rx_bytes, a.rx_packets - b.rx_packets,
                                a.tx_bytes - b.tx_bytes, a.tx_packets - b.tx_packets))
+    return out
+
+
+def traffic_bytes(traffic: Sequence[LinkTraffic]) -> dict[tuple[str, str], int]:
+    """Per link direction (from, to): the bytes of `traffic` (what the link map draws)."""
+    out: dict[tuple[str, str], int] = {}
+    for t in traffic:
+        a, b = t.link.a.node, t.link.b.node
+        out[(a, b)] = t.up_bytes
+        out[(b, a)] = t.down_bytes
     return out
 
 

@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from pathdiv.experiments.classroom.views import (
+    LinkTraffic,
     carried,
     flow_summary,
     format_counters,
@@ -14,6 +15,7 @@ from pathdiv.experiments.classroom.views import (
     heat_map,
     link_traffic,
     shade,
+    traffic_bytes,
 )
 from pathdiv.experiments.dataplane.base import PortCounters
 from pathdiv.topologies.fattree import FatTree
@@ -122,3 +124,11 @@ def test_flow_summary_reports_fct_goodput_and_cores() -> None:
     text = flow_summary("h1", "h16", 2_000_000, "tcp", result, TOPO, traffic)
     assert "FCT 1.000 s, goodput 16.00 Mbit/s" in text
     assert "paths used: 4 of 4; cores c1 c2 c3 c4" in text
+
+
+def test_traffic_bytes_names_each_direction_by_its_ends():
+    topo = FatTree(4)
+    link = topo.link_between("e1", "a1")  # a = e1 (lower), b = a1 (upper)
+    got = traffic_bytes([LinkTraffic(link, up_bytes=700, up_packets=7, down_bytes=30,
+                                     down_packets=1)])
+    assert got == {("e1", "a1"): 700, ("a1", "e1"): 30}

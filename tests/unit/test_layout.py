@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import REPO
 
-FOLDERS = ("topologies", "experiments", "analysis", "kernels")
+FOLDERS = ("topologies", "experiments", "analysis", "kernels", "api")
 
 # The layers, lowest first. A module imports its own unit and units of lower layers only;
 # units that share a layer do not import each other. A module's unit is the longest entry
@@ -23,7 +23,8 @@ FOLDERS = ("topologies", "experiments", "analysis", "kernels")
 # runs without the emulation stack); `kernels` builds and boots and needs nothing of
 # `experiments`. Inside `experiments` the data flow: what the user wrote (config) ← what
 # will run (plan) ← the network's parts (fabric) ← data planes ← the assembled network ←
-# traffic ← executing a run ← the cluster's view of a plan ← runner ← cli.
+# traffic ← executing a run ← the cluster's view of a plan ← runner ← the public API
+# (pathdiv.api, the top-level `api/` folder) ← cli.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pathdiv.topologies",),
     ("pathdiv.kernels", "pathdiv.analysis"),
@@ -37,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pathdiv.experiments.execute",),
     ("pathdiv.experiments.cluster",),
     ("pathdiv.experiments.runner", "pathdiv.experiments.classroom"),
+    ("pathdiv.api",),
     ("pathdiv.experiments.cli", "pathdiv.experiments", "pathdiv"),
 )
 

@@ -1,0 +1,63 @@
+"""pathdiv's public Python API (`from pathdiv import api`); docs/api.md describes every
+name with an example and what may change between versions.
+
+`pathdiv` itself is a namespace over the product's folders (setup.py maps them), so the
+API lives in this one module, `pathdiv.api`; the command line goes through it too.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from pathdiv.api.extend import register_pattern
+from pathdiv.api.live import LiveNetwork, Transfer, network
+from pathdiv.api.session import RunResult, analyze, check_plan, load_config, plan, run
+from pathdiv.experiments.config.load import Config, ConfigError
+from pathdiv.experiments.fabric.environment import EnvironmentProblem
+from pathdiv.experiments.fabric.network import NetworkError
+from pathdiv.experiments.plan.designations import Shape
+from pathdiv.experiments.plan.runs import Run
+from pathdiv.experiments.runner import RunProgress
+
+# Names of the analysis side, loaded on first use: pandas and the statistics stack stay
+# out of the command line's start until a command needs them.
+_LAZY = {"results": ("pathdiv.analysis.results", None),
+         "Results": ("pathdiv.analysis.results", "Results"),
+         "Statistics": ("pathdiv.analysis.results", "Statistics"),
+         "open_results": ("pathdiv.analysis.results", "open"),
+         "draw_links": ("pathdiv.analysis.report.linkmap", "link_map_svg")}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'pathdiv.api' has no attribute {name!r}")
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    return module if attr is None else getattr(module, attr)
+
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "EnvironmentProblem",
+    "LiveNetwork",
+    "NetworkError",
+    "Results",
+    "Run",
+    "RunProgress",
+    "RunResult",
+    "Shape",
+    "Statistics",
+    "Transfer",
+    "analyze",
+    "check_plan",
+    "draw_links",
+    "load_config",
+    "network",
+    "open_results",
+    "plan",
+    "register_pattern",
+    "results",
+    "run",
+]

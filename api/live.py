@@ -1,0 +1,176 @@
+"""A live network from Python: `with api.network(config) as net:` builds the fat tree,
+yields a `LiveNetwork`, and tears everything down when the block ends, also on an
+exception or Ctrl-C.
+
+    with api.network("silent", {"hosts.kernel": "host", "hosts.transport": "tcp"}) as net:
+        t = net.transfer("h1", "h16", 2_000_000)
+        print(t.fct_s, t.goodput_mbps, t.paths)
+
+It runs on the kernel this process runs on: the host kernel (as root), or the lab
+kernel when this process runs inside its guest. From the host, a config asking for
+`hosts.kernel: lab` is refused with the two ways that work (`pathdiv run`, which boots
+the guest, or `hosts.kernel: host`); there is no RPC into the guest.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pathdiv.api.session import ConfigSource, Overrides, load_config
+from pathdiv.experiments.classroom.shell import run_flow, settled_snapshot
+from pathdiv.experiments.classroom.views import carried, link_traffic, traffic_bytes
+from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.config.schema import parse_size
+from pathdiv.experiments.dataplane.base import PortCounters
+from pathdiv.experiments.dataplane.select import select_dataplane
+from pathdiv.experiments.execute.lab_kernel import guest_kernel_description
+from pathdiv.experiments.fabric.environment import preflight
+from pathdiv.experiments.fabric.network import Network, NetworkError
+from pathdiv.topologies.fattree import FatTree
+
+Path_ = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One transfer: `src` sent `size` bytes to `dst` (dst fetched them from src)."""
+
+    src: str
+    dst: str
+    size: int
+    transport: str
+    fct_s: float
+    goodput_mbps: float
+    received: int
+    paths: list[Path_]  # the equal-cost paths that carried it (>= 10% of the busiest)
+    path_bytes: dict[Path_, int]  # bytes along each equal-cost path src -> dst
+    link_bytes: dict[tuple[str, str], int] = field(repr=False)  # (from, to) -> bytes
+    record: dict[str, Any] = field(repr=False)  # the transfer tool's own JSON line
+
+
+class LiveNetwork:
+    """The running fat tree: hosts and switches by name, transfers, paths, counters."""
+
+    def __init__(self, net: Network, dataplane: str) -> None:
+        self.net = net  # the underlying Network (internal; its methods may change)
+        self.dataplane = dataplane  # which data plane runs and why
+        self.last: Transfer | None = None
+
+    @property
+    def config(self) -> Config:
+        return self.net.cfg
+
+    @property
+    def topo(self) -> FatTree:
+        return self.net.topo
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(self.topo.hosts)
+
+    @property
+    def switches(self) -> list[str]:
+        return list(self.topo.switches)
+
+    def __getitem__(self, name: str) -> Any:
+        """The node `name` (host or switch), as the emulator's handle."""
+        if name not in self.topo.nodes:
+            raise KeyError(f"no node {name!r}; hosts are {self.hosts[0]}..{self.hosts[-1]}, "
+                           f"switches {', '.join(self.switches)}")
+        return self.net.node(name)
+
+    def cmd(self, name: str, argv: list[str], check: bool = True) -> str:
+        """Run `argv` in node `name`'s namespace; its output."""
+        self[name]
+        return self.net.cmd(name, argv, check=check)
+
+    def paths(self, a: str, b: str) -> list[Path_]:
+        """The equal-cost shortest paths a -> b, node names in order."""
+        return self.topo.paths(a, b)
+
+    def link_bytes(self) -> dict[tuple[str, str], int]:
+        """Bytes each link direction (from, to) carried since the network started."""
+        now = settled_snapshot(self.net)
+        zero = {intf: PortCounters(0, 0, 0, 0) for intf in now}
+        return traffic_bytes(link_traffic(self.topo, zero, now))
+
+    def transfer(self, src: str, dst: str, size: int | str,
+                 transport: str | None = None) -> Transfer:
+        """`dst` fetches `size` bytes (an int or e.g. "2MB") from `src` over `transport`
+        (tcp or mptcp; the config's by default); FCT, goodput and the paths it took."""
+        for host in (src, dst):
+            if host not in self.topo.hosts:
+                raise KeyError(f"{host!r} is not a host; hosts are {', '.join(self.hosts)}")
+        if src == dst:
+            raise ValueError(f"src and dst are both {src}; pick two hosts")
+        nbytes = parse_size(size) if isinstance(size, str) else int(size)
+        transport = transport or self.config.transport
+        if transport not in ("tcp", "mptcp"):
+            raise ValueError(f"transport {transport!r}: expected tcp or mptcp")
+        if transport == "mptcp" and self.config.transport != "mptcp":
+            raise ValueError("this network's hosts run TCP only (hosts.transport: tcp); "
+                             "build it with hosts.transport: mptcp")
+        record, traffic = run_flow(self.net, src, dst, nbytes, transport == "mptcp")
+        fct = float(record["end_s"]) - float(record["start_s"])
+        received = int(record["received"])
+        rows = carried(self.topo, self.topo.paths(src, dst), traffic)
+        self.last = Transfer(
+            src, dst, nbytes, transport, fct, received * 8 / fct / 1e6 if fct > 0 else 0.0,
+            received, [p for p, _, used in rows if used], {p: n for p, n, _ in rows},
+            traffic_bytes(traffic), dict(record))
+        return self.last
+
+    @contextmanager
+    def capture(self, folder: str | Path, snaplen: int = 128,
+                budget_mb: float = 200) -> Iterator[Path]:
+        """Capture headers (tcpdump, `snaplen` bytes) on every link while the block runs:
+        `folder/<interface>.pcap`, one per link at its upper end, both directions; the
+        files together stay under `budget_mb`. `pathdiv.analysis.capture` reads them."""
+        out = Path(folder)
+        self.net.start_capture(out, snaplen, budget_mb)
+        try:
+            yield out
+        finally:
+            self.net.wait_quiet()  # the last FINs and ACKs belong in the captures
+            self.net.stop_capture()
+
+    def draw(self, transfer: Transfer | None = None, title: str = "") -> str:
+        """SVG of the fat tree with a transfer's bytes per link and its paths (the last
+        transfer by default; every byte since start when there was none)."""
+        from pathdiv.analysis.report.linkmap import link_map_svg
+
+        transfer = transfer or self.last
+        if transfer is None:
+            return link_map_svg(self.topo, self.link_bytes(), (), title or "Bytes per link")
+        return link_map_svg(self.topo, transfer.link_bytes, transfer.paths, title or
+                            f"{transfer.src} \u2192 {transfer.dst}, {transfer.size} B "
+                            f"over {transfer.transport}")
+
+
+@contextmanager
+def network(config: ConfigSource, overrides: Overrides = (),
+            workdir: str | Path | None = None) -> Iterator[LiveNetwork]:
+    """Build the network `config` describes (with `overrides`), yield it, tear it down."""
+    cfg = load_config(config, overrides)
+    if cfg.host_kernel == "lab" and guest_kernel_description() is None:
+        raise NetworkError("hosts.kernel: lab: a live network from Python runs on the kernel "
+                           "of this process; use `pathdiv run` / `pathdiv net` (they boot "
+                           "the lab kernel) or build it with hosts.kernel: host")
+    preflight(cfg)
+    cls, reason = select_dataplane(cfg.dataplane)
+    folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pathdiv-lab-"))
+    with Network(cfg, cls, folder) as net:
+        yield LiveNetwork(net, reason)
+
+
+def as_mapping(transfer: Transfer) -> Mapping[str, Any]:
+    """A transfer as plain data (for JSON or a DataFrame row)."""
+    return {"src": transfer.src, "dst": transfer.dst, "size": transfer.size,
+            "transport": transfer.transport, "fct_s": transfer.fct_s,
+            "goodput_mbps": transfer.goodput_mbps, "received": transfer.received,
+            "paths": [" > ".join(p) for p in transfer.paths]}
