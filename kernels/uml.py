@@ -6,7 +6,7 @@ skipped, so links are the only bottleneck and a run may finish faster than real 
 or ``real`` (the wall clock). UML runs in a jail (kernels/uml_jail.py): a private host
 mount namespace in which every mount is read-only except the share folder and a private
 tmpfs for UML's own memory file, a PID namespace of its own, and an unprivileged user
-(GUEST_UID) without capabilities, so the host's permissions hold for every file the
+(GUEST_UID) with no capability but CAP_CHOWN, so the host's permissions hold for every file the
 guest's hostfs opens. The guest is root and may mount any host folder, but the host
 refuses writes outside the share and reads of files only root may read. UML dies with
 the pathdiv process that started it (a parent-death signal).

@@ -13,7 +13,8 @@ as the unprivileged user U:G:
 - a new PID namespace with its own read-only /proc: COMMAND (PID 2, under a small init
   that waits for it) sees no host process (no ``/proc/1/root`` into the host's mounts);
   when it ends, the init ends, and the kernel kills everything else in the namespace;
-- COMMAND runs as U:G with no supplementary groups, an empty capability bounding set and
+- COMMAND runs as U:G with no supplementary groups, no capability but CAP_CHOWN (the
+  guest's tools give files in the share away; see CAP_CHOWN below) and
   ``no_new_privs``: host permissions hold for every file hostfs opens, so a guest root
   that mounts any host folder reads only what every user may read (not /etc/shadow)
   and writes only where U may write (the share, which pathdiv hands to U);
@@ -39,8 +40,24 @@ MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 AT_FDCWD, AT_RECURSIVE = -100, 0x8000
 MOUNT_ATTR_RDONLY = 0x1
 SYS_MOUNT_SETATTR = 442  # same number on x86_64 and aarch64 (generic table)
-PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 8, 24, 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 47, 2
+# The one capability UML keeps: the guest's tools chown what they write into the share
+# (tcpdump gives its savefile to the user it drops to, and exits when it cannot).
+# Without CAP_FOWNER and CAP_FSETID a chown clears set-user-ID bits and the new owner's
+# file cannot be made set-user-ID again, and the share is the only writable place.
+CAP_CHOWN = 0
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
 ORPHANED = 125  # exit status when pathdiv was already gone before the jail was armed
+
+
+class CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
 
 
 class MountAttr(ctypes.Structure):
@@ -101,10 +118,19 @@ def become_guest(uid: int, gid: int, alive: int) -> None:
     process dies."""
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
     for cap in range(last_cap() + 1):
-        prctl(PR_CAPBSET_DROP, cap, f"drop capability {cap} from the bounding set")
+        if cap != CAP_CHOWN:
+            prctl(PR_CAPBSET_DROP, cap, f"drop capability {cap} from the bounding set")
     os.setgroups([])
     os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)  # clears the permitted and effective capabilities
+    prctl(PR_SET_KEEPCAPS, 1, "keep capabilities across the uid change")
+    os.setresuid(uid, uid, uid)  # clears the effective capabilities; permitted kept
+    keep = 1 << CAP_CHOWN
+    data = (CapData * 2)(CapData(keep, keep, keep), CapData(0, 0, 0))
+    _check(libc.capset(ctypes.byref(CapHeader(LINUX_CAPABILITY_VERSION_3, 0)), data),
+           "capset cap_chown")
+    prctl(PR_SET_KEEPCAPS, 0, "keepcaps off")
+    # ambient: kept across the exec of UML (no file capabilities involved)
+    _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_CHOWN, 0, 0), "ambient cap_chown")
     prctl(PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")  # after the uid change
     # the outer process holds the pipe's write end: end of file means it is gone already
