@@ -135,6 +135,9 @@ def analyze(folder: str | Path, stats_only: bool = False, include_invalid: bool 
     return report
 
 
+_analyze_folder = analyze  # `run` takes a flag of the same name
+
+
 @dataclass
 class RunResult:
     """What `run` did: the results folder, each run's status, the report (or why not)."""
@@ -180,7 +183,7 @@ def run(config: ConfigSource, out: str | Path | None = None, *,
     result = RunResult(folder, outcome)
     if analyze and shard is None and outcome.count("complete"):
         try:
-            result.report = analyze(folder)
+            result.report = _analyze_folder(folder)
         except Exception as exc:  # the runs stay; `pathdiv analyze DIR` redoes this
             result.analysis_error = f"{type(exc).__name__}: {exc}"
     return result
