@@ -5,7 +5,7 @@ the UML kernel on the host (ptrace: several host context switches each), and eve
 hand-off between bmv2's threads is a futex wake plus a guest context switch, so a
 switch's calls and wake-ups per packet set what a bmv2 lab run costs. This counts them
 on the host kernel, where the same binary makes the same calls: one `simple_switch`
-running static.p4 (experiments/dataplane/p4/harness.py), PACKETS UDP frames sent into
+running static.p4 (tests/support/p4_harness.py), PACKETS UDP frames sent into
 port 0 and forwarded out of port 2, `strace -c -f` attached meanwhile, and the
 switch threads' context switches from /proc. Extra simple_switch options after `--`
 (e.g. `-- --log-level off`) show what an option saves. `--program-json` with
@@ -27,11 +27,11 @@ from pathlib import Path
 
 from scapy.all import IP, UDP, Ether, conf, sendp
 
-from pathdiv.experiments.dataplane.p4 import harness
 from pathdiv.experiments.dataplane.p4.entries import EntryOptions, switch_entries
 from pathdiv.experiments.dataplane.p4.programs import compile_program
 from pathdiv.experiments.dataplane.p4.tools import require_p4_tools
 from pathdiv.topologies.forwarding import NextHop, Route, SwitchTable
+from tests.support import p4_harness as harness
 from tests.support.p4_harness import OneSwitch
 
 PORTS = 4

@@ -44,9 +44,9 @@ BASE_PORT = 5201
 
 def plane_class(name: str) -> type:
     if name == "kernel":
-        from pathdiv.experiments.dataplane.nftables import KernelDataPlane
+        from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
 
-        return KernelDataPlane
+        return NftablesDataPlane
     from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane
 
     return Bmv2DataPlane

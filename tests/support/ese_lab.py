@@ -29,7 +29,8 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from pathdiv.kernels import mptcp_lab as ml
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run by path in the guest
+import mptcp_lab as ml
 
 PARAMETERS = Path("/sys/module/mptcp/parameters")
 # client address index -> path (1: shared, 2: disjoint)
