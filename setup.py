@@ -4,7 +4,7 @@ from setuptools import find_packages, setup
 
 # The product's top-level folders install as one `pathdiv` package: pathdiv.experiments is
 # experiments/, and so on, so nothing generic lands at the top of site-packages.
-FOLDERS = ("topologies", "experiments", "analysis", "kernels", "api")
+FOLDERS = ("topologies", "experiments", "analysis", "kernels")
 
 setup(
     name="pathdiv",

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pathdiv import api
+import pathdiv.experiments.api as api
 from pathdiv.experiments.classroom.probe import format_probe, run_probe
 from pathdiv.experiments.classroom.shell import PathdivCLI
 from pathdiv.experiments.cluster.planfile import options_conflict, read_plan, register_plan

@@ -1,6 +1,6 @@
-"""`pathdiv.api` on the host kernel: the fat tree built from Python, one transfer with its
-FCT, goodput and paths, everything torn down, also when the block raises; `pathdiv net`
-drawing the last flow; a plan whose workload pattern was registered from Python."""
+"""`pathdiv.experiments.api` on the host kernel: the fat tree built from Python, one
+transfer with its FCT, goodput and paths, everything torn down, also when the block
+raises; `pathdiv net` drawing the last flow; a plan whose workload pattern was registered from Python."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from pathdiv import api
-from pathdiv.api import extend
+from pathdiv.experiments import api
+from pathdiv.experiments.api import extend
 from pathdiv.experiments.config.workloads import PATTERNS
 from pathdiv.experiments.plan.designations import SHAPES
 from pathdiv.kernels.processes import owned_processes

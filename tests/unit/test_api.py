@@ -1,4 +1,4 @@
-"""The public API (`pathdiv.api`) without a network: configs from a file, a name or a
+"""The public API (`pathdiv.experiments.api`) without a network: configs from a file, a name or a
 dict with overrides; plans; a run with its progress callback; a workload pattern
 registered from user code that the plan, the schema and the traffic's rounds take."""
 
@@ -8,9 +8,8 @@ import random
 
 import pytest
 
-from pathdiv import api
-from pathdiv.api import extend
-from pathdiv.experiments import runner
+from pathdiv.experiments import api, runner
+from pathdiv.experiments.api import extend
 from pathdiv.experiments.config.workloads import PATTERNS
 from pathdiv.experiments.execute.runstate import base_manifest
 from pathdiv.experiments.manifest import write_json_atomic

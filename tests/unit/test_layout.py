@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import REPO
 
-FOLDERS = ("topologies", "experiments", "analysis", "kernels", "api")
+FOLDERS = ("topologies", "experiments", "analysis", "kernels")
 
 # The layers, lowest first. A module imports its own unit and units of lower layers only;
 # units that share a layer do not import each other. A module's unit is the longest entry
@@ -24,7 +24,7 @@ FOLDERS = ("topologies", "experiments", "analysis", "kernels", "api")
 # `experiments`. Inside `experiments` the data flow: what the user wrote (config) ← what
 # will run (plan) ← the network's parts (fabric) ← data planes ← the assembled network ←
 # traffic ← executing a run ← the cluster's view of a plan ← runner ← the public API
-# (pathdiv.api, the top-level `api/` folder) ← cli.
+# (pathdiv.experiments.api, the `experiments/api/` folder) ← cli.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pathdiv.topologies",),
     ("pathdiv.kernels", "pathdiv.analysis"),
@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pathdiv.experiments.execute",),
     ("pathdiv.experiments.cluster",),
     ("pathdiv.experiments.runner", "pathdiv.experiments.classroom"),
-    ("pathdiv.api",),
+    ("pathdiv.experiments.api",),
     ("pathdiv.experiments.cli", "pathdiv.experiments", "pathdiv"),
 )
 

@@ -1,6 +1,6 @@
 """Configs, plans and runs from Python: what `pathdiv check` and `pathdiv run` do.
 
-    from pathdiv import api
+    from pathdiv.experiments import api
     cfg = api.load_config("silent", {"repetitions": 1, "hosts.kernel": "host"})
     runs = api.plan(cfg, flow_types=["query"])
     result = api.run(cfg, out="results/try", progress=print)

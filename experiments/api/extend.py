@@ -1,7 +1,7 @@
 """Extending pathdiv from user code: a workload pattern of one's own, without editing pathdiv.
 
     import random
-    from pathdiv import api
+    from pathdiv.experiments import api
 
     def ring(hosts: list[str], rng: random.Random) -> list[api.Shape]:
         # one round: every host fetches from its right-hand neighbour at once

@@ -1,8 +1,8 @@
-"""pathdiv's public Python API (`from pathdiv import api`); docs/api.md describes every
-name with an example and what may change between versions.
+"""pathdiv's public Python API (`from pathdiv.experiments import api`); docs/api.md
+describes every name with an example and what may change between versions.
 
 `pathdiv` itself is a namespace over the product's folders (setup.py maps them), so the
-API lives in this one module, `pathdiv.api`; the command line goes through it too.
+API lives in this one module, `pathdiv.experiments.api`; the command line goes through it too.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from pathdiv.api.extend import register_pattern
-from pathdiv.api.live import LiveNetwork, Transfer, network
-from pathdiv.api.session import RunResult, analyze, check_plan, load_config, plan, run
+from pathdiv.experiments.api.extend import register_pattern
+from pathdiv.experiments.api.live import LiveNetwork, Transfer, network
+from pathdiv.experiments.api.session import RunResult, analyze, check_plan, load_config, plan, run
 from pathdiv.experiments.config.load import Config, ConfigError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
 from pathdiv.experiments.fabric.network import NetworkError
@@ -31,7 +31,7 @@ _LAZY = {"results": ("pathdiv.analysis.results", None),
 
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
-        raise AttributeError(f"module 'pathdiv.api' has no attribute {name!r}")
+        raise AttributeError(f"module 'pathdiv.experiments.api' has no attribute {name!r}")
     module_name, attr = _LAZY[name]
     module = importlib.import_module(module_name)
     return module if attr is None else getattr(module, attr)

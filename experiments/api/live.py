@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pathdiv.api.session import ConfigSource, Overrides, load_config
+from pathdiv.experiments.api.session import ConfigSource, Overrides, load_config
 from pathdiv.experiments.classroom.shell import run_flow, settled_snapshot
 from pathdiv.experiments.classroom.views import carried, link_traffic, traffic_bytes
 from pathdiv.experiments.config.load import Config
