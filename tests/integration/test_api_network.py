@@ -1,6 +1,7 @@
 """`pathdiv.experiments.api` on the host kernel: the fat tree built from Python, one
 transfer with its FCT, goodput and paths, everything torn down, also when the block
-raises; `pathdiv net` drawing the last flow; a plan whose workload pattern was registered from Python."""
+raises; `pathdiv net` drawing the last flow; a plan whose workload pattern was registered
+from Python."""
 
 from __future__ import annotations
 
