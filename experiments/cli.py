@@ -71,16 +71,10 @@ def _config(args: argparse.Namespace) -> Config:
     return api.load_config(args.config, args.set or [])
 
 
-def _refuse_plan_problems(runs: list[Run]) -> None:
-    """Every run held against the kernel it will run on, and its captures against
-    capture.budget_mb, before anything starts."""
-    api.check_plan(runs)
-
-
 def cmd_check(args: argparse.Namespace) -> int:
     cfg = _config(args)
     runs = expand(cfg)
-    _refuse_plan_problems(runs)
+    api.check_plan(runs)  # every run against its kernel and the capture budget
     if args.shard:
         try:  # a bad --shard is refused before anything is printed
             shard = parse_shard(args.shard)
@@ -214,14 +208,6 @@ def cmd_keys(args: argparse.Namespace) -> int:
         allowed += f" [allowed: {bounds}]" if bounds else ""
         print(f"{key:<34} {leaf.doc}{allowed} (default: {leaf.default!r})")
     return 0
-
-
-def analyze_folder(folder: Path, stats_only: bool = False,
-                   include_invalid: bool = False) -> Path:
-    """Metrics from the captures (unless stats_only), then statistics and the report.
-
-    Reads only files, so a results folder can be re-analysed anywhere, any time."""
-    return api.analyze(folder, stats_only=stats_only, include_invalid=include_invalid)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:

@@ -214,7 +214,7 @@ def verify_image(image: Path, log: Log | None = None) -> None:
         if log is not None:
             log(f"lab kernel: recorded the SHA-256 of {image} ({actual[:16]}...)")
         return
-    recorded = recorded_file.read_text().split()[0] if recorded_file.read_text().split() else ""
+    recorded = next(iter(recorded_file.read_text().split()), "")
     if recorded != actual:
         raise LabKernelError(f"the lab kernel {image} does not match the SHA-256 recorded "
                              f"when it was built ({recorded[:16]}... recorded, "

@@ -25,7 +25,7 @@ from typing import Any
 from pathdiv.experiments.cluster.shards import Shard
 from pathdiv.experiments.manifest import write_json_atomic
 from pathdiv.experiments.plan.runs import Run
-from pathdiv.kernels.processes import process_start
+from pathdiv.kernels.processes import owner_alive, process_start
 
 RUNNING_DIR = "running"
 PROGRESS_DIR = "progress"
@@ -45,14 +45,8 @@ def process_alive(owner: dict[str, Any], host: str | None = None) -> bool | None
     """Whether the process in `owner` still runs: None when it ran on another host."""
     if owner.get("host") != (host or socket.gethostname()):
         return None
-    try:
-        pid = int(owner["pid"])
-    except (KeyError, TypeError, ValueError):
-        return False
-    start = process_start(pid)
-    if start is None:
-        return False
-    return owner.get("proc_start") in (None, start)
+    start = owner.get("proc_start")
+    return owner_alive(f"{owner.get('pid')}:{'' if start is None else start}")
 
 
 def marker_path(folder: Path, run_id: str) -> Path:
