@@ -186,12 +186,6 @@ def _reorder_hold(value: Any) -> str | None:
 _reorder_hold.allowed = "1..1000000 µs"  # type: ignore[attr-defined]
 
 
-def _at_least(minimum: int) -> Check:
-    def check(value: Any) -> str | None:
-        return None if value >= minimum else f"an integer >= {minimum}"
-    return check
-
-
 ECN_THRESHOLD_MAX = 1000  # packets; deeper than any queue a k=4 lab link is given
 
 
@@ -371,7 +365,8 @@ SCHEMA = Section(
                 "mode": Leaf(str, "ecmp", mode_help(), choices=tuple(MODES)),
                 "spray": Leaf(str, "random", "per-packet choice when mode is spray",
                               choices=SPRAYS),
-                **{p.key: Leaf(int, p.default, p.help, check=_at_least(p.minimum))
+                **{p.key: Leaf(int, p.default, p.help,
+                               check=Between(p.minimum, p.maximum, p.unit, integer=True))
                    for p in mode_params().values()},
                 "ecn_threshold_pkts": Leaf(int, None, "switches mark ECN-capable packets CE "
                                            "when their egress queue holds at least this "

@@ -21,12 +21,14 @@ SPRAY_POLICIES = {"random": 0, "roundrobin": 1}  # the spray program's spray_pol
 
 @dataclass(frozen=True)
 class Param:
-    """A config key of one mode: `switching.<key>`, an integer with a default."""
+    """A config key of one mode: `switching.<key>`, an integer from minimum to maximum."""
 
     key: str
     default: int
     help: str
     minimum: int = 1
+    maximum: int = 10_000_000
+    unit: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ MODES: dict[str, SwitchingMode] = {m.name: m for m in (
         registers=_flowlet_registers,
         params=(Param("flowlet_gap_us", FLOWLET_GAP_US,
                       "idle gap (microseconds) after which a flow's next packet may take "
-                      "another path (mode flowlet)"),),
+                      "another path (mode flowlet)", maximum=10_000_000, unit="µs"),),
     ),
 )}
 

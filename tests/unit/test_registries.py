@@ -62,6 +62,9 @@ def test_flowlet_on_the_kernel_data_plane_is_refused_at_check_naming_the_key():
            "data plane keeps no per-flow idle-gap state; use dataplane: bmv2" in str(err.value)
     with pytest.raises(ConfigError, match=r"switching.flowlet_gap_us: 0 .*>= 1"):
         validate({"dataplane": "bmv2", "switching": {"mode": "flowlet", "flowlet_gap_us": 0}})
+    with pytest.raises(ConfigError, match=r"switching.flowlet_gap_us: 10000001 .*<= 10000000"):
+        validate({"dataplane": "bmv2",
+                  "switching": {"mode": "flowlet", "flowlet_gap_us": 10_000_001}})
 
 
 def test_flowlet_with_auto_and_no_bmv2_is_refused_before_a_run(monkeypatch):
