@@ -16,15 +16,14 @@ import csv
 import functools
 import io
 import json
-import os
 import platform
 import re
 import subprocess
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pathdiv.analysis.atomic import write_text_atomic
 from pathdiv.experiments.running import RunningNetwork
 from pathdiv.kernels.abilities import REPO_DIR
 
@@ -37,32 +36,7 @@ TOOL_COMMANDS: dict[str, list[str]] = {
 }
 
 
-# ---- atomic files -----------------------------------------------------------------
-def write_text_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write `text` to `path` so that `path` is either old or complete, never partial.
-
-    The rename replaces a symbolic link at `path` instead of writing through it, and the
-    file gets `mode` (mkstemp's 0600 would hide results from the user who ran sudo)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode & ~_umask())
-        with os.fdopen(fd, "w", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
-
-
+# ---- atomic files (one writer: pathdiv.analysis.atomic) ------------------------
 def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from pathdiv.analysis.atomic import write_text_atomic
 from pathdiv.analysis.capture.flows import (
     group_connections,
     match_transfers,
@@ -165,7 +164,7 @@ def write_run_extras(run_dir: Path, manifest: dict[str, Any], packets: pd.DataFr
     port = int(config.get("workload", {}).get("server_port", 8080))
     topo = topology_of(config)
     timeline = goodput_timeline(packets, topo, port, float(t0))
-    _write_atomic(timeline, run_dir / "timeline.csv")
+    write_text_atomic(run_dir / "timeline.csv", timeline.to_csv(index=False))
     if config.get("workload", {}).get("pattern") == "poisson":
         conds = resolve(topo, config["topology"].get("link_overrides") or {})
         transfers["slowdown"] = slowdowns(transfers, topo, conds)
@@ -270,17 +269,6 @@ def compute_run_metrics(run_dir: Path) -> pd.DataFrame:
     return group_metrics(compute_transfer_metrics(run_dir), load_manifest(run_dir))
 
 
-def _write_atomic(df: pd.DataFrame, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            df.to_csv(fh, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def compute_metrics(results_dir: Path) -> Path:
     """Write results_dir/metrics.csv (and transfer_metrics.csv) over every complete
     run under results_dir/runs/; return the metrics.csv path."""
@@ -303,13 +291,14 @@ def compute_metrics(results_dir: Path) -> Path:
             f"{results_dir}` first"
         )
     out = results_dir / "metrics.csv"
-    _write_atomic(pd.concat(groups, ignore_index=True), out)
+    write_text_atomic(out, pd.concat(groups, ignore_index=True).to_csv(index=False))
     every = pd.concat(transfers, ignore_index=True)
-    _write_atomic(every, results_dir / "transfer_metrics.csv")
+    write_text_atomic(results_dir / "transfer_metrics.csv", every.to_csv(index=False))
     if "slowdown" in every.columns:
 
         factors = sorted({k for m in manifests for k in json.loads(m.read_text())
                           .get("factors", {})})
-        _write_atomic(slowdown_table(every, factors), results_dir / "slowdown.csv")
+        write_text_atomic(results_dir / "slowdown.csv",
+                          slowdown_table(every, factors).to_csv(index=False))
     log.info("wrote %s (%d rows)", out, sum(len(g) for g in groups))
     return out

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from pathdiv.analysis.atomic import write_text_atomic
 from pathdiv.analysis.metrics.table import compute_metrics
 from pathdiv.analysis.report import fidelity
 from pathdiv.analysis.report.blocks import (
@@ -142,7 +141,7 @@ def compare_with_references(metrics: pd.DataFrame, spec: AnalysisSpec,
                             "tally": counts,
                             "claims": json.loads(table.to_json(orient="records"))}
     if dump:
-        _write_text(folder / "reference.json", json.dumps(dump, indent=2))
+        write_text_atomic(folder / "reference.json", json.dumps(dump, indent=2))
     note = ("Against the published studies (every claim, compared with ours): "
             + "; ".join(tallies) + ".") if tallies else None
     return blocks, note
@@ -164,21 +163,9 @@ def link_pictures(prov: Provenance, spec: AnalysisSpec, plot_dir: Path) -> list[
                   "direction.")]
     for i, (label, svg) in enumerate(maps, 1):
         name = f"linkmap_{i:02d}"
-        _write_text(plot_dir / f"{name}.svg", svg)
+        write_text_atomic(plot_dir / f"{name}.svg", svg)
         blocks.append(Svg(name, svg, f"Bytes per link: {label}"))
     return blocks
-
-
-def _write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: bool = False,
@@ -211,7 +198,8 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
     if design:
         results.notes.append(f"Analysed with the design of {design} (its analysis section "
                              "and factor scopes), not the folder's config.yaml.")
-    _write_text(folder / "stats.json", json.dumps(results.to_dict(), indent=2, allow_nan=False))
+    write_text_atomic(folder / "stats.json",
+                      json.dumps(results.to_dict(), indent=2, allow_nan=False))
     log.info("analysis: plotting")
     plots, plot_notes = make_plots(chosen.kept, spec)
     if not stats_only:
@@ -231,9 +219,9 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
                           fidelity=fidelity.fidelity_blocks(metrics, chosen, spec.clusters,
                                                             prov.manifests),
                           pictures=pictures)
-    _write_text(folder / "report.md", render_markdown(blocks, PLOT_DIR))
+    write_text_atomic(folder / "report.md", render_markdown(blocks, PLOT_DIR))
     html_path = folder / "report.html"
-    _write_text(html_path, render_html(blocks, title))
+    write_text_atomic(html_path, render_html(blocks, title))
     log.info("analysis: wrote %s", html_path)
     return html_path
 
