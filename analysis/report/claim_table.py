@@ -104,13 +104,13 @@ def render(folders: Sequence[Path]) -> str:
     return "\n".join(parts)
 
 
-def replace_block(text: str, block: str) -> str:
+def replace_block(text: str, block: str, begin: str = BEGIN, end: str = END) -> str:
     """`text` with what lies between the markers replaced by `block`."""
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"the file has no {BEGIN} ... {END} markers to fill")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{block}{END}{tail}"
+    if begin not in text or end not in text:
+        raise ValueError(f"the file has no {begin} ... {end} markers to fill")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{block}{end}{tail}"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
