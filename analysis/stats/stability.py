@@ -103,8 +103,9 @@ def needed_for_power(sd_a: float, sd_b: float, delta: float, alpha: float = 0.05
     (normal approximation; NaN without the spreads, 2 at least)."""
     if not all(np.isfinite(x) for x in (sd_a, sd_b, delta)) or delta == 0:
         return float("nan")
-    z = norm.ppf(1 - alpha / 2) + norm.ppf(power)
-    return float(max(2, math.ceil(z * z * (sd_a ** 2 + sd_b ** 2) / delta ** 2)))
+    z = norm.isf(alpha / 2) + norm.ppf(power)
+    n = z * z * (sd_a ** 2 + sd_b ** 2) / delta ** 2
+    return float(max(2, math.ceil(n))) if np.isfinite(n) else float("nan")
 
 
 def bimodal_cells(metrics: pd.DataFrame, cells: Sequence[str], metric_columns: Sequence[str],

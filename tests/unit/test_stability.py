@@ -165,3 +165,19 @@ def test_the_command_writes_the_table_between_the_markers(tmp_path, runs, capsys
     with pytest.raises(SystemExit):
         report.main([str(first)])  # an odd number of folders
 
+
+
+def test_a_folder_can_be_marked_with_another_configs_design(tmp_path, runs):
+    first = _folder(tmp_path / "first", runs[0], 11)
+    second = _folder(tmp_path / "second", runs[1], 12)
+    design = tmp_path / "design.yaml"  # an alpha nothing reaches: no effect is significant
+    design.write_text("analysis: {ivs: [switching, host], alpha: 1.0e-30, "
+                      "reference: seed001}\n")
+    assert report.parse_source(f"{first}:{design}") == (first, design)
+    assert report.parse_source(str(first)) == (first, None)
+    text = report.render([f"{first}:{design}", str(second)])
+    assert f"stability {first}:{design} {second}`" in text
+    # the first is marked with the design's alpha, the second with its own config's
+    assert re.search(r"\| spray-raises-utilisation \| noisy / short \| utilization \| "
+                     r"ps-mptcp vs ecmp-mptcp \| no: same, n\.s\. [^|]*\| yes: same, sig\. "
+                     r"[^|]*\| unstable \|", text)
