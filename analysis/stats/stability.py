@@ -176,7 +176,7 @@ def stable_result(verdict: str, agrees: str) -> str:
 def _prefixed(table: pd.DataFrame, suffix: str) -> pd.DataFrame:
     keep = ["section", "kind", "mark", "agrees", "ours", "p_holm", "effect_pct", "mean_a",
             "mean_b", "sd_a", "sd_b", "n_a", "n_b"]
-    frame = table[KEY + [c for c in keep if c in table.columns]].copy()
+    frame = table.reindex(columns=KEY + keep).copy()  # older tables lack sd_a, sd_b
     frame["a"] = frame["a"].fillna("")
     frame["b"] = frame["b"].fillna("")
     return frame.rename(columns={c: f"{c}_{suffix}" for c in keep})
