@@ -52,10 +52,10 @@ def _unstable(rows: pd.DataFrame, rerun: pd.DataFrame) -> pd.DataFrame:
     if rerun.empty:
         return rows
     rows = rows.copy()
-    rows[["a", "b"]] = rows[["a", "b"]].fillna("")
     both = stability.compare_verdicts(rows, rerun)
     flipped = both.loc[both.verdict == stability.UNSTABLE, stability.KEY]
-    hit = rows.merge(flipped.assign(_flip=True), on=stability.KEY, how="left")["_flip"]
+    hit = stability.keyed(rows)[stability.KEY].merge(flipped.assign(_flip=True),
+                                                     on=stability.KEY, how="left")["_flip"]
     rows.loc[hit.fillna(False).astype(bool).to_numpy(), "agrees"] = UNSTABLE
     return rows
 

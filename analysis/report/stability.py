@@ -139,6 +139,8 @@ def markdown(first: Folder, second: Folder) -> str:
         pair = f"{r.a} vs {r.b}" if r.b else str(r.a)
         need = ("" if not np.isfinite(r.needed_n) else
                 f"{_whole(r.needed_n)} / {_whole(r.needed_repetitions)}")
+        if need and r.negligible:
+            need += f" (difference < {first.spec.min_effect_pct:g} %)"
         lines.append("| " + " | ".join(_cell(x) for x in (
             r.section, r.claim_id, cluster, r.metric, pair,
             _mark(r.mark_1, r.agrees_1, r.ours_1), _mark(r.mark_2, r.agrees_2, r.ours_2),

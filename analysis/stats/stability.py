@@ -29,7 +29,9 @@ Three questions about two results folders of one config run with two seeds:
   the larger of the two runs' mean difference and the smallest effect of interest
   (`analysis.min_effect_pct` of b's mean): enough observations that a difference of
   that size is found significant in `power` of reruns, so the verdict does not hang on
-  the draw. Observations become repetitions by the run's observations per repetition.
+  the draw. Where the mean difference is below the smallest effect of interest the row
+  says so (`negligible`): a verdict flipping on such a difference is about nothing a
+  reader should care for, and more observations would not make it meaningful. Observations become repetitions by the run's observations per repetition.
 """
 
 from __future__ import annotations
@@ -173,12 +175,25 @@ def stable_result(verdict: str, agrees: str) -> str:
     return verdict
 
 
+RUNNER_UP = "the runner-up"
+
+
+def keyed(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with the columns that pair rows across runs made comparable: no missing
+    sides, and a `best` claim's b (the runner-up, which may differ between runs) named
+    by its role."""
+    frame = table.copy()
+    frame["a"] = frame["a"].fillna("")
+    frame["b"] = frame["b"].fillna("")
+    if "kind" in frame.columns:
+        frame.loc[frame["kind"] == "best", "b"] = RUNNER_UP
+    return frame
+
+
 def _prefixed(table: pd.DataFrame, suffix: str) -> pd.DataFrame:
     keep = ["section", "kind", "mark", "agrees", "ours", "p_holm", "effect_pct", "mean_a",
             "mean_b", "sd_a", "sd_b", "n_a", "n_b"]
-    frame = table.reindex(columns=KEY + keep).copy()  # older tables lack sd_a, sd_b
-    frame["a"] = frame["a"].fillna("")
-    frame["b"] = frame["b"].fillna("")
+    frame = keyed(table.reindex(columns=KEY + keep))  # older tables lack sd_a, sd_b
     return frame.rename(columns={c: f"{c}_{suffix}" for c in keep})
 
 
@@ -205,10 +220,11 @@ def compare_verdicts(first: pd.DataFrame, second: pd.DataFrame, alpha: float = 0
     both["result"] = [stable_result(v, a) for v, a in zip(both.verdict, both.agrees_1,
                                                            strict=True)]
     both["mark_held"] = both.mark_1 == both.mark_2
-    needed = []
+    needed, negligible = [], []
     for r in both.itertuples(index=False):
         if r.kind == "excess" or r.verdict in (UNMEASURED,):
             needed.append(float("nan"))
+            negligible.append(False)
             continue
         sd_a = _pool(r.sd_a_1, r.sd_a_2)
         sd_b = _pool(r.sd_b_1, r.sd_b_2)
@@ -217,7 +233,10 @@ def compare_verdicts(first: pd.DataFrame, second: pd.DataFrame, alpha: float = 0
         smallest = min_effect_pct / 100.0 * base if np.isfinite(base) else float("nan")
         delta = np.nanmax([abs(diff), smallest]) if np.isfinite(diff) else float("nan")
         needed.append(needed_for_power(sd_a, sd_b, delta, alpha))
+        negligible.append(bool(np.isfinite(diff) and abs(diff) < smallest))
     both["needed_n"] = needed
+    both["negligible"] = negligible  # the runs' mean difference is below the smallest
+    # effect of interest: `needed_n` resolves that effect, not this difference
     per_rep = [min(x, y) / repetitions if repetitions else float("nan")
                for x, y in zip(both.n_a_1.fillna(both.n_a_2), both.n_b_1.fillna(both.n_b_2),
                                strict=True)]

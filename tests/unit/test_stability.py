@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from pathdiv.analysis.report import stability as report
@@ -181,3 +182,29 @@ def test_a_folder_can_be_marked_with_another_configs_design(tmp_path, runs):
     assert re.search(r"\| spray-raises-utilisation \| noisy / short \| utilization \| "
                      r"ps-mptcp vs ecmp-mptcp \| no: same, n\.s\. [^|]*\| yes: same, sig\. "
                      r"[^|]*\| unstable \|", text)
+
+
+def _one_row(agrees, mark, mean_a, kind="better", b="ecmp-mptcp"):
+    return pd.DataFrame([{"reference": "seed001", "claim_id": "c", "cluster": "k",
+                          "metric": "goodput_mbps", "a": "ps-mptcp", "b": b, "kind": kind,
+                          "section": "V.D", "agrees": agrees, "mark": mark, "ours": "",
+                          "mean_a": mean_a, "mean_b": 10.0, "sd_a": 0.5, "sd_b": 0.5,
+                          "n_a": 16, "n_b": 16}])
+
+
+def test_a_flip_on_a_negligible_difference_says_so():
+    flip = compare_verdicts(_one_row("yes", "same", 10.05), _one_row("no", "opposite", 9.99),
+                            min_effect_pct=1.0, repetitions=2)
+    row = flip.iloc[0]
+    assert row.verdict == UNSTABLE and row.negligible
+    # delta is the smallest effect of interest, 0.1: (1.96 + 0.84)^2 x 0.5 / 0.01 = 393
+    assert row.needed_n == 393 and row.needed_repetitions == 50  # 8 per side per rep
+    real = compare_verdicts(_one_row("yes", "same", 11.0), _one_row("yes", "same", 11.0))
+    assert real.iloc[0].verdict == HELD and not real.iloc[0].negligible
+
+
+def test_best_rows_pair_up_whoever_is_the_runner_up():
+    first = _one_row("yes", "same", 11.0, kind="best", b="ecmp-mptcp/vanilla")
+    second = _one_row("no", "opposite", 9.0, kind="best", b="ps-mptcp/vanilla")
+    table = compare_verdicts(first, second)
+    assert len(table) == 1 and table.iloc[0].verdict == UNSTABLE
