@@ -31,7 +31,8 @@ Three questions about two results folders of one config run with two seeds:
   that size is found significant in `power` of reruns, so the verdict does not hang on
   the draw. Where the mean difference is below the smallest effect of interest the row
   says so (`negligible`): a verdict flipping on such a difference is about nothing a
-  reader should care for, and more observations would not make it meaningful. Observations become repetitions by the run's observations per repetition.
+  reader should care for, and more observations would not make it meaningful.
+  Observations become repetitions by the run's observations per repetition.
 """
 
 from __future__ import annotations
