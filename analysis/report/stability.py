@@ -83,8 +83,8 @@ def compare(first: Folder, second: Folder) -> pd.DataFrame:
 
 
 def modes(first: Folder, second: Folder) -> pd.DataFrame:
-    """The cells with more than one mode in either run, with the need from both runs'
-    observations together."""
+    """The cells with more than one mode in either run or in both runs' observations
+    together, with the most observations any of the three readings needs."""
     cells = list(first.spec.clusters + first.spec.ivs)
     used = set(first.marks.metric) if not first.marks.empty else set()
     columns = list(dict.fromkeys([*first.spec.dvs, *sorted(used)]))
@@ -100,8 +100,11 @@ def modes(first: Folder, second: Folder) -> pd.DataFrame:
                         how="left")
     table = table.merge(two[[*key, "modes"]].rename(columns={"modes": "modes_2"}), on=key,
                         how="left")
-    table = table.merge(pooled[[*key, "modes", "rare_share", "needed_n",
-                                "needed_repetitions"]], on=key, how="left")
+    table = table.merge(pooled[[*key, "modes"]], on=key, how="left")
+    # what the cell needs: the most any reading asks (a mode one run shows may vanish
+    # among both runs' observations, and the other way round)
+    need = pd.concat([one, two, pooled])[[*key, "needed_n", "needed_repetitions"]]
+    table = table.merge(need.groupby(key, as_index=False).max(), on=key, how="left")
     return table.sort_values(key, kind="stable").reset_index(drop=True)
 
 
