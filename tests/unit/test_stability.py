@@ -24,6 +24,7 @@ from pathdiv.analysis.stats.stability import (
     split_modes,
     tally,
 )
+from tests.conftest import REPO
 from tests.support.study_data import synthetic_metrics
 
 SWITCHING = ("ecmp-mptcp", "ps-mptcp")
@@ -208,3 +209,18 @@ def test_best_rows_pair_up_whoever_is_the_runner_up():
     second = _one_row("no", "opposite", 9.0, kind="best", b="ps-mptcp/vanilla")
     table = compare_verdicts(first, second)
     assert len(table) == 1 and table.iloc[0].verdict == UNSTABLE
+
+
+def test_docs_reproduction_md_holds_the_generated_stability_table(monkeypatch):
+    monkeypatch.chdir(REPO)
+    page = (REPO / "docs" / "reproduction.md").read_text()
+    block = page.split(report.BEGIN, 1)[1].split(report.END, 1)[0]
+    command = re.search(r"`python -m pathdiv\.analysis\.report\.stability ([^`]+)`", block)
+    assert command, "the stability block names the command that made it"
+    sources = command.group(1).split()
+    assert Path("docs/reproduction/study001-silent-qs-seed211") in [
+        report.parse_source(s)[0] for s in sources]
+    assert block.strip() == report.render(sources).strip(), (
+        "docs/reproduction.md's stability table is stale: run python -m "
+        "pathdiv.analysis.report.stability " + " ".join(sources)
+        + " --write docs/reproduction.md")
