@@ -223,7 +223,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     argv = [str(args.first), str(args.second)]
     argv += ["--design", str(args.design)] if args.design else []
     argv += ["--write", str(args.write)] if args.write else []
-    return stability.main(argv)
+    return stability.main(argv, prog="pathdiv compare")
 
 
 def _plan(args: argparse.Namespace) -> tuple[Config, list[Run], dict[str, Any]]:

@@ -185,8 +185,8 @@ def render(sources: Sequence[str], design: Path | None = None) -> str:
     return "\n".join(parts)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+",
                         help="results folders in pairs: FIRST SECOND [FIRST SECOND ...]; "
                              "FOLDER:CONFIG marks a folder with CONFIG's design")

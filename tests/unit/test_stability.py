@@ -224,3 +224,17 @@ def test_docs_reproduction_md_holds_the_generated_stability_table(monkeypatch):
         "docs/reproduction.md's stability table is stale: run python -m "
         "pathdiv.analysis.report.stability " + " ".join(sources)
         + " --write docs/reproduction.md")
+
+
+def test_pathdiv_compare_prints_the_table_of_one_pair(tmp_path, runs, capsys):
+    from pathdiv.experiments.cli import main
+
+    first = _folder(tmp_path / "first", runs[0], 11)
+    second = _folder(tmp_path / "second", runs[1], 12)
+    assert main(["compare", str(first), str(second)]) == 0
+    out = capsys.readouterr().out
+    assert "**first (seed 11) vs second (seed 12)**" in out and "| unstable |" in out
+    with pytest.raises(SystemExit) as stop:
+        main(["compare", str(first), str(tmp_path / "none")])
+    assert stop.value.code == 2
+    assert "pathdiv compare: error:" in capsys.readouterr().err
