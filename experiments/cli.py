@@ -217,6 +217,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pathdiv.analysis.report import stability  # the analysis only, no emulation
+
+    argv = [str(args.first), str(args.second)]
+    argv += ["--design", str(args.design)] if args.design else []
+    argv += ["--write", str(args.write)] if args.write else []
+    return stability.main(argv, prog="pathdiv compare")
+
+
 def _plan(args: argparse.Namespace) -> tuple[Config, list[Run], dict[str, Any]]:
     """The config, the runs and the plan options `run` and `slurm` take from the command."""
     cfg = _config(args)
@@ -433,6 +442,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "config.yaml, e.g. to re-analyse a folder run before a level said "
                         "where it acts; the report says so")
     p.set_defaults(func=cmd_analyze)
+    p = sub.add_parser("compare", help="did the verdicts of one config hold between two "
+                       "seeds? (the seed-to-seed stability table)")
+    p.add_argument("first", type=Path, help="a results folder (or docs/reproduction/<name>)")
+    p.add_argument("second", type=Path, help="the same config run with another seed")
+    p.add_argument("--design", metavar="CONFIG",
+                   help="mark both with this config's analysis section (as for analyze)")
+    p.add_argument("--write", metavar="FILE", help="put the table between the file's "
+                   "<!-- stability:begin --> and <!-- stability:end --> markers")
+    p.set_defaults(func=cmd_compare)
     sub.add_parser("clean", help="remove processes/namespaces a killed run left behind") \
         .set_defaults(func=cmd_clean)
     sub.add_parser("keys", help="list every config key with its meaning and default") \

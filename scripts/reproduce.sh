@@ -38,6 +38,9 @@ fi
 work=${WORK:-$root/results/reproduction/$name}
 dest=$root/docs/reproduction/$name
 mkdir -p "$work"
+# the folder is pathdiv's from the start: check.txt and the shards' logs land in it before
+# any run does, and `pathdiv run` refuses a non-empty folder without this marker
+touch "$work/.pathdiv-results"
 run_config=$config
 if [[ "$mode" == --preview ]]; then
     run_config=$work.yaml

@@ -2,8 +2,8 @@
 
 `mark_claims(reference, metrics, ...)` takes metrics.csv (one row per observation) and
 gives one row per (claim, cluster, compared pair, metric): the paper's figure, ours, the
-two means and counts, Welch's t-test p-value (Holm-corrected within the claim), the
-effect as a percentage of the compared level's mean, the mark and whether it agrees.
+two means, standard deviations and counts, Welch's t-test p-value (Holm-corrected within
+the claim), the effect as a percentage of the compared level's mean, the mark and whether it agrees.
 
 Marks: for comparisons, the direction of our difference and its significance (same
 direction and significant / same direction, not significant / opposite, not significant
@@ -47,7 +47,7 @@ ABOVE = "above"
 YES, NO, UNKNOWN = "yes", "no", "–"
 COLUMNS = [
     "reference", "claim_id", "section", "kind", "claim", "scope", "cluster", "metric",
-    "a", "b", "paper", "ours", "mean_a", "mean_b", "n_a", "n_b", "p", "p_holm",
+    "a", "b", "paper", "ours", "mean_a", "mean_b", "sd_a", "sd_b", "n_a", "n_b", "p", "p_holm",
     "effect_pct", "practical", "mark", "agrees",
 ]
 
@@ -121,6 +121,11 @@ def _label(key: dict[str, str]) -> str:
     return " / ".join(f"{k}={v}" for k, v in key.items()) or "all observations"
 
 
+def _sd(values: np.ndarray) -> float:
+    """The sample standard deviation (NaN below two observations)."""
+    return float(values.std(ddof=1)) if len(values) > 1 else float("nan")
+
+
 def _values(frame: pd.DataFrame, metric: str) -> np.ndarray:
     if metric not in frame.columns:
         return np.array([])
@@ -145,7 +150,8 @@ def _pair_rows(reference: Reference, claim: Claim, key: dict[str, str], data: pd
                 rows.append(_row(reference, claim, key, metric, side_label(a_side), "",
                                  paper=f"{claim.paper_pct:g} %",
                                  ours="" if not len(va) else f"{mean:.2f} %",
-                                 mean_a=mean, mean_b=claim.paper_pct, n_a=len(va), n_b=0,
+                                 mean_a=mean, mean_b=claim.paper_pct, sd_a=_sd(va),
+                                 sd_b=float("nan"), n_a=len(va), n_b=0,
                                  p=float("nan"), effect_pct=mean - (claim.paper_pct or 0.0)))
                 continue
             if claim.kind == "best":
@@ -162,7 +168,8 @@ def _pair_rows(reference: Reference, claim: Claim, key: dict[str, str], data: pd
             rows.append(_row(reference, claim, key, metric, side_label(a_side),
                              side_label(b_side), paper=paper,
                              ours="" if not measured else f"{effect:+.2f} %",
-                             mean_a=ma, mean_b=mb, n_a=len(va), n_b=len(vb), p=p,
+                             mean_a=ma, mean_b=mb, sd_a=_sd(va), sd_b=_sd(vb),
+                             n_a=len(va), n_b=len(vb), p=p,
                              effect_pct=effect))
     return rows
 
@@ -195,7 +202,8 @@ def _best_row(reference: Reference, claim: Claim, key: dict[str, str], data: pd.
     return _row(reference, claim, key, metric, a, runner,
                 paper="best mean (" + claim.significance + ")",
                 ours=f"rank {ranked.index(a) + 1} of {len(ranked)}", mean_a=means[a],
-                mean_b=means[runner], n_a=counts[a], n_b=counts[runner], p=p,
+                mean_b=means[runner], sd_a=_sd(va), sd_b=_sd(vb), n_a=counts[a],
+                n_b=counts[runner], p=p,
                 effect_pct=percent_of(means[a], means[runner]), best=ranked[0] == a)
 
 

@@ -60,8 +60,31 @@ def test_docs_reproduction_md_holds_the_generated_table(monkeypatch):
                                            block.strip().splitlines()[0])]
     assert Path("docs/reproduction/noisy") in folders
     assert Path("docs/reproduction/silent") in folders
-    expected = render(folders)
+    reruns = {Path(a): Path(b) for a, b in re.findall(r"`--rerun (\S+) (\S+)`",
+                                                      block.strip().splitlines()[0])}
+    expected = render(folders, reruns or None)
     assert block.strip() == expected.strip(), (
         "docs/reproduction.md's claim table is stale: run python -m "
         "pathdiv.analysis.report.claim_table " + " ".join(map(str, folders))
+        + "".join(f" --rerun {a} {b}" for a, b in reruns.items())
         + " --write docs/reproduction.md")
+
+
+def test_a_verdict_that_flips_in_the_rerun_says_unstable(folders, tmp_path):
+    rerun = tmp_path / "noisy-rerun"
+    rerun.mkdir()
+    # the same design with another seed, where spraying's utilisation gain is gone
+    synthetic_metrics(6, repetitions=4, conditions=["noisy"], hosts=("vanilla",)
+                      ).to_csv(rerun / "metrics.csv", index=False)
+    (rerun / "config.yaml").write_text(json.dumps(
+        {"analysis": {"ivs": ["switching"], "reference": "seed001"}}))
+    write_report(rerun, stats_only=True)
+    (table,) = collect(folders, {folders[0]: rerun}).values()
+    utilisation = table[table.claim_id == "spray-raises-utilisation"]
+    noisy = utilisation[utilisation.cluster.str.startswith("condition=noisy")]
+    silent = utilisation[utilisation.cluster.str.startswith("condition=silent")]
+    assert set(noisy.agrees) == {"unstable"} and len(noisy) == 3
+    assert set(silent.agrees) == {"yes"}  # no rerun: as before
+    text = render(folders, {folders[0]: rerun})
+    assert f"`--rerun {folders[0]} {rerun}`" in text.splitlines()[0]
+    assert "unstable between seeds" in text.splitlines()[2]

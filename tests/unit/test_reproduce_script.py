@@ -24,6 +24,12 @@ if [[ "$1" == -m && "$2" == pathdiv.experiments.cli ]]; then
     echo "$cmd $*" >> "$log"
     case $cmd in
         run)
+            # as pathdiv does: a non-empty --out folder without the marker is refused
+            out=""; prev=""
+            for a in "$@"; do [[ "$prev" == --out ]] && out=$a; prev=$a; done
+            if [[ -n "$(ls -A "$out" 2>/dev/null)" && ! -e "$out/.pathdiv-results" ]]; then
+                echo "refused $*" >> "$log"; exit 2
+            fi
             trap 'echo "stopped $*" >> "$log"; exit 130' TERM
             for _ in $(seq "$FAKE_RUN_S"); do sleep 0.2; done
             if [[ -n "$FAKE_FAIL" && "$*" == *"--shard 1/"* ]]; then exit 1; fi

@@ -1,0 +1,217 @@
+"""The seed-to-seed stability table: did a reproduction's verdicts survive a rerun?
+
+    python -m pathdiv.analysis.report.stability FIRST SECOND [FIRST SECOND ...] \
+        [--design CONFIG] [--write docs/reproduction.md]
+    pathdiv compare FIRST SECOND            (the same, for one pair)
+
+takes results folders in pairs (one config run with two seeds), marks every claim of
+the config's reference in each from its metrics.csv (as `pathdiv analyze` does:
+`agreement.mark_claims` on the runs the fidelity monitor kept, with the folder's
+config.yaml, or --design for every folder, or FOLDER:CONFIG for one: the design of
+CONFIG, as `pathdiv analyze --design` re-analyses a folder run before its config
+scoped its levels), and per pair writes: the tally (held as agreement, held as
+disagreement, unstable, measured in one run only), one row per measured claim
+comparison with both runs' marks and the observations its verdict needs, and the cells
+with more than one mode (timeouts) with the share in each mode and the repetitions
+they need (pathdiv.analysis.stats.stability says how and why). With --write the tables
+go between `<!-- stability:begin -->` and `<!-- stability:end -->` of the file;
+without, they are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from pathdiv.analysis.report import fidelity
+from pathdiv.analysis.report.analyze import spec_from_config
+from pathdiv.analysis.report.claim_table import replace_block
+from pathdiv.analysis.stats import agreement, claims, stability
+from pathdiv.analysis.stats.spec import AnalysisSpec
+
+BEGIN = "<!-- stability:begin -->"
+END = "<!-- stability:end -->"
+SHORT_MARK = {
+    agreement.SAME_SIGNIFICANT: "same, sig.",
+    agreement.SAME_NOT_SIGNIFICANT: "same, n.s.",
+    agreement.OPPOSITE: "opposite, n.s.",
+    agreement.OPPOSITE_SIGNIFICANT: "opposite, sig.",
+    agreement.NOT_MEASURED: "not measured",
+}
+
+
+@dataclass
+class Folder:
+    """One results folder, marked against its references."""
+
+    path: Path
+    seed: str
+    spec: AnalysisSpec
+    metrics: pd.DataFrame
+    marks: pd.DataFrame
+    repetitions: int
+
+
+def load(folder: Path, design: Path | None = None) -> Folder:
+    config_path = design or folder / "config.yaml"
+    config = yaml.safe_load(config_path.read_text()) if config_path.is_file() else {}
+    own = folder / "config.yaml"
+    seed_of = yaml.safe_load(own.read_text()) if own.is_file() else {}
+    spec = spec_from_config(config)
+    metrics = pd.read_csv(folder / "metrics.csv")
+    kept = fidelity.split(metrics, False).kept
+    names = [spec.reference] if isinstance(spec.reference, str) else list(spec.reference or [])
+    tables = [agreement.mark_claims(claims.load_reference(n), kept, spec.clusters, spec.alpha,
+                                    spec.lower_is_better, spec.min_effect_pct) for n in names]
+    marks = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(
+        columns=agreement.COLUMNS)
+    reps = int(kept["repetition"].nunique()) if "repetition" in kept.columns else 0
+    return Folder(folder, str((seed_of or {}).get("seed", "?")), spec, kept, marks, reps)
+
+
+def compare(first: Folder, second: Folder) -> pd.DataFrame:
+    return stability.compare_verdicts(first.marks, second.marks, first.spec.alpha,
+                                      first.spec.min_effect_pct,
+                                      min(first.repetitions, second.repetitions) or None)
+
+
+def modes(first: Folder, second: Folder) -> pd.DataFrame:
+    """The cells with more than one mode in either run or in both runs' observations
+    together, with the most observations any of the three readings needs."""
+    cells = list(first.spec.clusters + first.spec.ivs)
+    used = set(first.marks.metric) if not first.marks.empty else set()
+    columns = list(dict.fromkeys([*first.spec.dvs, *sorted(used)]))
+    one = stability.bimodal_cells(first.metrics, cells, columns)
+    two = stability.bimodal_cells(second.metrics, cells, columns)
+    both = pd.concat([first.metrics.assign(repetition=first.metrics["repetition"]),
+                      second.metrics.assign(repetition=second.metrics["repetition"]
+                                            + 10_000)], ignore_index=True)
+    pooled = stability.bimodal_cells(both, cells, columns)
+    key = ["cell", "metric"]
+    table = pd.concat([one[key], two[key], pooled[key]]).drop_duplicates()
+    table = table.merge(one[[*key, "modes"]].rename(columns={"modes": "modes_1"}), on=key,
+                        how="left")
+    table = table.merge(two[[*key, "modes"]].rename(columns={"modes": "modes_2"}), on=key,
+                        how="left")
+    table = table.merge(pooled[[*key, "modes"]], on=key, how="left")
+    # what the cell needs: the most any reading asks (a mode one run shows may vanish
+    # among both runs' observations, and the other way round)
+    need = pd.concat([one, two, pooled])[[*key, "needed_n", "needed_repetitions"]]
+    table = table.merge(need.groupby(key, as_index=False).max(), on=key, how="left")
+    return table.sort_values(key, kind="stable").reset_index(drop=True)
+
+
+def _mark(mark: object, agrees: object, ours: object) -> str:
+    short = SHORT_MARK.get(str(mark), str(mark))
+    figure = f" {ours}" if isinstance(ours, str) and ours else ""
+    return f"{agrees}: {short}{figure}"
+
+
+def _cell(text: object) -> str:
+    return str(text if text is not None and not pd.isna(text) else "").replace("|", "\\|")
+
+
+def _whole(x: object) -> str:
+    return "" if x is None or pd.isna(x) else f"{int(x)}"  # type: ignore[call-overload]
+
+
+def markdown(first: Folder, second: Folder) -> str:
+    table = compare(first, second)
+    counts = stability.tally(table)
+    n1, n2 = first.path.name, second.path.name
+    measured = table[table.verdict != stability.UNMEASURED]
+    lines = [f"**{n1} (seed {first.seed}) vs {n2} (seed {second.seed})**: "
+             f"{len(measured)} measured comparisons; held as agreement "
+             f"{counts['agreement']}, held as disagreement {counts['disagreement']}, "
+             f"unstable {counts[stability.UNSTABLE]}, measured in one run only "
+             f"{counts[stability.ONCE]}; {int((~measured.mark_held).sum())} marks changed "
+             f"(direction or significance). {first.repetitions} and {second.repetitions} "
+             "repetitions.", "",
+             f"| § | claim | cluster | metric | a vs b | seed {first.seed} | "
+             f"seed {second.seed} | verdict | needs (obs. per side / repetitions) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in measured.itertuples(index=False):
+        cluster = str(r.cluster).replace("condition=", "").replace("flow_type=", "")
+        pair = f"{r.a} vs {r.b}" if r.b else str(r.a)
+        need = ("" if not np.isfinite(r.needed_n) else
+                f"{_whole(r.needed_n)} / {_whole(r.needed_repetitions)}")
+        if need and r.negligible:
+            need += f" (difference < {first.spec.min_effect_pct:g} %)"
+        lines.append("| " + " | ".join(_cell(x) for x in (
+            r.section, r.claim_id, cluster, r.metric, pair,
+            _mark(r.mark_1, r.agrees_1, r.ours_1), _mark(r.mark_2, r.agrees_2, r.ours_2),
+            r.result, need)) + " |")
+    cells = modes(first, second)
+    lines += [""]
+    if cells.empty:
+        lines.append("No cell has more than one mode in either run.")
+    else:
+        lines += [f"Cells with more than one mode ({len(cells)}):", "",
+                  f"| cell | metric | seed {first.seed} | seed {second.seed} | both runs | "
+                  "needs (obs. / repetitions) |", "| --- | --- | --- | --- | --- | --- |"]
+        for r in cells.itertuples(index=False):
+            need = ("" if pd.isna(r.needed_n) else
+                    f"{_whole(r.needed_n)} / {_whole(r.needed_repetitions)}")
+            lines.append("| " + " | ".join(_cell(x) for x in (
+                r.cell, r.metric, r.modes_1 if isinstance(r.modes_1, str) else "one mode",
+                r.modes_2 if isinstance(r.modes_2, str) else "one mode",
+                r.modes if isinstance(r.modes, str) else "one mode", need)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def parse_source(text: str) -> tuple[Path, Path | None]:
+    """FOLDER or FOLDER:CONFIG (a .yaml whose design marks the folder)."""
+    folder, sep, config = text.rpartition(":")
+    if sep and config.endswith((".yaml", ".yml")):
+        return Path(folder), Path(config)
+    return Path(text), None
+
+
+def render(sources: Sequence[str], design: Path | None = None) -> str:
+    """The tables of the folders `sources` (FOLDER or FOLDER:CONFIG), taken in pairs."""
+    parts = ["Generated by `python -m pathdiv.analysis.report.stability "
+             + " ".join(sources) + "`; do not edit by hand.", ""]
+    parsed = [parse_source(s) for s in sources]
+    loaded = [load(folder, config or design) for folder, config in parsed]
+    for a, b in zip(loaded[::2], loaded[1::2], strict=True):
+        parts.append(markdown(a, b))
+    return "\n".join(parts)
+
+
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+",
+                        help="results folders in pairs: FIRST SECOND [FIRST SECOND ...]; "
+                             "FOLDER:CONFIG marks a folder with CONFIG's design")
+    parser.add_argument("--design", type=Path, metavar="CONFIG",
+                        help="mark with this config's analysis section, not each folder's")
+    parser.add_argument("--write", type=Path, help="the Markdown file to fill")
+    args = parser.parse_args(argv)
+    if len(args.folders) % 2:
+        parser.error(f"{len(args.folders)} folders: give them in pairs (one config, two "
+                     "seeds)")
+    for text in args.folders:
+        folder, config = parse_source(text)
+        if not (folder / "metrics.csv").is_file():
+            parser.error(f"{folder} has no metrics.csv (a results folder or "
+                         "docs/reproduction/<name>)")
+        if config is not None and not config.is_file():
+            parser.error(f"{text}: {config} is not a file")
+    block = render(args.folders, args.design)
+    if args.write:
+        args.write.write_text(replace_block(args.write.read_text(), block, BEGIN, END))
+        print(f"wrote the stability table into {args.write}")
+    else:
+        sys.stdout.write(block)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

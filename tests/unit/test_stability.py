@@ -1,0 +1,240 @@
+"""Verdicts that survive a rerun: two planted runs of one design, one claim planted in the
+first only (its verdict flips and is reported unstable, never agreement), one in both
+(held), and a cell with retransmission timeouts (named with the share in each mode and
+the repetitions it needs); the committed stability table is what its folders generate."""
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pathdiv.analysis.report import stability as report
+from pathdiv.analysis.stats.agreement import mark_claims
+from pathdiv.analysis.stats.claims import load_reference
+from pathdiv.analysis.stats.stability import (
+    HELD,
+    UNSTABLE,
+    bimodal_cells,
+    compare_verdicts,
+    needed_for_modes,
+    needed_for_power,
+    split_modes,
+    tally,
+)
+from tests.conftest import REPO
+from tests.support.study_data import synthetic_metrics
+
+SWITCHING = ("ecmp-mptcp", "ps-mptcp")
+HOSTS = ("vanilla", "reorder-resilient")
+
+
+def _run(seed, against_study):
+    """One run of the study's design; `against_study` plants ECMP's better silent goodput
+    (against V.D's 'spraying is never significantly worse'). Spraying's higher
+    utilisation is planted in every run."""
+    metrics = synthetic_metrics(seed, repetitions=6, switching=SWITCHING, hosts=HOSTS,
+                                effects={"switching": {"ps-mptcp": {"utilization": 6.0}}})
+    if against_study:
+        rows = (metrics.condition == "silent") & (metrics.switching == "ps-mptcp")
+        metrics.loc[rows, "goodput_mbps"] -= 4.0
+    return metrics
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return _run(1, against_study=True), _run(2, against_study=False)
+
+
+@pytest.fixture(scope="module")
+def verdicts(runs):
+    ref = load_reference("seed001")
+    return compare_verdicts(mark_claims(ref, runs[0]), mark_claims(ref, runs[1]),
+                            repetitions=6)
+
+
+def _row(table, claim_id, cluster, metric):
+    rows = table[(table.claim_id == claim_id) & (table.cluster == cluster)
+                 & (table.metric == metric)]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+def test_a_verdict_that_flips_between_runs_is_unstable_not_agreement(verdicts):
+    row = _row(verdicts, "spray-never-significantly-worse",
+               "condition=silent / flow_type=query", "goodput_mbps")
+    assert (row.agrees_1, row.agrees_2) == ("no", "yes")
+    assert row.verdict == UNSTABLE and row.result == UNSTABLE
+
+
+def test_a_verdict_planted_in_both_runs_holds(verdicts):
+    rows = verdicts[verdicts.claim_id == "spray-raises-utilisation"]
+    assert len(rows) == 6  # both conditions x three flow types
+    assert set(rows.verdict) == {HELD} and set(rows.result) == {"agreement"}
+    assert rows.mark_held.all()
+
+
+def test_the_tally_never_counts_an_unstable_row_as_agreement(verdicts):
+    counts = tally(verdicts)
+    unstable = verdicts[verdicts.verdict == UNSTABLE]
+    assert counts[UNSTABLE] == len(unstable) >= 3  # silent query, short, long goodput
+    assert counts["agreement"] == int(((verdicts.verdict == HELD)
+                                       & (verdicts.agrees_1 == "yes")).sum())
+
+
+def test_a_large_planted_effect_needs_fewer_observations_than_a_small_one(verdicts):
+    big = _row(verdicts, "spray-raises-utilisation", "condition=noisy / flow_type=short",
+               "utilization")
+    assert big.needed_n <= 6  # 6 standard deviations apart: a few observations suffice
+    # a side pools both host levels: 2 observations per repetition
+    assert big.needed_repetitions == -(-big.needed_n // 2)
+    # power for 1 sd apart at alpha .05, power .8: about 2 x 7.85 = 16 per side
+    assert needed_for_power(1.0, 1.0, 1.0) == 16
+    assert np.isnan(needed_for_power(float("nan"), 1.0, 1.0))
+
+
+# ---- modes ----------------------------------------------------------------------------
+
+def test_a_cell_with_timeouts_has_two_modes_with_their_shares():
+    rng = np.random.default_rng(3)
+    query = np.r_[0.033 + 0.004 * rng.random(12), 0.21 + 0.03 * rng.random(4)]
+    modes = split_modes(query)
+    assert [m.n for m in modes] == [12, 4]
+    assert modes[0].high < 0.04 and modes[1].low > 0.2
+    assert needed_for_modes(modes) == 20  # the 1-in-4 mode expected 5 times
+
+
+def test_the_issues_cells_are_found_with_their_modes():
+    # MPTCP spraying, 10 KB queries: 12 at ~35 ms, 2 RTOs, 2 several RTOs (issue 27)
+    spray = [0.033, 0.034, 0.034, 0.035, 0.035, 0.035, 0.036, 0.036, 0.036, 0.037, 0.037,
+             0.037, 0.24, 0.25, 1.07, 1.09]
+    assert [m.n for m in split_modes(spray)] == [12, 2, 2]
+    # ECMP TCP long flows: 73.2 s in 6 groups, 112-115 s in 2
+    long = [73.1, 73.2, 73.2, 73.2, 73.3, 73.2, 112.0, 115.0]
+    modes = split_modes(long)
+    assert [m.n for m in modes] == [6, 2]
+    assert needed_for_modes(modes) == 20
+
+
+def test_a_tight_or_noisy_single_mode_is_not_split():
+    rng = np.random.default_rng(0)
+    assert len(split_modes(10.0 + 0.001 * rng.standard_normal(32))) == 1  # virtual clock
+    for seed in range(50):  # wall-clock noise, 5 % of the mean
+        values = np.random.default_rng(seed).normal(1.0, 0.05, 8)
+        assert len(split_modes(values)) == 1, seed
+    assert len(split_modes([1.0, 2.0, 3.0])) == 1  # too few observations to tell
+    assert needed_for_modes(split_modes([1.0, 1.01, 1.02, 1.03])) == 0
+
+
+def test_bimodal_cells_names_the_cell_and_the_repetitions_it_needs():
+    metrics = synthetic_metrics(4, repetitions=4, switching=SWITCHING, hosts=("vanilla",),
+                                conditions=("noisy",), flow_types=("query",))
+    rows = metrics.switching == "ps-mptcp"
+    metrics.loc[rows, "fct_s"] = [0.035, 0.036, 0.24, 0.035]  # one timeout in 4
+    cells = bimodal_cells(metrics, ["condition", "flow_type", "switching", "host"],
+                          ["fct_s", "goodput_mbps"])
+    assert list(cells.cell) == ["noisy / query / ps-mptcp / vanilla"]
+    row = cells.iloc[0]
+    assert row.metric == "fct_s" and row.rare_share == 0.25
+    assert row.modes == "3 of 4 at 0.035–0.036; 1 of 4 at 0.24"
+    assert row.needed_n == 20 and row.needed_repetitions == 20  # one observation per rep
+
+
+# ---- the command -----------------------------------------------------------------------
+
+def _folder(path: Path, metrics, seed):
+    path.mkdir()
+    metrics.to_csv(path / "metrics.csv", index=False)
+    (path / "config.yaml").write_text(json.dumps(
+        {"seed": seed, "analysis": {"ivs": ["switching", "host"], "reference": "seed001"}}))
+    return path
+
+
+def test_the_command_writes_the_table_between_the_markers(tmp_path, runs, capsys):
+    first = _folder(tmp_path / "first", runs[0], 11)
+    second = _folder(tmp_path / "second", runs[1], 12)
+    page = tmp_path / "page.md"
+    page.write_text(f"intro\n{report.BEGIN}\nold\n{report.END}\nafter\n")
+    assert report.main([str(first), str(second), "--write", str(page)]) == 0
+    text = page.read_text()
+    assert text.startswith(f"intro\n{report.BEGIN}\nGenerated by") and "old" not in text
+    assert "**first (seed 11) vs second (seed 12)**" in text
+    assert re.search(r"\| V\.D \| spray-never-significantly-worse \| silent / query \| "
+                     r"goodput_mbps \| ps-mptcp vs ecmp-mptcp \| no: opposite, sig\. [^|]*\| "
+                     r"yes: [^|]*\| unstable \|", text)
+    with pytest.raises(SystemExit):
+        report.main([str(first)])  # an odd number of folders
+
+
+
+def test_a_folder_can_be_marked_with_another_configs_design(tmp_path, runs):
+    first = _folder(tmp_path / "first", runs[0], 11)
+    second = _folder(tmp_path / "second", runs[1], 12)
+    design = tmp_path / "design.yaml"  # an alpha nothing reaches: no effect is significant
+    design.write_text("analysis: {ivs: [switching, host], alpha: 1.0e-30, "
+                      "reference: seed001}\n")
+    assert report.parse_source(f"{first}:{design}") == (first, design)
+    assert report.parse_source(str(first)) == (first, None)
+    text = report.render([f"{first}:{design}", str(second)])
+    assert f"stability {first}:{design} {second}`" in text
+    # the first is marked with the design's alpha, the second with its own config's
+    assert re.search(r"\| spray-raises-utilisation \| noisy / short \| utilization \| "
+                     r"ps-mptcp vs ecmp-mptcp \| no: same, n\.s\. [^|]*\| yes: same, sig\. "
+                     r"[^|]*\| unstable \|", text)
+
+
+def _one_row(agrees, mark, mean_a, kind="better", b="ecmp-mptcp"):
+    return pd.DataFrame([{"reference": "seed001", "claim_id": "c", "cluster": "k",
+                          "metric": "goodput_mbps", "a": "ps-mptcp", "b": b, "kind": kind,
+                          "section": "V.D", "agrees": agrees, "mark": mark, "ours": "",
+                          "mean_a": mean_a, "mean_b": 10.0, "sd_a": 0.5, "sd_b": 0.5,
+                          "n_a": 16, "n_b": 16}])
+
+
+def test_a_flip_on_a_negligible_difference_says_so():
+    flip = compare_verdicts(_one_row("yes", "same", 10.05), _one_row("no", "opposite", 9.99),
+                            min_effect_pct=1.0, repetitions=2)
+    row = flip.iloc[0]
+    assert row.verdict == UNSTABLE and row.negligible
+    # delta is the smallest effect of interest, 0.1: (1.96 + 0.84)^2 x 0.5 / 0.01 = 393
+    assert row.needed_n == 393 and row.needed_repetitions == 50  # 8 per side per rep
+    real = compare_verdicts(_one_row("yes", "same", 11.0), _one_row("yes", "same", 11.0))
+    assert real.iloc[0].verdict == HELD and not real.iloc[0].negligible
+
+
+def test_best_rows_pair_up_whoever_is_the_runner_up():
+    first = _one_row("yes", "same", 11.0, kind="best", b="ecmp-mptcp/vanilla")
+    second = _one_row("no", "opposite", 9.0, kind="best", b="ps-mptcp/vanilla")
+    table = compare_verdicts(first, second)
+    assert len(table) == 1 and table.iloc[0].verdict == UNSTABLE
+
+
+def test_docs_reproduction_md_holds_the_generated_stability_table(monkeypatch):
+    monkeypatch.chdir(REPO)
+    page = (REPO / "docs" / "reproduction.md").read_text()
+    block = page.split(report.BEGIN, 1)[1].split(report.END, 1)[0]
+    command = re.search(r"`python -m pathdiv\.analysis\.report\.stability ([^`]+)`", block)
+    assert command, "the stability block names the command that made it"
+    sources = command.group(1).split()
+    assert Path("docs/reproduction/study001-silent-qs-seed211") in [
+        report.parse_source(s)[0] for s in sources]
+    assert block.strip() == report.render(sources).strip(), (
+        "docs/reproduction.md's stability table is stale: run python -m "
+        "pathdiv.analysis.report.stability " + " ".join(sources)
+        + " --write docs/reproduction.md")
+
+
+def test_pathdiv_compare_prints_the_table_of_one_pair(tmp_path, runs, capsys):
+    from pathdiv.experiments.cli import main
+
+    first = _folder(tmp_path / "first", runs[0], 11)
+    second = _folder(tmp_path / "second", runs[1], 12)
+    assert main(["compare", str(first), str(second)]) == 0
+    out = capsys.readouterr().out
+    assert "**first (seed 11) vs second (seed 12)**" in out and "| unstable |" in out
+    with pytest.raises(SystemExit) as stop:
+        main(["compare", str(first), str(tmp_path / "none")])
+    assert stop.value.code == 2
+    assert "pathdiv compare: error:" in capsys.readouterr().err
