@@ -35,3 +35,24 @@ def test_every_claim_side_is_a_level_of_a_seed004_config() -> None:
             for side in filter(None, pair):
                 for factor, level in side.items():
                     assert level in levels.get(factor, set()), (claim.id, factor, level)
+
+
+def test_ese_outcomes_count_one_open_window_per_path_as_success() -> None:
+    import importlib.util
+
+    import pandas as pd
+
+    spec = importlib.util.spec_from_file_location("seed004_tables",
+                                                  REPO / "scripts" / "seed004_tables.py")
+    assert spec and spec.loader
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    m = pd.DataFrame({
+        "ok": True,
+        "subflow_count": ["sf4", "sf4", "sf4", "sf8", "sf2", "sf2"],
+        "placement": ["one-path", "one-path", "disjoint", "disjoint", "disjoint", "disjoint"],
+        "paths": [4.0, 4.0, 4.0, 4.0, 2.0, 1.0],
+        "open_subflows": [1.0, 3.0, 4.0, 2.0, 2.0, 1.0],
+    })
+    assert tables.ese_outcomes(m)["outcome"].tolist() == [
+        "success", "extra left open", "success", "closed too many", "success", "success"]
