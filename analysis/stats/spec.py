@@ -18,9 +18,6 @@ LOWER_IS_BETTER_DEFAULT: tuple[str, ...] = (
     "excess_pct",
     "retrans_pct",
     "reorder_pct",
-    "rtt_ms",
-    "cpu_ms_per_mb",
-    "energy_j",
 )
 
 
