@@ -60,7 +60,9 @@ cfg["analysis"]["ivs"] = ["switching"]
 yaml.safe_dump(cfg, open(target, "w"), sort_keys=False)
 PY
 fi
-"$py" -m pathdiv.experiments.cli check "$run_config" > "$work/check.txt"
+# checked before anything runs; written into the folder only once `run` has made it a
+# results folder (run refuses a non-empty folder that holds no results)
+checked=$("$py" -m pathdiv.experiments.cli check "$run_config")
 start=$(date +%s)
 if (( shards == 1 )); then
     "$py" -m pathdiv.experiments.cli run "$run_config" --out "$work"
@@ -101,6 +103,7 @@ else
     "$py" -m pathdiv.experiments.cli analyze "$work"
 fi
 end=$(date +%s)
+printf '%s\n' "$checked" > "$work/check.txt"
 mkdir -p "$dest"
 rm -rf "$dest/plots"
 cp "$work"/{metrics.csv,stats.json,report.md,report.html,config.yaml,plan.json} "$dest/"

@@ -17,5 +17,5 @@ METRIC_COLUMNS = [
 
 # Numeric columns of metrics.csv a MANOVA can take as dependent variables.
 DEPENDENT_VARIABLES = (*METRIC_COLUMNS, "shared_subflows", "distinct_paths", "ce_pct",
-                       "cpu_ms_per_mb", "energy_j",
+                       "rtt_ms", "open_subflows", "cpu_ms_per_mb", "energy_j",
                        "subflows_opened", "paths_used", "wire_bytes")

@@ -8,7 +8,8 @@ complete run and writes `metrics.csv` (and the per-transfer `transfer_metrics.cs
 
 A group's `fct_s` is its longest transfer's; its throughput, goodput and excess use
 the group's summed bytes over that FCT; `utilization`, `subflows` and the path counts
-are means over its transfers; `retrans_pct`, `reorder_pct` and `ce_pct` are pooled ratios.
+are means over its transfers; `retrans_pct`, `reorder_pct` and `ce_pct` are pooled ratios,
+`rtt_ms` the mean of every transfer's RTT samples pooled.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ GROUP_COLUMNS = [
     "shared_subflows",
     "distinct_paths",
     "ce_pct",
+    "rtt_ms",
+    "open_subflows",
     "cpu_ms_per_mb",
     "energy_j",
     "subflows_opened",
@@ -210,6 +213,8 @@ def _group_row(g: pd.DataFrame, power: tuple[float, float] = (15.0, 0.0)) -> dic
     ect, ce = total("ect_pkts_received"), total("ce_pkts")
     nan = float("nan")
     cpu_ms = (g["cpu_ms_per_mb"] * g["payload_bytes"] / 1e6).sum(min_count=len(g))
+    samples = g["rtt_samples"].fillna(0) if "rtt_samples" in g else pd.Series(0.0, g.index)
+    rtt_sum = (g["rtt_ms"].fillna(0) * samples).sum() if "rtt_ms" in g else 0.0
     ok = bool(g["ok"].all() and g["measured"].all())
     return {
         "flow_type": "+".join(sorted(set(g["flow_type"].astype(str)))),
@@ -227,6 +232,8 @@ def _group_row(g: pd.DataFrame, power: tuple[float, float] = (15.0, 0.0)) -> dic
         "shared_subflows": mean("shared_subflows"),
         "distinct_paths": mean("distinct_paths"),
         "ce_pct": 100.0 * ce / ect if ect > 0 else nan,
+        "rtt_ms": float(rtt_sum / samples.sum()) if samples.sum() > 0 else nan,
+        "open_subflows": mean("open_subflows") if "open_subflows" in g else nan,
         "cpu_ms_per_mb": float(cpu_ms / (payload / 1e6)) if payload > 0 else nan,
         "energy_j": energy_j(float(cpu_ms), float(fct),
                              len(set(g["client"].astype(str)) | set(g["server"].astype(str)))

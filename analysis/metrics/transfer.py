@@ -32,6 +32,17 @@ Definitions (also in docs/measurement.md):
   experienced, by an ECN-marking switch: `switching.ecn_threshold_pkts`), in percent of
   the ECN-capable data packets received there (ECT or CE); NaN when none was
   ECN-capable (ECN not negotiated). `ce_pkts`, `ect_pkts_received`: the two counts.
+- `rtt_ms`: the mean round-trip time of the data, as the server's access link sees it:
+  per subflow, a data packet sent for the first time (its range never sent again,
+  Karn's rule) until the first ACK from the client that covers its last byte, both
+  captured there (what tcptrace reports from a sender-side capture; seed 004 section
+  III's RTTs). `rtt_samples`: how many packets it is the mean of.
+- `open_subflows`: subflows whose window was open during the second half of the data
+  transfer (from midway between the server's first and last data packet): at some data
+  packet sent then, more than one full segment (the largest payload of the transfer)
+  was in flight (sent and not yet acknowledged, at the server's access link). A subflow
+  whose window an extra-subflow elimination closed to one packet (`hosts.cc: mptcp-d`)
+  is not open; seed 004's Table V counts those closures.
 - `subflows`: subflows that carried payload; `subflows_opened`: all of them.
 - `shared_subflows`, `distinct_paths`: subflows whose data shares a fabric link with
   another subflow's, and distinct fabric paths used (`analysis/metrics/sharing.py`).
@@ -69,6 +80,9 @@ MEASURES = [
     "ce_pct",
     "ce_pkts",
     "ect_pkts_received",
+    "rtt_ms",
+    "rtt_samples",
+    "open_subflows",
     "links_used",
     "path_bytes",
     "path_pkts",
@@ -169,6 +183,68 @@ def ce_marks(received: pd.DataFrame) -> tuple[int, int]:
     return int((ecn == ECN_CE).sum()), int((ecn != 0).sum())
 
 
+def rtt_samples_ms(sent: pd.DataFrame, acks: pd.DataFrame) -> np.ndarray:
+    """Round-trip times (ms) of `sent` data packets (columns subflow, seq, payload, ts; in
+    capture order, at one link) from the `acks` coming back there (columns subflow, ack,
+    ts; time order): per subflow, each packet whose sequence range is sent only once, to
+    the first later ACK at or beyond its last byte. Packets never acknowledged give none."""
+    out: list[np.ndarray] = []
+    ack_groups = acks.groupby("subflow").indices
+    for sf, rows in sent.groupby("subflow").indices.items():
+        if sf not in ack_groups:
+            continue
+        d = sent.iloc[rows]
+        base = d["seq"].to_numpy()[:1]
+        start = _signed_offset(d["seq"].to_numpy(), np.repeat(base, len(d)))
+        end = start + d["payload"].to_numpy().astype(np.int64)
+        # sent once: no earlier packet reached past its start, no later one starts before
+        # its end (a retransmission of it, or of part of it)
+        prev_end = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(end)[:-1]))
+        later_start = np.concatenate(
+            (np.minimum.accumulate(start[::-1])[::-1][1:], [np.iinfo(np.int64).max]))
+        once = (prev_end <= start) & (later_start >= end)
+        a = acks.iloc[ack_groups[sf]]
+        a_ts = a["ts"].to_numpy()
+        covered = np.maximum.accumulate(
+            _signed_offset(a["ack"].to_numpy(), np.repeat(base, len(a))))
+        t = d["ts"].to_numpy()[once]
+        j = np.maximum(np.searchsorted(a_ts, t, side="right"),
+                       np.searchsorted(covered, end[once], side="left"))
+        ok = j < len(a_ts)
+        out.append((a_ts[j[ok]] - t[ok]) * 1e3)
+    return np.concatenate(out) if out else np.empty(0)
+
+
+def open_subflows(sent: pd.DataFrame, acks: pd.DataFrame) -> int:
+    """Subflows with more than one full segment in flight at some data packet of `sent`
+    (columns subflow, seq, payload, ts; capture order, at the sender's link) sent in the
+    second half of the data's span, against the `acks` seen there (subflow, ack, ts)."""
+    if sent.empty:
+        return 0
+    ts = sent["ts"].to_numpy()
+    half = ts.min() + (ts.max() - ts.min()) / 2
+    segment = int(sent["payload"].max())
+    ack_groups = acks.groupby("subflow").indices
+    count = 0
+    for sf, rows in sent.groupby("subflow").indices.items():
+        d = sent.iloc[rows]
+        base = d["seq"].to_numpy()[:1]
+        end = (_signed_offset(d["seq"].to_numpy(), np.repeat(base, len(d)))
+               + d["payload"].to_numpy().astype(np.int64))
+        highest = np.maximum.accumulate(end)
+        covered = np.zeros(len(d), dtype=np.int64)
+        if sf in ack_groups:
+            a = acks.iloc[ack_groups[sf]]
+            acked = np.maximum.accumulate(
+                _signed_offset(a["ack"].to_numpy(), np.repeat(base, len(a))))
+            j = np.searchsorted(a["ts"].to_numpy(), d["ts"].to_numpy(), side="right")
+            covered = np.where(j > 0, acked[np.maximum(j - 1, 0)], 0)
+        late = d["ts"].to_numpy() >= half
+        if ((highest - covered)[late] > segment).any():
+            count += 1
+    return count
+
+
 def measure_transfer(
     pk: pd.DataFrame, geo: PairGeometry, client_addrs: np.ndarray, size_bytes: int
 ) -> dict[str, Any]:
@@ -208,6 +284,8 @@ def measure_transfer(
     retx, sent_bytes = retransmitted_bytes(sent)
     late, received = reordered_packets(sent, recv)
     ce, ect = ce_marks(recv)
+    acks_back = pk[(link == geo.server_link) & from_client & ((flags & TCP_ACK) != 0)]
+    rtts = rtt_samples_ms(sent, acks_back)
     subflows = pk["subflow"].to_numpy()
     fabric = np.zeros(max(top, max(geo.fabric_links, default=0) + 1), dtype=bool)
     fabric[list(geo.fabric_links)] = True
@@ -233,6 +311,9 @@ def measure_transfer(
         ce_pkts=float(ce),
         ect_pkts_received=float(ect),
         ce_pct=100.0 * ce / ect if ect else float("nan"),
+        rtt_ms=float(rtts.mean()) if len(rtts) else float("nan"),
+        rtt_samples=float(len(rtts)),
+        open_subflows=float(open_subflows(sent, acks_back)),
         subflows=float(len(np.unique(subflows[payload > 0]))),
         subflows_opened=float(len(np.unique(subflows))),
         links_used=float(len(np.unique(link))),

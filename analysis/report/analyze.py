@@ -68,6 +68,8 @@ def spec_from_config(config: dict[str, Any] | None) -> AnalysisSpec:
     scopes = scopes_of(factors) if isinstance(factors, dict) else {}
     level_scope = tuple((f, lv, o, xs) for f, lvs in scopes.items() for lv, where in lvs.items()
                         for o, xs in where.items())
+    if section.get("lower_is_better") is None:  # null in a config: the default
+        section = {k: v for k, v in section.items() if k != "lower_is_better"}
     return AnalysisSpec(**section, level_scope=level_scope)
 
 

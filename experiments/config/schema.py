@@ -612,6 +612,11 @@ SCHEMA = Section(
                                   "analysis/references/ (seed001, seed000); the report "
                                   "puts their figures beside ours", nullable=True,
                                   check=_reference),
+                "lower_is_better": Leaf(list, None, "metrics where a smaller value is the "
+                                        "better outcome (rankings, a reference's claims "
+                                        "of kind better); null: fct_s, excess_pct, "
+                                        "retrans_pct, reorder_pct", nullable=True,
+                                        check=_names),
                 "min_effect_pct": Leaf((int, float), 1.0, "smallest effect of interest, in "
                                        "percent of the compared mean: the summary separates "
                                        "significant effects at least this large from "

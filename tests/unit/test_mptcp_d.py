@@ -203,6 +203,37 @@ def test_a_short_flow_is_decided_within_its_few_samples(drv):
     assert got == {1: "trigger", 2: "close"}
 
 
+def shared_queue_in_slow_start(base_us: int, rate_mbit: float, samples: int,
+                               subflows: int = 2) -> list[tuple[int, int]]:
+    """RTT samples of `subflows` subflows filling one FIFO queue in slow start: each ACK
+    lets its subflow send two packets for the one acknowledged, so the queue, and the
+    next sample, grows by one full frame's transmission time at `rate_mbit` per sample;
+    the subflows' ACKs alternate. Each subflow's first sample sees the empty queue."""
+    frame_us = 1514 * 8 / rate_mbit
+    first = [(1 + k, base_us) for k in range(subflows)]
+    return first + [(1 + k % subflows, round(base_us + (k + 1) * frame_us))
+                    for k in range(samples)]
+
+
+def test_in_slow_start_a_shared_queue_is_caught_only_where_a_frame_is_inside_beta(drv):
+    # The lab's 10 Mbit/s anomaly (ese_lab: no subflow closed at 10 Mbit/s, one of two at
+    # 100): the trigger's sample becomes the reference, and the partner's next sample is
+    # one queued frame later. Beta's band is 0.1 x base RTT = 0.5 ms at a 5 ms base; a
+    # frame takes 1.21 ms at 10 Mbit/s (outside: kept, and every later sample is further
+    # off as the queue grows) and 0.12 ms at 100 Mbit/s (inside: closed).
+    def verdicts(base_us: int, rate_mbit: float, samples: int) -> list[str]:
+        drv.connection()
+        return sorted(drv.trace(shared_queue_in_slow_start(base_us, rate_mbit, samples))
+                      .values())
+
+    # whichever subflow triggers first, the other is kept at 10 Mbit/s, closed at 100
+    assert verdicts(5000, 10, 60) == ["keep", "trigger"]
+    assert verdicts(5000, 100, 120) == ["close", "trigger"]
+    # the same 10 Mbit/s queue under a base RTT with a frame inside beta's band
+    # (15 ms: 1.5 ms > 1.21 ms) is caught
+    assert verdicts(15000, 10, 60) == ["close", "trigger"]
+
+
 def test_the_trigger_is_never_closed_and_a_closed_subflow_stays_closed(drv):
     drv.connection()
     assert drv.trace([(1, 1000), (1, 1400), (1, 1400), (1, 1410)]) == {1: "trigger"}
