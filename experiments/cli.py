@@ -478,7 +478,9 @@ def _main(args: argparse.Namespace) -> int:
         os.environ[DEBUG_ENV] = "1"  # read by every bmv2 switch the lab starts
     _setup_logging(logging.INFO if args.verbose else logging.WARNING)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # a reader that left (`| head -1`) shows here, not at exit
+        return code
     except (ConfigError, EnvironmentProblem) as exc:
         print(f"pathdiv: {exc}", file=sys.stderr)
         return 2

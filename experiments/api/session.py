@@ -26,6 +26,7 @@ from pathdiv.experiments.config.load import (
 )
 from pathdiv.experiments.config.names import resolve_config
 from pathdiv.experiments.config.results_folder import hand_over, link_inside
+from pathdiv.experiments.config.schema import MAX_K
 from pathdiv.experiments.config.workloads import PATTERNS
 from pathdiv.experiments.dataplane.select import mode_problems, resolve_planes
 from pathdiv.experiments.execute.lab_kernel import host_cores, host_ram_mb
@@ -40,6 +41,7 @@ from pathdiv.experiments.plan.estimate import (
     phases_s,
 )
 from pathdiv.experiments.plan.lanes import default_jobs, jobs_problem, phases
+from pathdiv.experiments.plan.memory import memory_problems
 from pathdiv.experiments.plan.runs import Run, expand, quick_config, quick_flow_types
 from pathdiv.experiments.runner import PlanOutcome, RunProgress, prepare_folder, run_plan
 
@@ -101,14 +103,16 @@ def plan(config: ConfigSource, repetitions: int | None = None,
 
 def check_plan(runs: list[Run]) -> None:
     """Refuse a plan this machine cannot run: capture budget, kernel abilities, data
-    plane modes, and a user-registered pattern on the lab kernel (its guest is another
+    plane modes, a network larger than lab.memory_mb or this machine's RAM holds
+    (plan.memory), and a user-registered pattern on the lab kernel (its guest is another
     process, which knows only the patterns pathdiv ships)."""
     if not runs:
         raise ValueError("the plan is empty; check `only` against `pathdiv check CONFIG`")
     budget = budget_problems(runs)
     if budget:
         raise ConfigError(budget, runs[0].config.source)
-    problems = plan_problems(runs) + mode_problems(runs)
+    problems = (plan_problems(runs) + mode_problems(runs)
+                + memory_problems(runs, host_ram_mb(), MAX_K))
     for run in runs:
         pattern = str(run.config.data["workload"]["pattern"])
         if run.config.host_kernel == "lab" and pattern not in SHIPPED_PATTERNS:
