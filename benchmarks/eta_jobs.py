@@ -1,7 +1,7 @@
 """The ETA at 0 runs against the actual wall time, and one lab kernel against N at once,
 on the same plan (needs root and the lab kernel; hold the emulation lock around it).
 
-    python benchmarks/eta_jobs.py                       # noisy query runs, vanilla hosts
+    python benchmarks/eta_jobs.py                       # noisy query, vanilla, 2 reps
     python benchmarks/eta_jobs.py configs/noisy.yaml --only flow_type=short --pairs 2
     python benchmarks/eta_jobs.py CONFIG --reps 1 --jobs 2 --no-history
 
@@ -40,7 +40,7 @@ def main() -> int:
     ap.add_argument("--only", action="append",
                     default=None, help="as for pathdiv run (default: flow_type=query, "
                     "host=vanilla)")
-    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=None, help="N (default: one per core)")
     ap.add_argument("--pairs", type=int, default=1)
     ap.add_argument("--no-history", action="store_true",

@@ -236,7 +236,7 @@ def execute_run(run: Run, run_dir: Path,
             traffic = with_placement(traffic, cfg.subflow_paths, cfg.subflows, net, run.seed)
             timings["build_s"] = round(net.build_s, 3)
             # memory this kernel uses (the guest's, in the lab kernel): what a topology
-            # needs (docs/benchmarks.md, "Bigger fat trees"); `peak` once traffic ends
+            # needs (docs/benchmarks.md, "Bigger fat trees"): built, capturing, after traffic
             info = memory_mb()
             memory = manifest["memory_mb"] = {"total": info and info[0],
                                               "built": info and info[1]}

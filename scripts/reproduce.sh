@@ -73,6 +73,8 @@ if (( shards == 1 )); then
     "$py" -m pathdiv.experiments.cli run "$run_config" --out "$work" "${jobs[@]}"
 else
     pids=()
+    shard_jobs=("${jobs[@]}")  # a shard per core: one lab kernel each unless JOBS says
+    if (( ${#shard_jobs[@]} == 0 )); then shard_jobs=(--jobs 1); fi
     stop_shards() {
         # each shard treats SIGTERM as Ctrl-C: it tears its network down, and its
         # unfinished run stays pending for the next invocation
@@ -84,7 +86,7 @@ else
     trap stop_shards INT TERM
     for ((i = 0; i < shards; i++)); do
         "$py" -m pathdiv.experiments.cli run "$run_config" --out "$work" \
-            --shard "$i/$shards" "${jobs[@]}" > "$work/shard-$i.log" 2>&1 &
+            --shard "$i/$shards" "${shard_jobs[@]}" > "$work/shard-$i.log" 2>&1 &
         pids+=($!)
     done
     echo "reproduce: $shards shards running into $work (logs: $work/shard-*.log)" >&2

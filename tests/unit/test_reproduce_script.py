@@ -83,8 +83,8 @@ def test_shards_run_at_once_then_the_folder_is_analysed_once(tmp_path):
     calls = _calls(tmp_path)
     work = env["WORK"]
     runs = [c for c in calls if c.startswith("run ")]
-    assert sorted(runs) == [f"run configs/noisy.yaml --out {work} --shard 0/2",
-                            f"run configs/noisy.yaml --out {work} --shard 1/2"]
+    assert sorted(runs) == [f"run configs/noisy.yaml --out {work} --shard 0/2 --jobs 1",
+                            f"run configs/noisy.yaml --out {work} --shard 1/2 --jobs 1"]
     # both started before either finished, and the analysis came after both
     first_finish = min(i for i, c in enumerate(calls) if c.startswith("finished"))
     assert max(calls.index(r) for r in runs) < first_finish
