@@ -246,3 +246,30 @@ def test_bmv2_in_the_lab_kernel_is_expected_to_cost_its_measured_factor():
     assert expected_run_s(lab, "kernel") == expected_run_s(lab)
     # on the host kernel's real clock the switches' CPU work overlaps the traffic
     assert expected_run_s(host, "bmv2") == expected_run_s(host)
+
+
+def recorded(name):
+    """(run, host wall time) of a reference reproduction (docs/reproduction/NAME/plan.json:
+    two lab kernels at once on the 2-core reference VM)."""
+    folder = REPO / "docs" / "reproduction" / name
+    cfg = load(folder / "config.yaml")
+    plan = json.loads((folder / "plan.json").read_text())
+    runs = {r.run_id: r for r in expand(cfg, repetitions=max(
+        e["repetition"] for e in plan["runs"]))}
+    return [(runs[e["run_id"]], e["wall_s"]) for e in plan["runs"]
+            if e.get("wall_s") and e["run_id"] in runs]
+
+
+@pytest.mark.parametrize("history_of, plan_of", [
+    ("silent", "noisy"),                            # 2026-11-23, a quiet machine
+    ("study001-silent-qs", "study001-noisy-qs"),    # 2026-11-25, a busier one, 2x slower
+])
+def test_recorded_runs_of_one_plan_predict_the_next_within_a_quarter(history_of, plan_of):
+    """Real wall times: calibrated on the runs recorded just before, the estimate of the
+    next plan (another pattern, other flow types) is within 25 % of what it took."""
+    recs = [history.record(r, w, "kernel", 2, None, host="vm")
+            for r, w in recorded(history_of)]
+    est = Estimator(calibrate(recs))
+    runs = recorded(plan_of)
+    actual = sum(w for _, w in runs)
+    assert abs(sum(est.run_s(r) for r, _ in runs) / actual - 1) < 0.25
