@@ -11,7 +11,9 @@ from the guest's progress file) and of the whole run; the simulated seconds of t
 (the guest's clock) and the wall seconds each cost; the guest's memory in use once built,
 with captures running and after the traffic (the manifest's `memory_mb`: MemTotal -
 MemAvailable in the guest); the most host memory the run took (the drop of the host's
-MemAvailable, sampled every 0.5 s); CPU steal and load beside.
+MemAvailable, sampled every 0.5 s); the estimate `pathdiv check` gave for the run at
+0 runs (this machine's history before it) against its actual wall time; CPU steal and
+load beside.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from pathlib import Path
 
 from hoststat import HostLoad
 
+from pathdiv.experiments.api.session import estimator, expected_time
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.execute.lab_kernel import PROGRESS_FILE
 from pathdiv.experiments.manifest import memory_mb
+from pathdiv.experiments.plan.runs import expand
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,11 +87,15 @@ def main() -> int:
     print(f"folders in {root}; host RAM {memory_mb()[0] if memory_mb() else '?'} MB")
     print("| k | nodes | links | to first round s | run wall s | traffic (guest) s | "
           "wall s per simulated s | guest MB built / capturing / after | host MB taken | "
-          "steal | load |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "ETA at 0 s (error) | steal | load |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for k in args.ks:
-        cfg = load(REPO / "configs/noisy.yaml").with_overrides([("topology.k", k)])
+        cfg = load(REPO / "configs/noisy.yaml").with_overrides(
+            [("topology.k", k), ("lab.memory_mb", args.memory_mb)])
         topo = cfg.topology()
+        runs = expand(cfg, repetitions=1, flow_types=[args.flow_type],
+                      only={"switching": args.switching, "host": "vanilla"})
+        eta = expected_time(runs, 1, estimator()).seconds
         folder = root / f"k{k}"
         cmd = [sys.executable, "-m", "pathdiv.experiments.cli", "run", "configs/noisy.yaml",
                "--out", str(folder), "--no-analyze", "--quiet", "--reps", "1",
@@ -105,7 +113,7 @@ def main() -> int:
         if rc != 0 or m.get("status") != "complete":
             print(f"| {k} | {len(topo.switches) + len(topo.hosts)} | {len(topo.links)} | "
                   f"failed (exit {rc}): {str(m.get('error', ''))[:200]} | | | | | | "
-                  f"{hl.steal:.1%} | {hl.load:.1f} |")
+                  f"{eta:.0f} | {hl.steal:.1%} | {hl.load:.1f} |")
             continue
         traffic = float(m["timings"]["traffic_s"])
         first = watch.first_round_s or float("nan")
@@ -115,7 +123,8 @@ def main() -> int:
               f"{first:.1f} | {hl.wall_s:.1f} | {traffic:.2f} | "
               f"{wall_traffic / traffic if traffic else float('nan'):.0f} | "
               f"{mem.get('built')} / {mem.get('capturing')} / {mem.get('after_traffic')} | "
-              f"{watch.base - watch.lowest} | {hl.steal:.1%} | {hl.load:.1f} |")
+              f"{watch.base - watch.lowest} | {eta:.0f} ({eta / hl.wall_s - 1:+.0%}) | "
+              f"{hl.steal:.1%} | {hl.load:.1f} |")
     return 0
 
 
