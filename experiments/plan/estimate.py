@@ -2,12 +2,16 @@
 
 A run's wall time on this machine is modelled as a fixed part and a traffic part:
 
-    fixed   = fixed_s x nodes / 36 + per_round_s x rounds
+    fixed   = fixed_s x (NODE_SHARE x nodes / 36 + (1 - NODE_SHARE) x pairs / 240)
+              + per_round_s x rounds
     traffic = per_mb_s x payload MB + per_sim_s x simulated traffic seconds
 
-`fixed_s` is the per-run cost at k=4 (36 nodes: build, reachability check, capture
-start and drain, teardown; it grows with the nodes), `per_round_s` starting a round's
-transfer processes. The traffic part depends on the clock. On the real clock (this
+`fixed_s` is the per-run cost at k=4 (36 nodes, 240 ordered host pairs: build,
+reachability check, capture start and drain, teardown), `per_round_s` starting a round's
+transfer processes. Most of the fixed cost grows with the nodes (node shells, their
+set-up scripts, a capture per link) and a share with the host pairs (the reachability
+check pings every pair): NODE_SHARE is fitted to k = 4, 6, 8 (docs/benchmarks.md,
+"Bigger fat trees"). The traffic part depends on the clock. On the real clock (this
 machine's kernel, or the lab kernel with lab.clock: real) traffic takes its simulated
 time: the rounds' busiest-client bytes over the slowest link rate times the fraction a
 transfer reaches (`expected_traffic_s`). On the lab kernel's virtual clock CPU work takes
@@ -41,6 +45,8 @@ from pathdiv.experiments.plan.runs import Run
 
 UNSHAPED_MBPS = 1000.0
 REFERENCE_NODES = 36  # k=4: 20 switches + 16 hosts, what fixed_s is measured at
+REFERENCE_PAIRS = 240  # k=4: 16 x 15 ordered host pairs
+NODE_SHARE = 0.83
 
 Key = tuple[str, str, str]  # (hosts.kernel, clock, data plane)
 
@@ -108,9 +114,14 @@ class Work:
     rounds: int         # rounds of transfers
     payload_mb: float   # every transfer's payload, in MB (10^6 bytes)
     sim_s: float        # simulated seconds of traffic at the link rate (fraction 1)
+    hosts: int = 16
+
+    @property
+    def pairs(self) -> int:
+        return self.hosts * (self.hosts - 1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"nodes": self.nodes, "rounds": self.rounds,
+        return {"nodes": self.nodes, "hosts": self.hosts, "rounds": self.rounds,
                 "payload_mb": round(self.payload_mb, 3), "sim_s": round(self.sim_s, 3)}
 
 
@@ -125,7 +136,7 @@ def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
     if w["pattern"] == "poisson":  # the arrival window at the offered load, then a drain
         seconds = float(w["duration_s"])
         mb = float(w.get("load", 0.5)) * bps * seconds * len(topo.hosts) / 8 / 1e6
-        return Work(nodes, 1, mb, seconds + min(timeout, 2.0))
+        return Work(nodes, 1, mb, seconds + min(timeout, 2.0), len(topo.hosts))
     plan = rounds(str(w["pattern"]), topo.hosts, seed, int(w["iterations"]),
                   int(w["requests"]))
     sim = 0.0
@@ -134,14 +145,16 @@ def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
         busiest = max((len(r.servers) for r in rnd), default=0)
         sim += min(busiest * size * 8 / bps, timeout)
         transfers += sum(len(r.servers) for r in rnd)
-    return Work(nodes, len(plan), transfers * size / 1e6, sim)
+    return Work(nodes, len(plan), transfers * size / 1e6, sim, len(topo.hosts))
 
 
 def parts(work: Work, key: Key) -> tuple[float, float]:
     """(fixed, traffic) seconds of a run of `work` by the default rates of `key`."""
     rate = rate_of(key)
     factor = plane_factor(key[0], key[2])
-    fixed = rate.fixed_s * work.nodes / REFERENCE_NODES + rate.per_round_s * work.rounds
+    size = (NODE_SHARE * work.nodes / REFERENCE_NODES
+            + (1 - NODE_SHARE) * work.pairs / REFERENCE_PAIRS)
+    fixed = rate.fixed_s * size + rate.per_round_s * work.rounds
     traffic = rate.per_mb_s * work.payload_mb + rate.per_sim_s * work.sim_s / rate.rate_fraction
     return fixed * factor, traffic * factor
 
@@ -196,8 +209,9 @@ def record_key(rec: dict[str, Any]) -> Key | None:
 
 def record_work(rec: dict[str, Any]) -> Work | None:
     try:
+        hosts = int(rec.get("hosts") or int(rec.get("k", 4)) ** 3 // 4)
         return Work(int(rec["nodes"]), int(rec["rounds"]), float(rec["payload_mb"]),
-                    float(rec["sim_s"]))
+                    float(rec["sim_s"]), hosts)
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -1,16 +1,18 @@
 """Memory a run's network needs, and whether this machine can hold it (pure).
 
-A network's memory grows with its nodes (a namespace, a Mininet node shell, per host a
-server and the transfer processes) and with its links when captures run: every link's
-tcpdump holds a 4 MiB kernel ring (`-B 4096`, fabric/network.py) besides its own process.
-So, in MB of the kernel's memory in use once the network is built and capturing,
+A network's memory grows with its nodes (a namespace and a Mininet node shell each), with
+its links when captures run (every link's tcpdump holds a 4 MiB kernel ring, `-B 4096`
+in fabric/network.py, besides its own process) and with its hosts once traffic has run
+(servers, transfer processes, socket buffers, the captures' written pages). So, in MB of
+the kernel's memory in use after a run's traffic,
 
-    need = BASE_MB + PER_NODE_MB x nodes + PER_CAPTURE_MB x links (captures on)
+    need = HEADROOM x (BASE_MB + PER_NODE_MB x nodes + PER_CAPTURE_MB x links
+                       + PER_HOST_MB x hosts)
 
-fitted to the guest's memory in use (`memory_mb` in each manifest: MemTotal -
-MemAvailable in the lab kernel) of one noisy query run at k = 4, 6 and 8
-(`benchmarks/fattree_lab.py`, docs/benchmarks.md "Bigger fat trees"), plus HEADROOM for
-socket buffers and page cache under traffic. A lab kernel gets lab.memory_mb and its
+the terms read off the guest's memory in use (`memory_mb` in each manifest: MemTotal -
+MemAvailable in the lab kernel, once built, with captures running and after the traffic)
+of one noisy query run at k = 4, 6 and 8 (`benchmarks/fattree_lab.py`, docs/benchmarks.md
+"Bigger fat trees"); HEADROOM covers longer flows' socket buffers and page cache. A lab kernel gets lab.memory_mb and its
 jail a little more; the host must hold that besides its own.
 """
 
@@ -21,9 +23,10 @@ from pathdiv.experiments.plan.lanes import HOST_RESERVE_MB, JAIL_EXTRA_MB
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.topologies.fattree import FatTree
 
-BASE_MB = 120.0
-PER_NODE_MB = 4.0
-PER_CAPTURE_MB = 5.0
+BASE_MB = 72.0
+PER_NODE_MB = 1.14
+PER_CAPTURE_MB = 4.8
+PER_HOST_MB = 8.4
 HEADROOM = 1.25
 
 
@@ -32,7 +35,8 @@ def need_mb(k: int, captures: bool) -> int:
     topo = FatTree(k)
     nodes = len(topo.switches) + len(topo.hosts)
     links = len(topo.links) if captures else 0
-    return int(HEADROOM * (BASE_MB + PER_NODE_MB * nodes + PER_CAPTURE_MB * links))
+    return int(HEADROOM * (BASE_MB + PER_NODE_MB * nodes + PER_CAPTURE_MB * links
+                           + PER_HOST_MB * len(topo.hosts)))
 
 
 def run_need_mb(cfg: Config) -> int:
