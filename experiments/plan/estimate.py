@@ -10,7 +10,7 @@ A run's wall time on this machine is modelled as a fixed part and a traffic part
 reachability check, capture start and drain, teardown), `per_round_s` starting a round's
 transfer processes. Most of the fixed cost grows with the nodes (node shells, their
 set-up scripts, a capture per link) and a share with the host pairs (the reachability
-check pings every pair): NODE_SHARE is fitted to k = 4, 6, 8 (docs/benchmarks.md,
+check pings every pair): NODE_SHARE is fitted to k = 4 and 6 (docs/benchmarks.md,
 "Bigger fat trees"). The traffic part depends on the clock. On the real clock (this
 machine's kernel, or the lab kernel with lab.clock: real) traffic takes its simulated
 time: the rounds' busiest-client bytes over the slowest link rate times the fraction a

@@ -11,10 +11,10 @@ the kernel's memory in use after a run's traffic,
 
 the terms read off the guest's memory in use (`memory_mb` in each manifest: MemTotal -
 MemAvailable in the lab kernel, once built, with captures running and after the traffic)
-of one noisy query run at k = 4, 6 and 8 (`benchmarks/fattree_lab.py`, docs/benchmarks.md
-"Bigger fat trees"); HEADROOM covers longer flows' socket buffers and page cache. A lab
-kernel gets lab.memory_mb and its jail a little more; the host must hold that besides its
-own.
+of one noisy query run at k = 4, 6 and 8 (k=8: built and capturing only;
+`benchmarks/fattree_lab.py`, docs/benchmarks.md "Bigger fat trees"); HEADROOM covers
+longer flows' socket buffers and page cache. A lab kernel gets lab.memory_mb and its jail
+a little more; the host must hold that besides its own.
 """
 
 from __future__ import annotations
