@@ -37,7 +37,8 @@ from pathdiv.experiments.fabric.environment import EnvironmentProblem
 from pathdiv.experiments.fabric.network import NetworkError
 from pathdiv.experiments.plan.budget import plan_need_mb
 from pathdiv.experiments.plan.design import design_problems, observations_per_cell
-from pathdiv.experiments.plan.estimate import expected_run_s, format_duration
+from pathdiv.experiments.plan.estimate import format_duration
+from pathdiv.experiments.plan.lanes import virtual_runs
 from pathdiv.experiments.plan.runs import (
     Run,
     describe,
@@ -75,6 +76,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     cfg = _config(args)
     runs = expand(cfg)
     api.check_plan(runs)  # every run against its kernel and the capture budget
+    jobs = api.jobs_for(runs, args.jobs)  # a --jobs this machine cannot hold is refused
     if args.shard:
         try:  # a bad --shard is refused before anything is printed
             shard = parse_shard(args.shard)
@@ -97,15 +99,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     planes = resolve_planes(r.config.dataplane for r in runs)
     print(describe(runs, {w: name for w, (name, _) in planes.items()}))
     _print_planes(runs, planes)
+    _print_time(runs, jobs, planes)
     lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
     if lab_runs:
-        print(f"lab kernel: {lab_runs} run(s) on the pathdiv lab kernel, one boot per clock; "
+        print(f"lab kernel: {lab_runs} run(s) on the pathdiv lab kernel, one boot per lab "
+              "kernel; "
               f"{describe_lab_kernel()}")
     return 0
 
 
 def _print_planes(runs: list[Run], planes: dict[str, tuple[str, str]]) -> None:
-    """Which data plane the runs will use and why, and the plan's expected wall time."""
+    """Which data plane the runs will use and why."""
     for wanted, (name, reason) in planes.items():
         mine = [r for r in runs if r.config.dataplane == wanted]
         if name == "unavailable":
@@ -115,13 +119,22 @@ def _print_planes(runs: list[Run], planes: dict[str, tuple[str, str]]) -> None:
         note = (f"; {lab} in the lab kernel, whose P4 programs the host compiles before "
                 "it boots" if name == "bmv2" and lab else "")
         print(f"data plane: {len(mine)} run(s) on {name} ({reason}){note}")
-    total = sum(expected_run_s(r, planes[r.config.dataplane][0]) for r in runs)
-    kernel = sum(expected_run_s(r) for r in runs)
+
+
+def _print_time(runs: list[Run], jobs: int, planes: dict[str, tuple[str, str]]) -> None:
+    """The plan's expected wall time on this machine, and where the costs came from."""
+    t = api.expected_time(runs, jobs)
     used = sorted({n for n, _ in planes.values() if n != "unavailable"})
-    also = (f" ({format_duration(kernel)} on the kernel plane)"
-            if round(total) != round(kernel) else "")
-    print(f"expected wall time: ~{format_duration(total)} on one machine, on the "
-          f"{' and '.join(used) or 'no'} data plane{also}")
+    also = (f" ({format_duration(t.kernel_seconds)} on the kernel plane)"
+            if round(t.seconds) != round(t.kernel_seconds) else "")
+    if virtual_runs(runs) > 1 and t.jobs > 1:
+        how = (f"{t.jobs} lab kernels at once (--jobs; one at a time "
+               f"~{format_duration(t.serial_seconds)})")
+    else:
+        how = "one run at a time"
+    print(f"expected wall time: ~{format_duration(t.seconds)} for the runs on the "
+          f"{' and '.join(used) or 'no'} data plane{also}, {how}; analysis not included")
+    print(f"  estimated from {t.source}")
 
 
 def _print_design(runs: list[Run]) -> None:
@@ -257,6 +270,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"pathdiv: shard {shard} has no runs (the plan has {len(planned)}); "
                   "nothing to do")
             return 0
+    jobs = api.jobs_for(runs, args.jobs)  # refused here, before any folder is made
     folder_seen: list[Path] = []
 
     def started(folder: Path) -> None:
@@ -265,12 +279,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             register_plan(folder, cfg, planned, options)
         if not args.quiet:
             part = f"shard {shard}: {len(runs)} of {len(planned)}" if shard else f"{len(runs)}"
-            print(f"pathdiv: {part} run(s) into {folder}", file=sys.stderr)
+            at_once = (f", up to {jobs} lab kernels at once (--jobs)"
+                       if jobs > 1 and virtual_runs(runs) > 1 else "")
+            print(f"pathdiv: {part} run(s) into {folder}{at_once}", file=sys.stderr)
 
     try:
         result = api.run(cfg, args.out, runs=runs, quiet=args.quiet, options=options,
                          plan_runs=planned, shard=shard, on_start=started,
-                         analyze=not (shard or args.no_analyze))
+                         analyze=not (shard or args.no_analyze), jobs=jobs)
     except KeyboardInterrupt as exc:
         again = f" --shard {shard}" if shard else ""
         where = folder_seen[0] if folder_seen else args.out
@@ -358,6 +374,10 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     return 0
 
 
+JOBS_HELP = ("lab kernels at once for the virtual-clock runs (default: one per core, as "
+             "RAM allows); real-clock and host-kernel runs run one at a time")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="pathdiv",
@@ -381,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = with_config("check", "validate a config and print its run plan; starts nothing")
     p.add_argument("--shard", metavar="I/N", help="also print how the plan splits into N "
                    "shards and the runs of shard I (counted from 0)")
+    p.add_argument("--jobs", type=int, metavar="N", help=JOBS_HELP)
     p.set_defaults(func=cmd_check)
     with_config("net", "build the network and open the Mininet CLI").set_defaults(func=cmd_net)
     p = with_config("probe", "build the network, measure path spreading and link fidelity")
@@ -401,6 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", metavar="I/N", help="run only shard I of N (I counts from 0) "
                    "of the plan, balanced by expected run time, into the shared --out "
                    "folder; no analysis (run `pathdiv analyze DIR` after the last shard)")
+    p.add_argument("--jobs", type=int, metavar="N", help=JOBS_HELP)
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("status", help="which runs of a results folder are complete, failed, "
                        "running or pending, per shard")
@@ -474,7 +496,9 @@ def _main(args: argparse.Namespace) -> int:
         os.environ[DEBUG_ENV] = "1"  # read by every bmv2 switch the lab starts
     _setup_logging(logging.INFO if args.verbose else logging.WARNING)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # a reader that left (`| head -1`) shows here, not at exit
+        return code
     except (ConfigError, EnvironmentProblem) as exc:
         print(f"pathdiv: {exc}", file=sys.stderr)
         return 2

@@ -156,3 +156,24 @@ def counter_snapshot(net: RunningNetwork, ports: list[tuple[str, str]]) -> dict[
         counters = net.counters(switch)
         out.update({n: counters[n] for n in names if n in counters})
     return out
+
+
+def memory_mb(meminfo: str | None = None) -> tuple[int, int] | None:
+    """(MemTotal, MemTotal - MemAvailable) of this kernel in MB (in the lab kernel: the
+    guest's memory), None when /proc/meminfo cannot be read."""
+    try:
+        text = Path("/proc/meminfo").read_text() if meminfo is None else meminfo
+        fields = {}
+        for line in text.splitlines():
+            name, _, rest = line.partition(":")
+            if rest.split() and rest.split()[0].isdigit():
+                fields[name] = int(rest.split()[0])
+        return fields["MemTotal"] // 1024, (fields["MemTotal"] - fields["MemAvailable"]) // 1024
+    except (OSError, KeyError):
+        return None
+
+
+def memory_used_mb() -> int | None:
+    """MB this kernel uses now (`memory_mb`), None when unknown."""
+    info = memory_mb()
+    return None if info is None else info[1]

@@ -17,9 +17,12 @@ in `error`) or `skipped` (this machine cannot run it as configured, e.g. hosts.k
 lab where the lab kernel cannot run; never relabelled as something else). Resuming a folder
 skips complete runs and redoes every other run from scratch (its folder is deleted first).
 
-Runs with hosts.kernel: host execute here, in plan order; then all runs with
-hosts.kernel: lab execute in one boot of the lab kernel per clock (execute.lab_kernel),
-in plan order.
+Runs with hosts.kernel: host execute here, in plan order; then the runs with
+hosts.kernel: lab, per clock (execute.lab_kernel): on the virtual clock spread over
+`jobs` lab kernels at once (one boot each, its runs in plan order; plan.lanes deals
+them by expected time), on the real clock in one boot, one run at a time. Every
+complete run's wall time goes into this machine's history (plan.history), which
+calibrates the next estimates.
 
 Pure parts (folder naming, state of a run folder, what to resume, manifest skeletons)
 are kept apart from `execute_run`/`run_plan`, which build networks.
@@ -29,8 +32,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import logging
+import os
 import shutil
 import sys
 import threading
@@ -56,7 +61,7 @@ from pathdiv.experiments.cluster.tracking import RunTracker, busy_runs
 from pathdiv.experiments.config.load import Config, ConfigError, read_config_text, validate
 from pathdiv.experiments.config.results_folder import MARKER, out_problem
 from pathdiv.experiments.config.safe_yaml import YamlRefused, load_text, shorten_text
-from pathdiv.experiments.dataplane.select import select_dataplane
+from pathdiv.experiments.dataplane.select import resolve_planes, select_dataplane
 from pathdiv.experiments.execute.lab_kernel import (
     LabKernelUnavailable,
     LabSession,
@@ -81,14 +86,24 @@ from pathdiv.experiments.manifest import (
     counter_deltas,
     counter_snapshot,
     git_revision,
+    memory_mb,
+    memory_used_mb,
     namespace_state,
     tool_versions,
     write_csv_atomic,
     write_json_atomic,
     write_text_atomic,
 )
+from pathdiv.experiments.plan import history
 from pathdiv.experiments.plan.budget import budget_of, run_need
-from pathdiv.experiments.plan.estimate import PlanClock
+from pathdiv.experiments.plan.estimate import (
+    Estimator,
+    PlanClock,
+    boot_of,
+    calibrate,
+    key_of,
+)
+from pathdiv.experiments.plan.lanes import phases
 from pathdiv.experiments.plan.runs import Run, expand
 from pathdiv.experiments.running import RunningNetwork
 from pathdiv.experiments.traffic.rounds import (
@@ -220,6 +235,11 @@ def execute_run(run: Run, run_dir: Path,
         with Network(cfg, cls, run_dir / "lab") as net:
             traffic = with_placement(traffic, cfg.subflow_paths, cfg.subflows, net, run.seed)
             timings["build_s"] = round(net.build_s, 3)
+            # memory this kernel uses (the guest's, in the lab kernel): what a topology
+            # needs (docs/benchmarks.md, "Bigger fat trees"): built, capturing, after traffic
+            info = memory_mb()
+            memory = manifest["memory_mb"] = {"total": info and info[0],
+                                              "built": info and info[1]}
             manifest["dataplane"].update(net.dp.describe())
             failed = net.ping_all()
             if failed:
@@ -237,6 +257,7 @@ def execute_run(run: Run, run_dir: Path,
                 manifest["capture"]["start"] = net.start_capture(
                     run_dir / "captures", int(capture["snaplen"]), budget, need.caps(budget))
                 manifest["capture"]["start"]["need_mb"] = round(need.total_mb, 1)
+                memory["capturing"] = memory_used_mb()
                 before = _counters(net, captured, manifest)
             monitor = fidelity.start(net, cfg.data["fidelity"], manifest)
             t0 = time.monotonic()
@@ -245,6 +266,7 @@ def execute_run(run: Run, run_dir: Path,
                                       run_dir / "lab" / "logs", on_round)
                 rows = session.rows
                 timings["traffic_s"] = round(time.monotonic() - t0, 3)
+                memory["after_traffic"] = memory_used_mb()
             finally:
                 samples = fidelity.stop(monitor)
             fidelity.finish(monitor, samples, cfg.data["fidelity"], manifest, run_dir)
@@ -287,9 +309,12 @@ def _counters(net: RunningNetwork, ports: list[tuple[str, str]],
 def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
              options: dict[str, Any] | None = None, plan_runs: list[Run] | None = None,
              shard: Shard | None = None,
-             progress: Callable[[RunProgress], None] | None = None) -> PlanOutcome:
+             progress: Callable[[RunProgress], None] | None = None, jobs: int = 1,
+             estimator: Estimator | None = None) -> PlanOutcome:
     """Execute the runs not yet complete in `folder`: host-kernel runs here, in plan order,
-    then every lab-kernel run in one lab-VM boot (see pathdiv.experiments.execute.lab_kernel).
+    then the lab-kernel runs, per clock, virtual-clock ones spread over `jobs` lab kernels
+    at once (see pathdiv.experiments.execute.lab_kernel). `estimator` gives the ETA
+    (default: calibrated from this machine's history).
 
     With `shard`, `runs` is that shard's part of `plan_runs` (the whole plan): plan.json
     lists the whole plan and this process sets only its runs' statuses, under a lock, so
@@ -305,7 +330,10 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
             f"{folder}: another pathdiv is executing run(s) {'; '.join(busy[:5])}{more}; "
             "nothing was started: wait for it to finish, or stop it (it tears down what it "
             "started), then run this again")
-    execution = PlanExecution(cfg, runs, folder, quiet, options or {}, plan_runs, shard)
+    if estimator is None:
+        estimator = Estimator(calibrate(history.read()), str(history.history_file() or ""))
+    execution = PlanExecution(cfg, runs, folder, quiet, options or {}, plan_runs, shard,
+                              jobs=jobs, estimator=estimator)
     execution.progress = progress
     return execution.execute()
 
@@ -322,11 +350,16 @@ class RunProgress:
 
 
 class PlanExecution:
-    """One `run_plan`: what is left to do, the statuses plan.json gets, the progress shown."""
+    """One `run_plan`: what is left to do, the statuses plan.json gets, the progress shown.
+
+    Lab kernels of one phase run in threads, one each (`lab_phase`); everything they
+    report (`show`, `finished`) goes through one lock, so plan.json, the progress bar and
+    the markers see one run at a time."""
 
     def __init__(self, cfg: Config, runs: list[Run], folder: Path, quiet: bool,
                  options: dict[str, Any], plan_runs: list[Run] | None,
-                 shard: Shard | None) -> None:
+                 shard: Shard | None, jobs: int = 1,
+                 estimator: Estimator | None = None) -> None:
         self.cfg, self.folder, self.quiet, self.options, self.shard = (
             cfg, folder, quiet, options, shard)
         todo, self.done = split_resume(runs, folder)
@@ -341,14 +374,28 @@ class PlanExecution:
         self.lab_todo = [r for r in todo if r.config.host_kernel == "lab"]
         self.image: Path | None = None  # the lab kernel, once found or built
         self.tracker = RunTracker(folder, runs, shard, complete_before=len(self.done))
+        # the data plane each run will use, for its expected time and its history line
+        planes = resolve_planes(r.config.dataplane for r in todo)
+        self.plane = {r.run_id: planes[r.config.dataplane][0] for r in todo}
+        self.estimator = estimator or Estimator()
+        self.expected = {r.run_id: self.estimator.run_s(r, self.plane[r.run_id])
+                         for r in todo}
+        self.phases = phases(todo, max(1, jobs), lambda r: self.expected[r.run_id])
+        self.eta = PlanClock([lanes for _, lanes in self.phases], self.expected,
+                             self.estimator.short_source(
+                                 key_of(r, self.plane[r.run_id]) for r in todo),
+                             boot=boot_of)
         # tqdm's own remaining time counts runs; the clock weighs them by expected traffic
         self.bar = tqdm(total=len(runs), initial=len(self.done), unit="run", file=sys.stderr,
                         disable=quiet, dynamic_ncols=True, desc=cfg.name,
                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "
                                    "[{elapsed}{postfix}]")
-        self.eta = PlanClock(todo)
-        self.run_started = time.monotonic()  # when the run now in progress started
-        self.label = ""  # what the progress bar shows of the run now in progress
+        self.since: dict[str, float] = {}  # run id -> when it started (the lane's boot
+        # counts towards its first run)
+        self.following: dict[str, Run] = {}  # run id -> the next run of its lab kernel
+        self.labels: dict[int, str] = {}  # what the bar shows of each lane's current run
+        self.lanes_now = 1  # lab kernels running at once in the current phase
+        self.lock = threading.RLock()
         self.progress: Callable[[RunProgress], None] | None = None
 
     # ---- plan.json and progress ------------------------------------------------------
@@ -357,34 +404,50 @@ class PlanExecution:
             self.cfg, self.planned, merged_statuses(previous, self.mine, self.statuses),
             previous, self.options), self.shard_index))
 
-    def show(self, label: str) -> None:
-        self.label = label
-        self.bar.set_postfix_str(f"{label} | {self.eta.text()}" if label else self.eta.text())
+    def show(self, label: str, lane: int = 0) -> None:
+        with self.lock:
+            self.labels[lane] = label
+            shown = " | ".join(t for _, t in sorted(self.labels.items()) if t)
+            eta = self.eta.text(time.monotonic())
+            self.bar.set_postfix_str(f"{shown} | {eta}" if shown else eta)
 
     def say(self, text: str) -> None:
         if not self.quiet:
-            self.bar.write(text, file=sys.stderr)
+            with self.lock:
+                self.bar.write(text, file=sys.stderr)
+
+    def start(self, run: Run) -> None:
+        now = time.monotonic()
+        self.since[run.run_id] = now
+        self.eta.started(run.run_id, now)
+        self.tracker.started(run)
 
     def finished(self, run: Run, manifest: dict[str, Any]) -> None:
+        with self.lock:
+            self._finished(run, manifest)
+
+    def _finished(self, run: Run, manifest: dict[str, Any]) -> None:
         status = manifest.get("status", "failed")
         now = time.monotonic()
-        self.eta.finished(run.run_id, now - self.run_started if status == "complete" else None)
+        wall = now - self.since.pop(run.run_id, now)
+        self.eta.finished(run.run_id, wall if status == "complete" else None)
         # the host's wall time of the run (a lab kernel's boot counts towards its first
         # run): what plans take on this machine, where manifests of lab runs hold guest time
         self.statuses[run.run_id] = {"status": status, "reason": manifest.get("error", ""),
-                                     "wall_s": round(now - self.run_started, 1)}
-        self.run_started = now
+                                     "wall_s": round(wall, 1)}
         self.outcome.statuses[run.run_id] = status
         self.save_plan()
         self.tracker.finished(run, status)
-        lab_ids = [r.run_id for r in self.lab_todo]
-        if run.run_id in lab_ids and self.image is not None:  # the guest runs them in order
-            following = self.lab_todo[lab_ids.index(run.run_id) + 1:]
-            if following:
-                self.tracker.started(following[0])
+        if status == "complete" and wall > 0:
+            history.append(history.record(
+                run, wall, self.plane.get(run.run_id), self.lanes_now, _load(),
+                git=str(manifest.get("git_revision") or "")))
+        following = self.following.pop(run.run_id, None)
+        if following is not None:  # its lab kernel runs them in order
+            self.start(following)
         self.say(_run_line(run, manifest))
         self.bar.update(1)
-        self.show(self.label)
+        self.show(self.labels.get(0, ""))
         if self.progress is not None:
             self.progress(RunProgress(run.run_id, status, len(self.outcome.statuses),
                                       len(self.mine), manifest))
@@ -400,10 +463,12 @@ class PlanExecution:
         if self.lab_todo:  # before any host run: a kernel build or a missing tool shows up
             self.find_lab_kernel()
         try:
-            for run in self.host_todo:
-                self.host_run(run)
-            for clock, group in lab_groups(self.lab_todo if self.image is not None else []):
-                self.lab_boot(clock, group)
+            for what, lanes in self.phases:
+                if what == "host":
+                    for run in lanes[0]:
+                        self.host_run(run)
+                elif self.image is not None:
+                    self.lab_phase(what, lanes)
             state = "done"
         except KeyboardInterrupt:
             state = "interrupted"
@@ -432,9 +497,8 @@ class PlanExecution:
         if run_dir.exists():
             shutil.rmtree(run_dir)  # partial, failed or skipped: redo from scratch
         run_dir.mkdir(parents=True)
-        self.tracker.started(run)
         label = " ".join([run.flow_type, *run.factors.values(), f"rep{run.repetition}"])
-        self.run_started = time.monotonic()
+        self.start(run)
         self.show(label)
 
         def on_round(n: int, total: int) -> None:
@@ -442,20 +506,81 @@ class PlanExecution:
 
         self.finished(run, execute_attempts(run, run_dir, on_round, self.say))
 
-    def lab_boot(self, clock: str, group: list[Run]) -> None:
+    def lab_phase(self, clock: str, lanes: list[list[Run]]) -> None:
+        """The lab runs on `clock`: each lane in its own boot of the lab kernel, all lanes
+        at once (threads). Ctrl-C, or an error in one lane, stops every lab kernel: each
+        gives its unfinished run a failed manifest, and runs not started stay pending."""
+        self.lanes_now = len(lanes)
+        if len(lanes) == 1:
+            self.lab_boot(clock, lanes[0])
+            return
+        self.say(f"running {sum(map(len, lanes))} run(s) in {len(lanes)} lab kernels at "
+                 f"once ({clock} clock; --jobs sets how many)")
+        stop = threading.Event()
+        errors: list[BaseException] = []
+        ended = [threading.Event() for _ in lanes]
+
+        def lane_main(index: int, lane: list[Run]) -> None:
+            try:
+                self.lab_boot(clock, lane, index, stop)
+            except KeyboardInterrupt:
+                pass  # stopped because another lane or the user stopped the plan
+            except BaseException as exc:
+                errors.append(exc)
+                stop.set()
+            finally:
+                ended[index].set()
+
+        threads = [threading.Thread(target=lane_main, args=(i, lane), daemon=True,
+                                    name=f"lab-kernel-{i}") for i, lane in enumerate(lanes)]
+        # waits on events, not Thread.join: a join interrupted by Ctrl-C may later return
+        # before its thread has ended, and the lanes' teardown must finish first
+        try:
+            for thread in threads:
+                thread.start()
+            for event in ended:
+                while not event.wait(0.5):
+                    pass
+        except KeyboardInterrupt:
+            stop.set()
+            for thread, event in zip(threads, ended, strict=True):
+                if thread.ident is not None:  # started: it ends once its kernel stopped
+                    event.wait()
+            raise
+        if errors:
+            raise errors[0]
+        if stop.is_set():  # a lane saw a stop nobody asked for: treat as an interruption
+            raise KeyboardInterrupt("SIGINT")
+
+    def lab_boot(self, clock: str, group: list[Run], lane: int | None = None,
+                 stop: threading.Event | None = None) -> None:
         """One boot of the lab kernel on `clock` runs `group` in order."""
         assert self.image is not None
-        self.say(f"booting the lab kernel ({self.image.parent.name}, {clock} clock) for "
-                 f"{len(group)} run(s)")
-        for run in group:  # no earlier manifest beside the running marker
-            shutil.rmtree(self.folder / "runs" / run.run_id, ignore_errors=True)
-        self.tracker.started(group[0])
-        self.run_started = time.monotonic()  # the boot counts towards the first lab run
-        LabSession(self.folder, group, self.image, self.show, self.finished,
-                   progress=progress_file(self.shard.name if self.shard else None),
-                   clock=clock, memory_mb=int(group[0].config.data["lab"]["memory_mb"]),
-                   log=self.say
+        which = f" #{lane + 1}" if lane is not None else ""
+        self.say(f"booting the lab kernel{which} ({self.image.parent.name}, {clock} clock) "
+                 f"for {len(group)} run(s)")
+        with self.lock:
+            for run in group:  # no earlier manifest beside the running marker
+                shutil.rmtree(self.folder / "runs" / run.run_id, ignore_errors=True)
+            for run, after in itertools.pairwise(group):
+                self.following[run.run_id] = after
+            self.start(group[0])  # the boot counts towards the first lab run
+        name = self.shard.name if self.shard else None
+        if lane is not None:
+            name = f"{name}-job-{lane}" if name else f"job-{lane}"
+        LabSession(self.folder, group, self.image,
+                   lambda text: self.show(text, lane or 0), self.finished,
+                   progress=progress_file(name), clock=clock,
+                   memory_mb=int(group[0].config.data["lab"]["memory_mb"]),
+                   log=self.say, stop=stop
                    ).execute()
+
+
+def _load() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
 
 
 def execute_attempts(run: Run, run_dir: Path,
@@ -524,14 +649,6 @@ def find_run(folder: Path, run_id: str) -> tuple[Config, Run]:
             return cfg, dataclasses.replace(run, order=int(entry["order"]))
     raise ResultsError(f"run {run_id!r} of {folder / 'plan.json'} does not follow from "
                        f"{folder / 'config.yaml'}; the folder was edited by hand")
-
-
-def lab_groups(runs: list[Run]) -> list[tuple[str, list[Run]]]:
-    """Lab-kernel runs by clock (net.clock), each group in plan order: one boot each."""
-    groups: dict[str, list[Run]] = {}
-    for run in runs:
-        groups.setdefault(str(run.config.data["lab"]["clock"]), []).append(run)
-    return list(groups.items())
 
 
 class Heartbeat:

@@ -15,10 +15,12 @@
 # docs/reproduction/preview-<name>/ (preview-<name>-<flows> for other flow types).
 # A folder interrupted half way is resumed by running the same command again.
 #
-# SHARDS=N runs the plan as N shards at once (`pathdiv run --shard I/N`, one lab-kernel
-# boot each, logs in the results folder's shard-I.log), then analyses the whole folder.
-# On the virtual clock a shard's results do not depend on the others' load, so N can be
-# the number of cores (docs/reproduction.md).
+# `pathdiv run` runs the lab kernel's virtual-clock runs on every core by default (one
+# lab kernel per core, as RAM allows; JOBS=N passes --jobs N). SHARDS=N instead runs the
+# plan as N separate `pathdiv run --shard I/N` processes at once (one lab-kernel boot
+# each, logs in the results folder's shard-I.log), then analyses the whole folder, as a
+# Slurm array would. On the virtual clock a run's results do not depend on the others'
+# load (docs/reproduction.md).
 set -euo pipefail
 config=${1:?usage: scripts/reproduce.sh CONFIG [--preview]}
 mode=${2:-}
@@ -26,6 +28,14 @@ shards=${SHARDS:-1}
 if ! [[ "$shards" =~ ^[1-9][0-9]*$ ]]; then
     echo "reproduce: SHARDS=$shards: expected a whole number >= 1 (e.g. SHARDS=$(nproc))" >&2
     exit 2
+fi
+jobs=()
+if [[ -n "${JOBS:-}" ]]; then
+    if ! [[ "$JOBS" =~ ^[1-9][0-9]*$ ]]; then
+        echo "reproduce: JOBS=$JOBS: expected a whole number >= 1 (lab kernels at once)" >&2
+        exit 2
+    fi
+    jobs=(--jobs "$JOBS")
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-$root/.venv/bin/python}
@@ -65,9 +75,11 @@ fi
 checked=$("$py" -m pathdiv.experiments.cli check "$run_config")
 start=$(date +%s)
 if (( shards == 1 )); then
-    "$py" -m pathdiv.experiments.cli run "$run_config" --out "$work"
+    "$py" -m pathdiv.experiments.cli run "$run_config" --out "$work" "${jobs[@]}"
 else
     pids=()
+    shard_jobs=("${jobs[@]}")  # a shard per core: one lab kernel each unless JOBS says
+    if (( ${#shard_jobs[@]} == 0 )); then shard_jobs=(--jobs 1); fi
     stop_shards() {
         # each shard treats SIGTERM as Ctrl-C: it tears its network down, and its
         # unfinished run stays pending for the next invocation
@@ -79,7 +91,7 @@ else
     trap stop_shards INT TERM
     for ((i = 0; i < shards; i++)); do
         "$py" -m pathdiv.experiments.cli run "$run_config" --out "$work" \
-            --shard "$i/$shards" > "$work/shard-$i.log" 2>&1 &
+            --shard "$i/$shards" "${shard_jobs[@]}" > "$work/shard-$i.log" 2>&1 &
         pids+=($!)
     done
     echo "reproduce: $shards shards running into $work (logs: $work/shard-*.log)" >&2
@@ -87,8 +99,9 @@ else
     while kill -0 "${pids[@]}" 2>/dev/null; do  # true while any shard runs
         sleep 5 & wait $!
         if (( ++ticks % 12 == 0 )); then
+            # sed reads to the end: `head -1` would leave `status` writing into a closed pipe
             echo "reproduce: $(date +%T) $("$py" -m pathdiv.experiments.cli status "$work" \
-                | head -1)" >&2
+                | sed -n 1p)" >&2
         fi
     done
     failed=0
@@ -111,7 +124,7 @@ if [[ -f "$work/reference.json" ]]; then cp "$work/reference.json" "$dest/"; fi
 cp -r "$work/plots" "$dest/plots"
 {
     echo "config: $config${mode:+ ($mode)}"
-    echo "command: ${SHARDS:+SHARDS=$SHARDS }scripts/reproduce.sh $config $mode"
+    echo "command: ${SHARDS:+SHARDS=$SHARDS }${JOBS:+JOBS=$JOBS }scripts/reproduce.sh $config $mode"
     echo "commit: $(git -C "$root" rev-parse HEAD)$(git -C "$root" diff --quiet || echo ' (with local changes)')"
     echo "wall time: $(( (end - start) / 60 )) min $(( (end - start) % 60 )) s (this invocation, runs and analysis)"
     echo "run wall time: $("$py" -c 'import json, sys, pathlib; print(round(sum(e.get("wall_s", 0) for e in json.loads((pathlib.Path(sys.argv[1]) / "plan.json").read_text())["runs"]) / 60, 1))' "$work") min (all runs, the host's clock, from plan.json; shards run at once)"

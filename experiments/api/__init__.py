@@ -12,7 +12,17 @@ from typing import Any
 
 from pathdiv.experiments.api.extend import register_pattern
 from pathdiv.experiments.api.live import LiveNetwork, Transfer, network
-from pathdiv.experiments.api.session import RunResult, analyze, check_plan, load_config, plan, run
+from pathdiv.experiments.api.session import (
+    PlanTime,
+    RunResult,
+    analyze,
+    check_plan,
+    expected_time,
+    jobs_for,
+    load_config,
+    plan,
+    run,
+)
 from pathdiv.experiments.config.load import Config, ConfigError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
 from pathdiv.experiments.fabric.network import NetworkError
@@ -43,6 +53,7 @@ __all__ = [
     "EnvironmentProblem",
     "LiveNetwork",
     "NetworkError",
+    "PlanTime",
     "Results",
     "Run",
     "RunProgress",
@@ -53,6 +64,8 @@ __all__ = [
     "analyze",
     "check_plan",
     "draw_links",
+    "expected_time",
+    "jobs_for",
     "load_config",
     "network",
     "open_results",

@@ -26,10 +26,22 @@ from pathdiv.experiments.config.load import (
 )
 from pathdiv.experiments.config.names import resolve_config
 from pathdiv.experiments.config.results_folder import hand_over, link_inside
+from pathdiv.experiments.config.schema import MAX_K
 from pathdiv.experiments.config.workloads import PATTERNS
-from pathdiv.experiments.dataplane.select import mode_problems
+from pathdiv.experiments.dataplane.select import mode_problems, resolve_planes
+from pathdiv.experiments.execute.lab_kernel import host_cores, host_ram_mb
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
+from pathdiv.experiments.plan import history
 from pathdiv.experiments.plan.budget import budget_problems
+from pathdiv.experiments.plan.estimate import (
+    Estimator,
+    boot_of,
+    calibrate,
+    key_of,
+    phases_s,
+)
+from pathdiv.experiments.plan.lanes import default_jobs, jobs_problem, phases
+from pathdiv.experiments.plan.memory import memory_problems
 from pathdiv.experiments.plan.runs import Run, expand, quick_config, quick_flow_types
 from pathdiv.experiments.runner import PlanOutcome, RunProgress, prepare_folder, run_plan
 
@@ -91,14 +103,16 @@ def plan(config: ConfigSource, repetitions: int | None = None,
 
 def check_plan(runs: list[Run]) -> None:
     """Refuse a plan this machine cannot run: capture budget, kernel abilities, data
-    plane modes, and a user-registered pattern on the lab kernel (its guest is another
+    plane modes, a network larger than lab.memory_mb or this machine's RAM holds
+    (plan.memory), and a user-registered pattern on the lab kernel (its guest is another
     process, which knows only the patterns pathdiv ships)."""
     if not runs:
         raise ValueError("the plan is empty; check `only` against `pathdiv check CONFIG`")
     budget = budget_problems(runs)
     if budget:
         raise ConfigError(budget, runs[0].config.source)
-    problems = plan_problems(runs) + mode_problems(runs)
+    problems = (plan_problems(runs) + mode_problems(runs)
+                + memory_problems(runs, host_ram_mb(), MAX_K))
     for run in runs:
         pattern = str(run.config.data["workload"]["pattern"])
         if run.config.host_kernel == "lab" and pattern not in SHIPPED_PATTERNS:
@@ -138,6 +152,58 @@ def analyze(folder: str | Path, stats_only: bool = False, include_invalid: bool 
 _analyze_folder = analyze  # `run` takes a flag of the same name
 
 
+def jobs_for(runs: list[Run], jobs: int | None = None) -> int:
+    """Lab kernels at once for `runs` on this machine: `jobs` when given (ValueError when
+    this machine cannot hold that many), else one per core as RAM allows."""
+    cores, ram = host_cores(), host_ram_mb()
+    if jobs is None:
+        return default_jobs(runs, cores, ram)
+    problem = jobs_problem(jobs, runs, cores, ram or 1 << 40)
+    if problem:
+        raise ValueError(problem)
+    return jobs
+
+
+def estimator() -> Estimator:
+    """Run-time estimates calibrated from this machine's history of runs."""
+    return Estimator(calibrate(history.read()), str(history.history_file() or ""))
+
+
+@dataclass(frozen=True)
+class PlanTime:
+    """The expected wall time of a plan on this machine."""
+
+    seconds: float         # with `jobs` lab kernels at once
+    serial_seconds: float  # one run at a time
+    kernel_seconds: float  # as `seconds`, with every run on the kernel data plane
+    jobs: int
+    source: str            # where the costs came from, in words
+
+
+def expected_time(runs: list[Run], jobs: int, est: Estimator | None = None) -> PlanTime:
+    """What `pathdiv check` prints: the plan's runs (boots included, analysis not) with
+    `jobs` lab kernels at once, one at a time, and on the kernel plane."""
+    est = est or estimator()
+    planes = resolve_planes(r.config.dataplane for r in runs)
+
+    def plane(run: Run) -> str | None:
+        name = planes[run.config.dataplane][0]
+        return None if name == "unavailable" else name
+
+    def cost(run: Run) -> float:
+        return est.run_s(run, plane(run))
+
+    def on_kernel(run: Run) -> float:
+        return est.run_s(run)
+
+    par = [lanes for _, lanes in phases(runs, jobs, cost)]
+    one = [lanes for _, lanes in phases(runs, 1, cost)]
+    kern = [lanes for _, lanes in phases(runs, jobs, on_kernel)]
+    return PlanTime(phases_s(par, cost, boot_of), phases_s(one, cost, boot_of),
+                    phases_s(kern, on_kernel, boot_of), jobs,
+                    est.source(key_of(r, plane(r)) for r in runs))
+
+
 @dataclass
 class RunResult:
     """What `run` did: the results folder, each run's status, the report (or why not)."""
@@ -157,17 +223,21 @@ def run(config: ConfigSource, out: str | Path | None = None, *,
         progress: Callable[[RunProgress], None] | None = None,
         analyze: bool = True, quiet: bool = True, options: Mapping[str, Any] | None = None,
         shard: Shard | None = None, plan_runs: list[Run] | None = None,
-        on_start: Callable[[Path], None] | None = None) -> RunResult:
+        on_start: Callable[[Path], None] | None = None, jobs: int | None = None
+        ) -> RunResult:
     """Run a plan into `out` (a new results/<name>-<time> folder if None; an existing
     folder resumes), then analyse it (report.html) unless `analyze` is False or nothing
     completed. `runs` defaults to `plan(config)`; `progress` is called once per finished
     run with a RunProgress(run_id, status, done, total, manifest). Host-kernel runs need
     root; lab-kernel runs boot the lab kernel (as `pathdiv run` does). `on_start(folder)`
     is called once the folder exists, before the first run; `shard` runs one shard of
-    `plan_runs` (a shard does not analyse)."""
+    `plan_runs` (a shard does not analyse). `jobs`: lab kernels at once for the
+    virtual-clock runs (default: one per core, as RAM allows; real-clock and host-kernel
+    runs always run one at a time)."""
     cfg = load_config(config)
     runs = runs if runs is not None else plan(cfg)
     check_plan(runs)
+    jobs = jobs_for(runs, jobs)
     host_runs = [r for r in runs if r.config.host_kernel == "host"]
     if host_runs:
         preflight(host_runs[0].config)
@@ -177,7 +247,8 @@ def run(config: ConfigSource, out: str | Path | None = None, *,
     opts = dict(options or {"reps": None, "only": [], "quick": False, "set": []})
     try:
         outcome = run_plan(cfg, runs, folder, quiet=quiet, options=opts,
-                           plan_runs=plan_runs, shard=shard, progress=progress)
+                           plan_runs=plan_runs, shard=shard, progress=progress, jobs=jobs,
+                           estimator=estimator())
     finally:
         hand_over(folder)  # run through sudo: the results are the user's
     result = RunResult(folder, outcome)

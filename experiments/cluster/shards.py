@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pathdiv.experiments.plan.estimate import expected_run_s
+from pathdiv.experiments.plan.lanes import deal
 from pathdiv.experiments.plan.runs import Run
 
 SHARD_SYNTAX = re.compile(r"^\s*(\d{1,12})\s*/\s*(\d{1,12})\s*$")
@@ -57,22 +58,10 @@ def parse_shard(text: str) -> Shard:
 
 def partition(runs: list[Run], count: int,
               cost: Callable[[Run], float] = expected_run_s) -> list[list[Run]]:
-    """`count` lists of runs, together every run exactly once, each in plan order."""
-    if count < 1:
-        raise ValueError(f"cannot split a plan into {count} shards; need at least 1")
-    costs = {r.run_id: cost(r) for r in runs}
-    if len(costs) != len(runs):
-        raise ValueError("the plan repeats a run id; it cannot be split into shards")
-    loads = [0.0] * count
-    assigned: dict[str, int] = {}
-    for run in sorted(runs, key=lambda r: (-costs[r.run_id], r.run_id)):
-        target = min(range(count), key=lambda i: (loads[i], i))
-        assigned[run.run_id] = target
-        loads[target] += costs[run.run_id]
-    shards: list[list[Run]] = [[] for _ in range(count)]
-    for run in sorted(runs, key=lambda r: r.order):
-        shards[assigned[run.run_id]].append(run)
-    return shards
+    """`count` lists of runs, together every run exactly once, each in plan order
+    (`pathdiv.experiments.plan.lanes.deal`, by the default costs: the same on every
+    machine)."""
+    return deal(runs, count, cost)
 
 
 def shard_of(runs: list[Run], count: int,

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,7 +75,8 @@ def heartbeat_path(progress: Path) -> Path:
 
 
 def progress_file(shard_name: str | None) -> Path:
-    """The guest's progress file in the results folder: one per shard sharing it."""
+    """The guest's progress file in the results folder: one per shard or lab kernel
+    sharing it (`shard_name`: e.g. shard-0-of-2, job-1, shard-0-of-2-job-1)."""
     if shard_name is None:
         return PROGRESS_FILE
     return PROGRESS_FILE.with_name(f"progress-{shard_name}.json")
@@ -160,7 +162,7 @@ def describe_lab_kernel() -> str:
         return f"cannot run here: {exc}"
     if image is None:
         return "not built yet: `pathdiv run` builds it first (`make kernel`, ~15 min once)"
-    return f"{kernel_release(image)} cached ({image}); User-Mode Linux, one boot per plan"
+    return f"{kernel_release(image)} cached ({image}); User-Mode Linux"
 
 
 def lab_kernel_image(log: Callable[[str], None]) -> Path:
@@ -194,6 +196,7 @@ class LabSession:
     clock: str = "virtual"
     memory_mb: int = uml.MEMORY_MB
     log: Callable[[str], None] | None = None  # lines about what the host did first
+    stop: threading.Event | None = None  # set: stop the guest as Ctrl-C would (lanes)
 
     def __post_init__(self) -> None:
         self.reported: set[str] = set()
@@ -263,6 +266,8 @@ class LabSession:
     def poll(self) -> None:
         """Called by run_in_uml every few wall seconds: report runs, watch for a stall."""
         self.collect()
+        if self.stop is not None and self.stop.is_set():  # another lab kernel was stopped
+            raise KeyboardInterrupt("SIGINT")
         doc = read_json_dict(self.folder / self.progress)
         if doc:
             self.on_progress(format_progress(doc))
@@ -305,3 +310,22 @@ class LabSession:
             self.on_finished(run, manifest)
 
 
+
+
+def host_cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def host_ram_mb() -> int:
+    """This machine's RAM in MB (MemTotal), 0 when unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

@@ -347,11 +347,16 @@ def few_descriptors(nodes: int) -> Iterator[None]:
 def wait_for_line(
     proc: subprocess.Popen[str], stream: Any, marker: str, timeout_s: float, what: str
 ) -> str:
-    """Read `stream` until a line containing `marker`; fail with what was read."""
+    """Read `stream` until a line containing `marker`; fail with what was read.
+
+    Waits with poll(), not select(): a k=8 network holds more than 1024 descriptors
+    (a capture per link, a server per host), beyond select()'s FD_SETSIZE."""
     deadline = time.monotonic() + timeout_s
     seen: list[str] = []
+    poller = select.poll()
+    poller.register(stream, select.POLLIN)
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        ready = poller.poll(max(0.0, deadline - time.monotonic()) * 1000)
         if not ready:
             break
         line = stream.readline()

@@ -1,50 +1,80 @@
-"""Expected duration of a run, from its configuration alone (pure).
+"""Expected wall time of runs and plans, and the ETA while a plan runs (pure).
 
-A run is a network build, a sequence of rounds and a teardown. Within a round the
-requests start together, and a client's host link carries every byte its servers send
-it, so a round lasts about (payload x servers of its busiest client) / link rate; the
-link rate is the slowest configured tier (unshaped links count as UNSHAPED_MBPS) times
-the fraction of it a transfer reaches. A round never lasts longer than
-workload.timeout_s (its transfers time out). Every round adds a fixed cost (starting
-the transfer processes) and every run one more (build, reachability check, capture
-drain, teardown).
+A run's wall time on this machine is modelled as a fixed part and a traffic part:
 
-The constants are the figures of docs/benchmarks.md on a 2-core machine, per
-hosts.kernel. On the lab kernel's virtual clock the wall time follows the packets and
-processes, not the link rate: its constants fit the reference configs at 20 Mbit/s
-(`benchmarks/run_timing.py --kernel lab`: ~70 s per run for the build and process
-starts; noisy rounds cost about 4x their simulated time, silent ones 1.7x). They
-balance shards against each other; they are not a promise of wall-clock time.
+    fixed   = fixed_s x (NODE_SHARE x nodes / 36 + (1 - NODE_SHARE) x pairs / 240)
+              + per_round_s x rounds
+    traffic = per_mb_s x payload MB + per_sim_s x simulated traffic seconds
 
-The data plane changes the cost where the switches' work shows in wall time: on the lab
-kernel's virtual clock every packet bmv2 forwards costs host CPU while the guest's clock
-stands still, so a run there takes PLANE_FACTORS[(kernel, plane)] times the kernel
-plane's (docs/p4.md, `benchmarks/bmv2_lab.py`).
+`fixed_s` is the per-run cost at k=4 (36 nodes, 240 ordered host pairs: build,
+reachability check, capture start and drain, teardown), `per_round_s` starting a round's
+transfer processes. Most of the fixed cost grows with the nodes (node shells, their
+set-up scripts, a capture per link) and a share with the host pairs (the reachability
+check pings every pair): NODE_SHARE is fitted to k = 4 and 6 (docs/benchmarks.md,
+"Bigger fat trees"). The traffic part depends on the clock. On the real clock (this
+machine's kernel, or the lab kernel with lab.clock: real) traffic takes its simulated
+time: the rounds' busiest-client bytes over the slowest link rate times the fraction a
+transfer reaches (`expected_traffic_s`). On the lab kernel's virtual clock CPU work takes
+no guest time and the wall time follows the packets, whatever the link rate: it costs
+per MB of payload moved (`Work.payload_mb`).
+
+`DEFAULT_RATES` are documented figures of the 2-core reference VM (docs/benchmarks.md,
+"Run time estimates"). `calibrate` fits, per kernel x clock x data plane, two scales
+(one for the fixed part, one for the traffic part) to the wall times of runs recorded on
+this machine (`pathdiv.experiments.plan.history`), so the estimate follows the machine
+and the code as they are now; where nothing is recorded the defaults stand, and every
+estimate says which source it used.
+
+`PlanClock` turns the estimate into an ETA: the runs left in each lane (runs executed
+one after another: one lab kernel, or this machine's kernel), lanes of a phase at once
+(`pathdiv.experiments.plan.lanes`), scaled by how the finished runs compared with their
+estimate, weighed against the prior so the first run (which carries the boot) does not
+swing it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.runs import Run
 
 UNSHAPED_MBPS = 1000.0
+REFERENCE_NODES = 36  # k=4: 20 switches + 16 hosts, what fixed_s is measured at
+REFERENCE_PAIRS = 240  # k=4: 16 x 15 ordered host pairs
+NODE_SHARE = 0.83
+
+Key = tuple[str, str, str]  # (hosts.kernel, clock, data plane)
 
 
 @dataclass(frozen=True)
-class Costs:
-    run_overhead_s: float    # build + ping + capture drain + teardown, once per run
-    round_overhead_s: float  # starting a round's transfer processes
-    rate_fraction: float     # goodput / configured link rate of one transfer
+class Rate:
+    """Wall-time costs of one kernel x clock on the kernel data plane."""
+
+    fixed_s: float       # per run at k=4, scaled by nodes / REFERENCE_NODES
+    per_round_s: float   # per round of transfers
+    per_mb_s: float      # per MB of payload (the virtual clock: packets cost CPU)
+    per_sim_s: float     # per simulated second of traffic (the real clock: 1 / fraction)
+    rate_fraction: float = 1.0  # goodput / configured link rate of one transfer
 
 
-COSTS = {
-    "host": Costs(run_overhead_s=15.0, round_overhead_s=1.0, rate_fraction=0.95),
-    "lab": Costs(run_overhead_s=70.0, round_overhead_s=2.0, rate_fraction=0.4),
+# Fitted to the reference reproductions' wall times (docs/reproduction/{noisy,silent}/
+# plan.json: 120 lab-kernel runs on the 2-core reference VM, two at once, one per core):
+# a k=4 run costs ~26 s besides its traffic and ~0.1 s per MB of payload (noisy long:
+# 700 MB in 97 s, silent long: 400 MB in 63 s). The real-clock figures are
+# benchmarks/run_timing.py's (docs/benchmarks.md).
+DEFAULT_RATES: dict[tuple[str, str], Rate] = {
+    ("host", "real"): Rate(fixed_s=15.0, per_round_s=1.0, per_mb_s=0.0,
+                           per_sim_s=1.0, rate_fraction=0.95),
+    ("lab", "real"): Rate(fixed_s=70.0, per_round_s=2.0, per_mb_s=0.0,
+                          per_sim_s=1.0, rate_fraction=0.4),
+    ("lab", "virtual"): Rate(fixed_s=26.0, per_round_s=0.0, per_mb_s=0.1, per_sim_s=0.0),
 }
-
+BOOT_S = 5.0  # one boot of the lab kernel (docs/benchmarks.md: 4.6 s)
 
 # (hosts.kernel, data plane) -> wall time over the same run on the kernel data plane;
 # measured on the probe (docs/p4.md): bmv2 in the lab kernel took 15x the kernel plane.
@@ -56,6 +86,19 @@ def plane_factor(kernel: str, plane: str | None) -> float:
     return PLANE_FACTORS.get((kernel, plane or "kernel"), 1.0)
 
 
+def clock_of(cfg: Config) -> str:
+    """The clock a run's traffic runs on: lab.clock in the lab kernel, else real."""
+    return str(cfg.data["lab"]["clock"]) if cfg.host_kernel == "lab" else "real"
+
+
+def key_of(run: Run, plane: str | None = None) -> Key:
+    return (run.config.host_kernel, clock_of(run.config), plane or "kernel")
+
+
+def rate_of(key: Key) -> Rate:
+    return DEFAULT_RATES.get((key[0], key[1]), DEFAULT_RATES[("host", "real")])
+
+
 def bottleneck_mbps(cfg: Config) -> float:
     """The slowest configured link tier in Mbit/s (unshaped tiers count as UNSHAPED_MBPS)."""
     rates = [p.bw_mbps if p.bw_mbps is not None else UNSHAPED_MBPS
@@ -63,30 +106,193 @@ def bottleneck_mbps(cfg: Config) -> float:
     return min(rates) if rates else UNSHAPED_MBPS
 
 
-def expected_traffic_s(cfg: Config, flow_type: str, seed: int) -> float:
-    """Seconds of traffic of one run: its rounds' busiest-client bytes over the link rate."""
+@dataclass(frozen=True)
+class Work:
+    """What a run asks of the machine, from its configuration alone."""
+
+    nodes: int          # switches + hosts
+    rounds: int         # rounds of transfers
+    payload_mb: float   # every transfer's payload, in MB (10^6 bytes)
+    sim_s: float        # simulated seconds of traffic at the link rate (fraction 1)
+    hosts: int = 16
+
+    @property
+    def pairs(self) -> int:
+        return self.hosts * (self.hosts - 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "hosts": self.hosts, "rounds": self.rounds,
+                "payload_mb": round(self.payload_mb, 3), "sim_s": round(self.sim_s, 3)}
+
+
+def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
+    """The nodes, rounds, payload and simulated traffic time of one run."""
     w = cfg.data["workload"]
+    topo = cfg.topology()
+    nodes = len(topo.switches) + len(topo.hosts)
     size = cfg.flow_sizes()[flow_type]
-    costs = COSTS.get(cfg.host_kernel, COSTS["host"])
-    bps = bottleneck_mbps(cfg) * 1e6 * costs.rate_fraction
+    bps = bottleneck_mbps(cfg) * 1e6
     timeout = float(w["timeout_s"])
-    if w["pattern"] == "poisson":  # the arrival window, then the last flows' drain
-        return float(w["duration_s"]) + min(timeout, 2 * costs.round_overhead_s)
-    total = 0.0
-    for rnd in rounds(str(w["pattern"]), cfg.topology().hosts, seed, int(w["iterations"]),
-                      int(w["requests"])):
+    if w["pattern"] == "poisson":  # the arrival window at the offered load, then a drain
+        seconds = float(w["duration_s"])
+        mb = float(w.get("load", 0.5)) * bps * seconds * len(topo.hosts) / 8 / 1e6
+        return Work(nodes, 1, mb, seconds + min(timeout, 2.0), len(topo.hosts))
+    plan = rounds(str(w["pattern"]), topo.hosts, seed, int(w["iterations"]),
+                  int(w["requests"]))
+    sim = 0.0
+    transfers = 0
+    for rnd in plan:
         busiest = max((len(r.servers) for r in rnd), default=0)
-        total += min(busiest * size * 8 / bps, timeout) + costs.round_overhead_s
-    return total
+        sim += min(busiest * size * 8 / bps, timeout)
+        transfers += sum(len(r.servers) for r in rnd)
+    return Work(nodes, len(plan), transfers * size / 1e6, sim, len(topo.hosts))
+
+
+def parts(work: Work, key: Key) -> tuple[float, float]:
+    """(fixed, traffic) seconds of a run of `work` by the default rates of `key`."""
+    rate = rate_of(key)
+    factor = plane_factor(key[0], key[2])
+    size = (NODE_SHARE * work.nodes / REFERENCE_NODES
+            + (1 - NODE_SHARE) * work.pairs / REFERENCE_PAIRS)
+    fixed = rate.fixed_s * size + rate.per_round_s * work.rounds
+    traffic = rate.per_mb_s * work.payload_mb + rate.per_sim_s * work.sim_s / rate.rate_fraction
+    return fixed * factor, traffic * factor
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Scales of the default fixed and traffic parts that match recorded runs of a key."""
+
+    fixed_scale: float
+    traffic_scale: float
+    runs: int
+
+    def apply(self, fixed: float, traffic: float) -> float:
+        return self.fixed_scale * fixed + self.traffic_scale * traffic
+
+
+SCALE_BOUNDS = (0.05, 20.0)  # a fit outside them is a broken record, not a machine
+
+
+def _bounded(x: float) -> float:
+    return min(max(x, SCALE_BOUNDS[0]), SCALE_BOUNDS[1])
+
+
+def fit_scales(samples: Sequence[tuple[float, float, float]]) -> Fit:
+    """Least squares of wall ~ a x fixed + b x traffic over (fixed, traffic, wall)
+    samples, a and b >= 0. When the traffic parts do not vary apart from the fixed parts
+    (every run alike, or traffic negligible), one scale for both."""
+    n = len(samples)
+    sff = sum(f * f for f, _, _ in samples)
+    stt = sum(t * t for _, t, _ in samples)
+    sft = sum(f * t for f, t, _ in samples)
+    sfw = sum(f * w for f, _, w in samples)
+    stw = sum(t * w for _, t, w in samples)
+    det = sff * stt - sft * sft
+    total = sum(f + t for f, t, _ in samples)
+    one = sum(w for _, _, w in samples) / total if total > 0 else 1.0
+    if n < 3 or sff <= 0 or stt <= 0 or det <= 1e-6 * sff * stt:
+        return Fit(_bounded(one), _bounded(one), n)
+    a = (sfw * stt - stw * sft) / det
+    b = (stw * sff - sfw * sft) / det
+    if a <= 0 or b <= 0:  # one part explains nothing: scale the whole instead
+        return Fit(_bounded(one), _bounded(one), n)
+    return Fit(_bounded(a), _bounded(b), n)
+
+
+def record_key(rec: dict[str, Any]) -> Key | None:
+    try:
+        return (str(rec["kernel"]), str(rec["clock"]), str(rec.get("plane") or "kernel"))
+    except KeyError:
+        return None
+
+
+def record_work(rec: dict[str, Any]) -> Work | None:
+    try:
+        hosts = int(rec.get("hosts") or int(rec.get("k", 4)) ** 3 // 4)
+        return Work(int(rec["nodes"]), int(rec["rounds"]), float(rec["payload_mb"]),
+                    float(rec["sim_s"]), hosts)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+RECENT_RUNS = 60  # per key: the machine and the code change, so only the newest count
+
+
+def calibrate(records: Iterable[dict[str, Any]], recent: int = RECENT_RUNS) -> dict[Key, Fit]:
+    """A Fit per kernel x clock x plane from recorded runs (oldest first): the newest
+    `recent` complete runs of each key with a positive wall time."""
+    by_key: dict[Key, list[tuple[float, float, float]]] = {}
+    for rec in records:
+        key, work = record_key(rec), record_work(rec)
+        wall = rec.get("wall_s")
+        if key is None or work is None or not isinstance(wall, (int, float)) \
+                or not math.isfinite(wall) or wall <= 0:
+            continue
+        fixed, traffic = parts(work, key)
+        by_key.setdefault(key, []).append((fixed, traffic, float(wall)))
+    return {key: fit_scales(samples[-recent:]) for key, samples in by_key.items()}
+
+
+@dataclass
+class Estimator:
+    """Expected wall seconds of runs: defaults, scaled per key where history exists."""
+
+    fits: dict[Key, Fit] = field(default_factory=dict)
+    history: str = ""  # where the records came from (a path), '' for none
+
+    def fit_of(self, key: Key) -> Fit | None:
+        """The key's own fit, else its kernel and clock's on the kernel plane (another
+        plane's factor then applies to this machine's pace)."""
+        return self.fits.get(key) or self.fits.get((key[0], key[1], "kernel"))
+
+    def run_s(self, run: Run, plane: str | None = None) -> float:
+        key = key_of(run, plane)
+        fixed, traffic = parts(run_work(run.config, run.flow_type, run.workload_seed), key)
+        fit = self.fit_of(key)
+        return round(fit.apply(fixed, traffic) if fit else fixed + traffic, 3)
+
+    def source(self, keys: Iterable[Key]) -> str:
+        """Which source estimates of `keys` use, in words."""
+        used = sorted(set(keys))
+        own = [k for k in used if k in self.fits]
+        borrowed = [k for k in used if k not in self.fits and self.fit_of(k)]
+        if not own and not borrowed:
+            names = ", ".join("/".join(k) for k in used)
+            return (f"default costs (docs/benchmarks.md): no {names} run recorded on this "
+                    "machine yet")
+        n = sum(self.fits[k].runs for k in {*own, *((k[0], k[1], "kernel") for k in borrowed)})
+        text = f"{n} run(s) recorded on this machine"
+        if borrowed:
+            text += (f" ({', '.join('/'.join(k) for k in borrowed)}: the kernel plane's "
+                     "pace times the plane's factor)")
+        rest = [k for k in used if self.fit_of(k) is None]
+        if rest:
+            text += f", default costs for {', '.join('/'.join(k) for k in rest)}"
+        return text
+
+    def short_source(self, keys: Iterable[Key]) -> str:
+        fits = {self.fit_of(k) for k in set(keys)} - {None}
+        n = sum(f.runs for f in fits if f is not None)
+        return f"from {n} recorded runs" if n else "from default costs"
+
+
+DEFAULT_ESTIMATOR = Estimator()
+
+
+def expected_traffic_s(cfg: Config, flow_type: str, seed: int) -> float:
+    """Seconds of simulated traffic of one run at the fraction of the link rate a
+    transfer reaches, plus the rounds' start-up (the real clock's traffic time)."""
+    work = run_work(cfg, flow_type, seed)
+    rate = rate_of(("host" if cfg.host_kernel == "host" else "lab", "real", "kernel"))
+    return work.sim_s / rate.rate_fraction + rate.per_round_s * work.rounds
 
 
 def expected_run_s(run: Run, plane: str | None = None) -> float:
-    """Expected seconds of `run` from build to teardown (rounded to milliseconds), on the
-    data plane named `plane` (the one `dataplane:` resolves to; None: the kernel plane)."""
-    cfg = run.config
-    costs = COSTS.get(cfg.host_kernel, COSTS["host"])
-    traffic = expected_traffic_s(cfg, run.flow_type, run.workload_seed)
-    return round((costs.run_overhead_s + traffic) * plane_factor(cfg.host_kernel, plane), 3)
+    """Expected seconds of `run` by the default costs alone (the same on every machine,
+    so shards split a plan alike everywhere), on the data plane named `plane` (None:
+    the kernel plane)."""
+    return DEFAULT_ESTIMATOR.run_s(run, plane)
 
 
 def format_duration(seconds: float) -> str:
@@ -97,35 +303,90 @@ def format_duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
-class PlanClock:
-    """An honest ETA for a plan: the expected time of the runs left (payloads over link
-    rates plus the per-run and per-round costs, `expected_run_s`), scaled by how long the
-    runs finished so far really took against their own expectation. Counting runs would
-    say "2 minutes" for ten long runs behind twenty short ones."""
+# ---- a plan's wall time ----------------------------------------------------------------
+Phases = list[list[list[Run]]]  # phases one after another; lanes of a phase at once
 
-    def __init__(self, runs: list[Run]) -> None:
-        self.expected = {run.run_id: expected_run_s(run) for run in runs}
-        self.left = set(self.expected)
+
+def phases_s(phases: Phases, cost: Callable[[Run], float], boot_s: Callable[[Run], float]
+             ) -> float:
+    """Wall seconds of `phases`: per phase its slowest lane (boot included)."""
+    total = 0.0
+    for lanes in phases:
+        total += max((sum(cost(r) for r in lane) + (boot_s(lane[0]) if lane else 0.0)
+                      for lane in lanes), default=0.0)
+    return total
+
+
+def boot_of(run: Run) -> float:
+    """The boot a lane of `run`'s kind pays once (the lab kernel's)."""
+    return BOOT_S if run.config.host_kernel == "lab" else 0.0
+
+
+# ---- the ETA ---------------------------------------------------------------------------
+PRIOR_RUNS = 3.0  # how many runs' worth of expectation the observed pace is weighed against
+
+
+class PlanClock:
+    """An honest ETA for a plan from its first second: the expected time of the runs
+    left (`Estimator.run_s`), lane by lane, phases one after another, each phase as long
+    as its slowest lane, less the time the run now in a lane has already spent; scaled by
+    how long the finished runs took against their expectation, weighed against
+    PRIOR_RUNS runs' worth of the estimate. Counting runs would say "2 minutes" for ten
+    long runs behind twenty short ones."""
+
+    def __init__(self, phases: Phases, expected: dict[str, float], source: str = "",
+                 boot: Callable[[Run], float] = lambda run: 0.0) -> None:
+        self.expected = expected
+        self.source = source
+        self.lanes: list[list[list[str]]] = [[[r.run_id for r in lane] for lane in ph]
+                                             for ph in phases]
+        self.boot = {lane[0].run_id: boot(lane[0]) for ph in phases for lane in ph if lane}
+        self.left = {r for ph in self.lanes for lane in ph for r in lane}
+        self.since: dict[str, float] = {}  # run id -> when it started (monotonic seconds)
         self.spent_s = 0.0     # wall time of the complete runs measured so far
         self.planned_s = 0.0   # what they were expected to take
+        runs = [self.expected[r] for r in self.left]
+        self.prior_s = PRIOR_RUNS * (sum(runs) / len(runs)) if runs else 0.0
+
+    def started(self, run_id: str, now: float) -> None:
+        self.since[run_id] = now
 
     def finished(self, run_id: str, wall_s: float | None) -> None:
         """`run_id` ended; `wall_s` is its measured time (None: not a complete run)."""
         if run_id not in self.left:
             return
         self.left.discard(run_id)
+        self.since.pop(run_id, None)
         if wall_s is not None and wall_s > 0:
             self.spent_s += wall_s
-            self.planned_s += self.expected[run_id]
+            self.planned_s += self.expected[run_id] + self.boot.get(run_id, 0.0)
 
     def scale(self) -> float:
-        return self.spent_s / self.planned_s if self.planned_s else 1.0
+        if not self.planned_s:
+            return 1.0
+        return (self.spent_s + self.prior_s) / (self.planned_s + self.prior_s)
 
-    def remaining_s(self) -> float:
-        return sum(self.expected[r] for r in self.left) * self.scale()
+    def remaining_s(self, now: float | None = None) -> float:
+        scale = self.scale()
+        total = 0.0
+        for lanes in self.lanes:
+            slowest = 0.0
+            for lane in lanes:
+                left = [r for r in lane if r in self.left]
+                if not left:
+                    continue
+                rest = sum(self.expected[r] + self.boot.get(r, 0.0) for r in left) * scale
+                current = left[0]
+                if now is not None and current in self.since:
+                    own = (self.expected[current] + self.boot.get(current, 0.0)) * scale
+                    rest -= min(max(now - self.since[current], 0.0), own)
+                slowest = max(slowest, rest)
+            total += slowest
+        return total
 
-    def text(self) -> str:
+    def text(self, now: float | None = None) -> str:
         if not self.left:
             return "done"
-        basis = "" if self.planned_s else " (estimated)"
-        return f"~{format_duration(self.remaining_s())} left{basis}"
+        basis = f", x{self.scale():.2f} so far" if self.planned_s else ""
+        src = f" ({self.source}{basis})" if self.source else ""
+        return f"~{format_duration(self.remaining_s(now))} left{src}"

@@ -1,15 +1,34 @@
-"""The plan's ETA weighs runs by their expected traffic, not by their number."""
+"""The plan's ETA: weighed by expected traffic, lane by lane, calibrated from this
+machine's history of runs (planted here), honest from the first second."""
 
 from __future__ import annotations
+
+import json
+import random
 
 import pytest
 
 from pathdiv.experiments.config.load import load
+from pathdiv.experiments.plan import history
 from pathdiv.experiments.plan.estimate import (
+    BOOT_S,
     PLANE_FACTORS,
+    Estimator,
     PlanClock,
+    boot_of,
+    calibrate,
     expected_run_s,
+    fit_scales,
     format_duration,
+    key_of,
+    phases_s,
+    run_work,
+)
+from pathdiv.experiments.plan.lanes import (
+    deal,
+    default_jobs,
+    jobs_problem,
+    phases,
 )
 from pathdiv.experiments.plan.runs import expand
 from tests.conftest import REPO
@@ -21,6 +40,14 @@ def host_plan():
     return expand(cfg, repetitions=1)
 
 
+def lab_plan(name="noisy", reps=2):
+    return expand(load(REPO / f"configs/{name}.yaml"), repetitions=reps)
+
+
+def one_lane(runs):
+    return [[runs]]
+
+
 def test_a_long_run_is_expected_to_take_longer_than_a_query_run():
     runs = host_plan()
     by_flow = {r.flow_type: expected_run_s(r) for r in runs}
@@ -29,30 +56,182 @@ def test_a_long_run_is_expected_to_take_longer_than_a_query_run():
     assert by_flow["short"] > by_flow["query"]
 
 
+def test_a_runs_work_counts_its_payload_rounds_and_nodes():
+    run = next(r for r in lab_plan() if r.flow_type == "long")
+    work = run_work(run.config, run.flow_type, run.workload_seed)
+    # noisy, k=4, 2 iterations: 2 groups x 7 servers x 25 MB per iteration
+    assert work.payload_mb == pytest.approx(2 * 2 * 7 * 25)
+    assert (work.nodes, work.rounds) == (36, 2)
+    assert work.sim_s == pytest.approx(2 * 7 * 25e6 * 8 / 20e6)
+
+
 def test_the_eta_of_a_plan_with_its_long_runs_left_is_not_a_count():
     runs = host_plan()
     short_first = sorted(runs, key=lambda r: r.flow_type != "query")  # queries first
-    clock = PlanClock(short_first)
+    expected = {r.run_id: expected_run_s(r) for r in runs}
+    clock = PlanClock(one_lane(short_first), expected)
     total = clock.remaining_s()
-    assert total == pytest.approx(sum(expected_run_s(r) for r in runs))
+    assert total == pytest.approx(sum(expected.values()))
     for run in short_first[:5]:  # the five query runs end, each as expected
-        clock.finished(run.run_id, expected_run_s(run))
+        clock.finished(run.run_id, expected[run.run_id])
     left = clock.remaining_s()
     # counted by runs, 2/3 of the plan would be left; by expected traffic, nearly all of it
     assert left > 0.85 * total > 0.67 * total
-    assert clock.text() == f"~{format_duration(left)} left"
+    assert clock.text().startswith(f"~{format_duration(left)} left")
 
 
-def test_the_eta_scales_with_how_the_finished_runs_compared():
-    runs = host_plan()[:4]
-    clock = PlanClock(runs)
-    assert clock.text().endswith("left (estimated)")
+def test_slower_runs_stretch_the_eta_but_one_run_does_not_swing_it():
+    runs = host_plan()[:6]
+    expected = {r.run_id: expected_run_s(r) for r in runs}
+    clock = PlanClock(one_lane(runs), expected, source="from default costs")
+    assert clock.text().endswith("left (from default costs)")
     first = runs[0]
-    clock.finished(first.run_id, 2 * expected_run_s(first))  # twice as slow as expected
-    assert clock.scale() == 2.0
-    assert clock.remaining_s() == 2 * sum(expected_run_s(r) for r in runs[1:])
-    clock.finished(runs[1].run_id, None)  # a failed run: left out of the ratio
-    assert clock.scale() == 2.0
+    clock.finished(first.run_id, 2 * expected[first.run_id])  # twice as slow as expected
+    assert 1.0 < clock.scale() < 2.0  # weighed against three runs' worth of the estimate
+    assert "x1." in clock.text()
+    for run in runs[1:4]:
+        clock.finished(run.run_id, 2 * expected[run.run_id])
+    assert clock.scale() > 1.5  # the pace wins as the evidence grows
+    scale = clock.scale()
+    clock.finished(runs[4].run_id, None)  # a failed run: left out of the ratio
+    assert clock.scale() == scale
+    rest = expected[runs[5].run_id]
+    assert clock.remaining_s() == pytest.approx(rest * scale)
+
+
+def test_lanes_at_once_take_as_long_as_the_slowest_and_the_run_in_progress_counts():
+    runs = lab_plan(reps=1)
+    expected = {r.run_id: expected_run_s(r) for r in runs}
+    lanes = deal(runs, 2, lambda r: expected[r.run_id])
+    clock = PlanClock([lanes], expected, boot=boot_of)
+    per_lane = [sum(expected[r.run_id] for r in lane) + BOOT_S for lane in lanes]
+    assert clock.remaining_s() == pytest.approx(max(per_lane))
+    assert max(per_lane) < 0.6 * sum(per_lane)  # two lanes: about half the serial time
+    first = lanes[0][0]
+    clock.started(first.run_id, now=100.0)
+    assert clock.remaining_s(now=110.0) <= max(per_lane)
+    assert clock.remaining_s(now=110.0) >= max(per_lane) - 10.0
+
+
+def test_phases_run_host_runs_then_one_lab_phase_per_clock():
+    lab = lab_plan(reps=1)
+    real = [r for r in expand(load(REPO / "configs/noisy.yaml").with_overrides(
+        [("lab.clock", "real")]), repetitions=1)]
+    host = host_plan()
+    out = phases(host + lab, 2, expected_run_s)
+    assert [what for what, _ in out] == ["host", "virtual"]
+    assert len(out[0][1]) == 1 and len(out[1][1]) == 2
+    assert sorted(r.run_id for lane in out[1][1] for r in lane) == sorted(
+        r.run_id for r in lab)
+    only_real = phases(real, 4, expected_run_s)
+    assert [(what, len(lanes)) for what, lanes in only_real] == [("real", 1)]
+    one = phases(lab, 1, expected_run_s)
+    total_one = phases_s([lanes for _, lanes in one], expected_run_s, boot_of)
+    total_two = phases_s([lanes for _, lanes in phases(lab, 2, expected_run_s)],
+                         expected_run_s, boot_of)
+    assert total_one == pytest.approx(sum(map(expected_run_s, lab)) + BOOT_S)
+    assert total_two < 0.6 * total_one
+
+
+def test_jobs_default_to_one_lab_kernel_per_core_as_ram_allows():
+    runs = lab_plan(reps=1)  # lab.memory_mb 1536: 1600 MB a lab kernel
+    assert default_jobs(runs, cores=2, ram_mb=24_000) == 2
+    assert default_jobs(runs, cores=8, ram_mb=4_300) == 2  # (4300 - 1024) // 1600
+    assert default_jobs(runs, cores=8, ram_mb=2_000) == 1
+    assert default_jobs(runs[:1], cores=8, ram_mb=24_000) == 1  # one run, one lane
+    assert default_jobs(host_plan(), cores=8, ram_mb=24_000) == 1
+
+
+@pytest.mark.parametrize("jobs, words", [
+    (0, "from 1 to 64"), (65, "from 1 to 64"), (20, "use --jobs 2 or lower lab.memory_mb"),
+])
+def test_a_jobs_count_this_machine_cannot_hold_is_refused_saying_what_would(jobs, words):
+    problem = jobs_problem(jobs, lab_plan(reps=1), cores=2, ram_mb=4_300)
+    assert words in problem and f"--jobs {jobs}" in problem
+    assert jobs_problem(2, lab_plan(reps=1), cores=2, ram_mb=24_000) == ""
+
+
+# ---- calibration from planted histories -------------------------------------------------
+def machine(run, fixed=40.0, per_mb=0.05, noise=0.0, rng=None):
+    """A planted machine: a run costs `fixed` s per 36 nodes and `per_mb` s per MB."""
+    work = run_work(run.config, run.flow_type, run.workload_seed)
+    wall = fixed * work.nodes / 36 + per_mb * work.payload_mb
+    return wall * (1 + (rng.uniform(-noise, noise) if rng else 0.0))
+
+
+def planted(runs, **kw):
+    return [history.record(r, machine(r, **kw), "kernel", 2, 1.0, host="lab1")
+            for r in runs]
+
+
+def test_calibrated_from_other_plans_the_eta_at_zero_is_within_a_quarter():
+    """History from silent runs predicts a noisy plan on a machine unlike the defaults
+    (a fixed cost 1.5x and a per-MB cost half the defaults'), with 10 % noise."""
+    rng = random.Random(3)
+    recorded = planted(lab_plan("silent", reps=2), noise=0.1, rng=rng)
+    est = Estimator(calibrate(recorded))
+    plan = lab_plan("noisy", reps=2)
+    actual = sum(machine(r) for r in plan)
+    predicted = sum(est.run_s(r) for r in plan)
+    assert abs(predicted / actual - 1) < 0.25
+    by_default = sum(expected_run_s(r) for r in plan)
+    assert abs(by_default / actual - 1) > abs(predicted / actual - 1)
+    assert "recorded on this machine" in est.source([key_of(plan[0])])
+
+
+def test_the_clock_at_zero_runs_says_what_the_check_says():
+    plan = lab_plan(reps=1)
+    est = Estimator(calibrate(planted(plan)))
+    lanes = [lanes for _, lanes in phases(plan, 2, est.run_s)]
+    clock = PlanClock(lanes, {r.run_id: est.run_s(r) for r in plan},
+                      est.short_source([key_of(plan[0])]), boot=boot_of)
+    assert clock.remaining_s() == pytest.approx(phases_s(lanes, est.run_s, boot_of))
+    assert clock.text().endswith(f"(from {len(plan)} recorded runs)")
+
+
+def test_only_the_newest_runs_of_a_key_count():
+    plan = lab_plan(reps=2)
+    old = planted(plan * 3, fixed=80.0)  # before a speed-up
+    new = planted(plan * 3, fixed=20.0)
+    fits = calibrate(old + new, recent=len(plan) * 3)
+    est = Estimator(fits)
+    run = next(r for r in plan if r.flow_type == "query")
+    assert est.run_s(run) == pytest.approx(machine(run, fixed=20.0), rel=0.05)
+
+
+def test_a_fit_needs_spread_and_never_goes_negative():
+    same = fit_scales([(10.0, 1.0, 20.0)] * 5)  # every run alike: one scale
+    assert same.fixed_scale == same.traffic_scale == pytest.approx(20 / 11)
+    few = fit_scales([(10.0, 1.0, 20.0), (10.0, 50.0, 70.0)])
+    assert few.fixed_scale == few.traffic_scale
+    fit = fit_scales([(10.0, 0.0, 30.0), (10.0, 10.0, 35.0), (10.0, 100.0, 80.0)])
+    assert fit.fixed_scale == pytest.approx(3.0, rel=0.05)
+    assert fit.traffic_scale == pytest.approx(0.5, rel=0.05)
+    wild = fit_scales([(1.0, 0.0, 1e6)] * 3)
+    assert wild.fixed_scale <= 20.0
+
+
+def test_history_keeps_this_hosts_whole_records(tmp_path):
+    path = tmp_path / "history" / "runs.jsonl"
+    run = lab_plan(reps=1)[0]
+    rec = history.record(run, 31.5, "kernel", 2, 1.2, git="abc", host="lab1")
+    assert rec["kernel"] == "lab" and rec["clock"] == "virtual" and rec["nodes"] == 36
+    history.append(rec, path)
+    with path.open("a") as f:
+        f.write("{broken\n")
+        f.write(json.dumps({**rec, "host": "elsewhere"}) + "\n")
+    assert history.read(path, host="lab1") == [json.loads(json.dumps(rec))]
+    assert history.read(tmp_path / "missing.jsonl", host="lab1") == []
+
+
+def test_history_is_cut_to_its_newest_lines(tmp_path, monkeypatch):
+    monkeypatch.setattr(history, "KEEP", 5)
+    path = tmp_path / "runs.jsonl"
+    run = lab_plan(reps=1)[0]
+    for i in range(11):
+        history.append(history.record(run, 10.0 + i, None, 1, None, host="h"), path)
+    walls = [r["wall_s"] for r in history.read(path, host="h")]
+    assert len(walls) <= 10 and walls[-1] == 20.0
 
 
 def test_durations_read_as_people_say_them():
@@ -60,10 +239,37 @@ def test_durations_read_as_people_say_them():
 
 
 def test_bmv2_in_the_lab_kernel_is_expected_to_cost_its_measured_factor():
-    lab = expand(load(REPO / "configs/noisy.yaml"), repetitions=1)[0]
+    lab = lab_plan(reps=1)[0]
     host = host_plan()[0]
     assert expected_run_s(lab, "bmv2") == pytest.approx(
         expected_run_s(lab) * PLANE_FACTORS[("lab", "bmv2")], rel=1e-3)
     assert expected_run_s(lab, "kernel") == expected_run_s(lab)
     # on the host kernel's real clock the switches' CPU work overlaps the traffic
     assert expected_run_s(host, "bmv2") == expected_run_s(host)
+
+
+def recorded(name):
+    """(run, host wall time) of a reference reproduction (docs/reproduction/NAME/plan.json:
+    two lab kernels at once on the 2-core reference VM)."""
+    folder = REPO / "docs" / "reproduction" / name
+    cfg = load(folder / "config.yaml")
+    plan = json.loads((folder / "plan.json").read_text())
+    runs = {r.run_id: r for r in expand(cfg, repetitions=max(
+        e["repetition"] for e in plan["runs"]))}
+    return [(runs[e["run_id"]], e["wall_s"]) for e in plan["runs"]
+            if e.get("wall_s") and e["run_id"] in runs]
+
+
+@pytest.mark.parametrize("history_of, plan_of", [
+    ("silent", "noisy"),                            # 2026-11-23, a quiet machine
+    ("study001-silent-qs", "study001-noisy-qs"),    # 2026-11-25, a busier one, 2x slower
+])
+def test_recorded_runs_of_one_plan_predict_the_next_within_a_quarter(history_of, plan_of):
+    """Real wall times: calibrated on the runs recorded just before, the estimate of the
+    next plan (another pattern, other flow types) is within 25 % of what it took."""
+    recs = [history.record(r, w, "kernel", 2, None, host="vm")
+            for r, w in recorded(history_of)]
+    est = Estimator(calibrate(recs))
+    runs = recorded(plan_of)
+    actual = sum(w for _, w in runs)
+    assert abs(sum(est.run_s(r) for r, _ in runs) / actual - 1) < 0.25

@@ -18,6 +18,8 @@ from pathdiv.experiments.execute.runstate import base_manifest
 from pathdiv.experiments.fabric import environment
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, preflight
 from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.plan.estimate import expected_run_s
+from pathdiv.experiments.plan.lanes import phases
 from pathdiv.experiments.plan.runs import expand
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import LabKernelError
@@ -321,3 +323,88 @@ def test_preflight_refuses_a_lab_run_outside_the_lab_kernel_and_a_host_run_insid
     monkeypatch.setenv(labruns.GUEST_ENV, "{}")
     with pytest.raises(EnvironmentProblem, match=r"hosts\.kernel: host, but this is the pathdiv"):
         preflight(validate({}))
+
+
+class LaneGuest:
+    """A fake guest per lab kernel (threads call it at once): each run starts (its
+    folder), waits for `go`, then completes. `hold` run ids stay in progress, polling,
+    until the host stops the guest; `interrupt_when` (a count of started runs) sends
+    SIGINT to the main thread, as Ctrl-C would."""
+
+    def __init__(self, hold=(), interrupt_when=None):
+        import threading
+        self.calls, self.hold, self.interrupt_when = [], set(hold), interrupt_when
+        self.lock, self.started = threading.Lock(), 0
+
+    def __call__(self, argv, share, kernel, timeout_s, **kw):
+        import signal
+        import threading
+        import time
+        i = argv.index("--progress")
+        folder, run_ids = Path(argv[i + 2]), argv[i + 3:]
+        desc = json.loads(kw["env"][labruns.GUEST_ENV])
+        with self.lock:
+            self.calls.append(run_ids)
+        for run_id in run_ids:
+            run_dir = folder / "runs" / run_id
+            run_dir.mkdir(parents=True, exist_ok=True)
+            with self.lock:
+                self.started += 1
+                if self.started == self.interrupt_when:
+                    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            while run_id in self.hold:  # until the host stops this guest (poll raises)
+                time.sleep(0.01)
+                kw["poll"]()
+            write_json_atomic(run_dir / "manifest.json", {
+                "status": "complete", "error": "", "kernel_release": IMAGE_RELEASE,
+                "lab_kernel": desc, "transfers": {"ok": 1, "total": 1},
+                "timings": {"build_s": 1.0, "traffic_s": 1.0, "teardown_s": 1.0}})
+            kw["poll"]()
+        return uml.UMLResult(0, "", "", kw["clock"], IMAGE_RELEASE, 1.0)
+
+
+def _lane_plan(tmp_path):
+    cfg = validate({"seed": 5, "hosts": {"transport": "mptcp", "kernel": "lab"}})
+    runs = expand(cfg, repetitions=3, flow_types=["query", "short"])
+    return cfg, runs, runner.prepare_folder(cfg, tmp_path / "out")
+
+
+def test_jobs_spread_virtual_clock_runs_over_lab_kernels_with_one_plan(tmp_path, monkeypatch,
+                                                                      fake_machine):
+    cfg, runs, folder = _lane_plan(tmp_path)
+    guest = LaneGuest()
+    monkeypatch.setattr(uml, "run_in_uml", guest)
+    seen = []
+    outcome = runner.run_plan(cfg, runs, folder, quiet=True, jobs=2, progress=seen.append)
+    assert outcome.count("complete") == len(runs) == 6
+    assert len(guest.calls) == 2  # two lab kernels, each its share of the plan
+    assert sorted(r for call in guest.calls for r in call) == sorted(r.run_id for r in runs)
+    assert [p.done for p in seen] == list(range(1, 7))  # one count, whoever finished
+    plan = json.loads((folder / "plan.json").read_text())
+    assert {e["status"] for e in plan["runs"]} == {"complete"}
+    assert all(e["wall_s"] >= 0 for e in plan["runs"])
+    assert not list((folder / "running").glob("*.json"))  # no marker left
+
+
+def test_ctrl_c_stops_every_lab_kernel_and_resume_finishes_the_plan(tmp_path, monkeypatch,
+                                                                    fake_machine):
+    cfg, runs, folder = _lane_plan(tmp_path)
+    lanes = phases(runs, 2, expected_run_s)[0][1]  # as the runner deals them, no history
+    held = {lanes[0][1].run_id, lanes[1][0].run_id}  # one in progress in each kernel
+    guest = LaneGuest(hold=held, interrupt_when=3)
+    monkeypatch.setattr(uml, "run_in_uml", guest)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_plan(cfg, runs, folder, quiet=True, jobs=2)
+    statuses = _plan_statuses(folder)
+    assert {statuses[r][1] for r in held} == {"failed"}
+    assert all("interrupted" in statuses[r][2] for r in held)
+    assert statuses[lanes[0][0].run_id][1] == "complete"
+    later = [r.run_id for lane in lanes for r in lane
+             if r.run_id not in held and r.run_id != lanes[0][0].run_id]
+    assert {statuses[r][1] for r in later} == {"pending"}
+    assert not any((folder / "runs" / r).exists() for r in later)
+    assert not list((folder / "running").glob("*.json"))
+    monkeypatch.setattr(uml, "run_in_uml", LaneGuest())  # resume, with another --jobs
+    outcome = runner.run_plan(cfg, runs, folder, quiet=True, jobs=3)
+    assert outcome.count("complete") == 6
+    assert {s for _, s, _ in _plan_statuses(folder).values()} == {"complete"}

@@ -33,7 +33,14 @@ if [[ "$1" == -m && "$2" == pathdiv.experiments.cli ]]; then
             trap 'echo "stopped $*" >> "$log"; exit 130' TERM
             for _ in $(seq "$FAKE_RUN_S"); do sleep 0.2; done
             if [[ -n "$FAKE_FAIL" && "$*" == *"--shard 1/"* ]]; then exit 1; fi
-            echo "finished $*" >> "$log";;
+            echo "finished $*" >> "$log"
+            if [[ "$*" != *--shard* ]]; then  # one process: it analyses the folder too
+                out=$(sed -E 's/.*--out ([^ ]+).*/\1/' <<< "$*")
+                for f in metrics.csv stats.json report.md report.html config.yaml plan.json; do
+                    echo x > "$out/$f"
+                done
+                mkdir -p "$out/plots"
+            fi;;
         status) echo "folder: 60 run(s): 30 complete";;
         analyze)
             for f in metrics.csv stats.json report.md report.html config.yaml plan.json; do
@@ -82,8 +89,8 @@ def test_shards_run_at_once_then_the_folder_is_analysed_once(tmp_path):
     calls = _calls(tmp_path)
     work = env["WORK"]
     runs = [c for c in calls if c.startswith("run ")]
-    assert sorted(runs) == [f"run configs/noisy.yaml --out {work} --shard 0/2",
-                            f"run configs/noisy.yaml --out {work} --shard 1/2"]
+    assert sorted(runs) == [f"run configs/noisy.yaml --out {work} --shard 0/2 --jobs 1",
+                            f"run configs/noisy.yaml --out {work} --shard 1/2 --jobs 1"]
     # both started before either finished, and the analysis came after both
     first_finish = min(i for i, c in enumerate(calls) if c.startswith("finished"))
     assert max(calls.index(r) for r in runs) < first_finish
@@ -128,3 +135,39 @@ def test_a_bad_shards_value_is_refused_before_anything_starts(tmp_path):
     assert proc.returncode == 2
     assert "SHARDS=two: expected a whole number >= 1" in err
     assert _calls(tmp_path) == []
+
+
+def test_jobs_go_to_pathdiv_run_and_a_bad_value_is_refused(tmp_path):
+    root, env = _setup(tmp_path)
+    env.pop("SHARDS")
+    env["JOBS"] = "3"
+    done = _start(root, env)
+    _, err = done.communicate(timeout=60)
+    assert done.returncode == 0, err
+    work = env["WORK"]
+    assert [c for c in _calls(tmp_path) if c.startswith("run ")] == [
+        f"run configs/noisy.yaml --out {work} --jobs 3"]
+    env["JOBS"] = "0"
+    bad = _start(root, env)
+    _, err = bad.communicate(timeout=30)
+    assert bad.returncode == 2 and "JOBS=0: expected a whole number >= 1" in err
+
+
+def test_status_into_a_reader_that_left_ends_quietly(tmp_path):
+    """`pathdiv status DIR | head -1` (the script's progress line): no traceback when the
+    reader is gone before pathdiv writes."""
+    import sys
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "plan.json").write_text(
+        '{"name": "noisy", "options": {}, "runs": [{"run_id": "a", "order": 0, '
+        '"repetition": 1, "flow_type": "query", "factors": {}, "host_kernel": "lab", '
+        '"status": "complete", "reason": ""}]}')
+    read, write = os.pipe()
+    os.close(read)  # the reader left: every write gets EPIPE
+    proc = subprocess.run([sys.executable, "-m", "pathdiv.experiments.cli", "status",
+                           str(folder)], stdout=write, stderr=subprocess.PIPE, text=True,
+                          timeout=60, check=False)
+    os.close(write)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
