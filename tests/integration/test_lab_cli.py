@@ -7,7 +7,7 @@ kernel where p4lang's tools are installed. No rate is asserted (benchmarks/ meas
 
 The reference config says `dataplane: auto`, which picks bmv2 wherever p4lang's tools are
 found; the probe and the first session pin the kernel plane so that a machine with bmv2
-does not run them at bmv2's lab cost (about 15x): bmv2 has its own session below.
+does not run them at bmv2's lab cost (about 11x): bmv2 has its own session below.
 """
 
 from __future__ import annotations
