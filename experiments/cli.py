@@ -51,6 +51,7 @@ from pathdiv.experiments.runner import (
     prepare_folder,
 )
 from pathdiv.kernels.processes import restore_handlers, stop_on_signals
+from pathdiv.topologies.fattree import FatTree
 
 log = logging.getLogger("pathdiv")
 
@@ -85,8 +86,14 @@ def cmd_check(args: argparse.Namespace) -> int:
                                "the plan (an empty shard would only hold a node)"], cfg.source)
     topo = cfg.topology()
     _, reason = select_dataplane(cfg.dataplane)
-    print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
-          f"{len(topo.hosts)} hosts, {len(topo.links)} links; {reason}")
+    if isinstance(topo, FatTree):
+        print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
+              f"{len(topo.hosts)} hosts, {len(topo.links)} links; {reason}")
+    else:
+        print(f"{cfg.source}: valid. {topo.count} parallel paths between dual-homed h1 "
+              f"and h2: {len(topo.switches)} routers, {len(topo.hosts)} hosts "
+              f"({len(topo.background_pairs())} background pairs), {len(topo.links)} links; "
+              "plain routing, no switching mode")
     print(f"plan: {len(runs)} run(s)")
     _print_design(runs)
     if args.shard:
