@@ -9,6 +9,7 @@ what is allowed, and nothing is started.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import os
 import re
@@ -200,7 +201,7 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     list ('topology.paths.1.loss_pct': the second path's), which grows to reach it."""
     parts = dotted.split(".")
     cur: Any = data
-    for part, after in zip(parts[:-1], parts[1:], strict=True):
+    for part, after in itertools.pairwise(parts):
         if isinstance(cur, list):
             index = int(part)
             cur.extend({} for _ in range(index + 1 - len(cur)))
