@@ -10,6 +10,7 @@ import pytest
 
 from pathdiv.experiments.config.load import ConfigError, validate
 from pathdiv.experiments.fabric.paths_net import build_commands, event_commands
+from pathdiv.experiments.plan.runs import expand
 from pathdiv.topologies.conditions import ConditionError, parse_link, resolve
 from pathdiv.topologies.model import LinkParams, Role, Tier
 from pathdiv.topologies.paths import ParallelPaths, PathsError, PathSpec
@@ -187,3 +188,13 @@ def test_events_must_name_a_link_of_the_paths_topology():
                for p in problems_of(raw))
     raw["events"] = [{"at_s": 15, "link": "ra2-rb2", "set": {"loss_pct": 50}}]
     validate(raw)
+
+
+def test_a_factor_level_changes_one_path_by_its_index():
+    raw = lab_config(paths=[{"bw_mbps": 20}, {"bw_mbps": 20}])
+    raw["factors"] = {"loss": {"none": {}, "one": {"topology.paths.1.loss_pct": 1}}}
+    runs = {r.factors["loss"]: r.config.topology() for r in expand(validate(raw))}
+    assert [s.params.loss_pct for s in runs["one"].specs] == [0, 1]
+    assert [s.params.loss_pct for s in runs["none"].specs] == [0, 0]
+    raw["factors"]["loss"]["bad"] = {"topology.paths.1.loss_pct": 120}
+    assert any("factors.loss.bad" in p and "loss_pct" in p for p in problems_of(raw))
