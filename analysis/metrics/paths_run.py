@@ -44,5 +44,23 @@ def paths_row(result: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+SERIES_FILE = "paths_series.csv"  # a results folder's time series of its paths runs
+SERIES_COLUMNS = ["run_id", "series", "path", "t_s", "value"]
+
+
+def series_rows(run_id: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """A paths run's time series as long rows: goodput of the connection (Mbit/s, what
+    the client read), throughput per subflow (Mbit/s acknowledged, by path) and the
+    receiver's out-of-order queue (segments), each per sampling step."""
+    rows = [{"run_id": run_id, "series": "goodput_mbps", "path": "", "t_s": t, "value": v}
+            for t, v in result.get("goodput_series") or []]
+    for path, points in sorted((result.get("subflow_mbps") or {}).items()):
+        rows += [{"run_id": run_id, "series": "subflow_mbps", "path": path, "t_s": t,
+                  "value": v} for t, v in points]
+    rows += [{"run_id": run_id, "series": "ofo_pkts", "path": "", "t_s": t, "value": v}
+             for t, v in result.get("ofo_series") or []]
+    return rows
+
+
 def read_paths_result(run_dir: Path) -> dict[str, Any]:
     return json.loads((Path(run_dir) / PATHS_RESULT).read_text())

@@ -31,7 +31,13 @@ from pathdiv.analysis.capture.flows import (
 )
 from pathdiv.analysis.capture.pcap import ip_to_int
 from pathdiv.analysis.metrics.columns import METRIC_COLUMNS
-from pathdiv.analysis.metrics.paths_run import paths_row, read_paths_result
+from pathdiv.analysis.metrics.paths_run import (
+    SERIES_COLUMNS,
+    SERIES_FILE,
+    paths_row,
+    read_paths_result,
+    series_rows,
+)
 from pathdiv.analysis.metrics.sharing import cpu_ms_per_mb, energy_j
 from pathdiv.analysis.metrics.slowdown import slowdown_table, slowdowns
 from pathdiv.analysis.metrics.timeline import goodput_timeline
@@ -305,6 +311,7 @@ def compute_metrics(results_dir: Path) -> Path:
     results_dir = Path(results_dir)
     manifests = sorted((results_dir / "runs").glob("*/manifest.json"))
     groups, transfers = [], []
+    series: list[dict[str, Any]] = []
     for mpath in manifests:
         manifest = json.loads(mpath.read_text())
         if manifest.get("status") != "complete":
@@ -312,6 +319,7 @@ def compute_metrics(results_dir: Path) -> Path:
             continue
         if (manifest.get("config") or {}).get("topology", {}).get("kind") == "paths":
             groups.append(paths_group(mpath.parent, manifest))
+            series += series_rows(str(manifest.get("run_id")), read_paths_result(mpath.parent))
             continue
         per_transfer = compute_transfer_metrics(mpath.parent)
         groups.append(group_metrics(per_transfer, manifest))
@@ -325,6 +333,8 @@ def compute_metrics(results_dir: Path) -> Path:
         )
     out = results_dir / "metrics.csv"
     _write_atomic(pd.concat(groups, ignore_index=True), out)
+    if series:
+        _write_atomic(pd.DataFrame(series, columns=SERIES_COLUMNS), results_dir / SERIES_FILE)
     if not transfers:  # parallel-paths runs only: no transfers.csv to fold
         log.info("wrote %s (%d rows)", out, sum(len(g) for g in groups))
         return out

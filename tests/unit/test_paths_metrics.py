@@ -15,7 +15,9 @@ from pathdiv.analysis.stats.claims import Claim, scoped
 
 RESULT = {"complete": True, "bytes": 2_000_000, "fct_s": 4.0, "subflows_seen": 2,
           "bytes_per_path": {"path1": 1_500_000, "path2": 500_000}, "copied_share": 0.02,
-          "ofo_mean_pkts": 3.5, "topology": [{}, {}]}
+          "ofo_mean_pkts": 3.5, "topology": [{}, {}],
+          "goodput_series": [[0.5, 10.0], [1.0, 12.0]], "ofo_series": [[0.0, 0], [0.5, 3]],
+          "subflow_mbps": {"path1": [[0.5, 6.0]], "path2": [[0.5, 4.0]]}}
 
 
 def test_a_paths_result_becomes_goodput_queue_copies_and_path_shares():
@@ -39,6 +41,10 @@ def test_compute_metrics_reads_paths_runs(tmp_path: Path):
     assert list(table["scheduler"]) == ["arp", "roundrobin"]
     assert list(table["goodput_mbps"]) == [8.0, 2_000_000 * 8 / 3.0 / 1e6]
     assert math.isnan(table["utilization"][0])  # the fat tree's measures do not apply
+    series = pd.read_csv(tmp_path / "paths_series.csv")
+    one = series[series["run_id"] == "long_arp_rep1"]
+    assert list(one["series"]) == ["goodput_mbps"] * 2 + ["subflow_mbps"] * 2 + ["ofo_pkts"] * 2
+    assert list(one[one["series"] == "subflow_mbps"]["path"]) == ["path1", "path2"]
 
 
 def test_a_claim_within_a_missing_factor_keeps_no_observation():
