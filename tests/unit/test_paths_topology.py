@@ -8,6 +8,7 @@ import ipaddress
 
 import pytest
 
+from pathdiv.experiments.cli import main
 from pathdiv.experiments.config.load import ConfigError, validate
 from pathdiv.experiments.fabric.paths_net import build_commands, event_commands
 from pathdiv.experiments.plan.runs import expand
@@ -198,3 +199,10 @@ def test_a_factor_level_changes_one_path_by_its_index():
     assert [s.params.loss_pct for s in runs["none"].specs] == [0, 0]
     raw["factors"]["loss"]["bad"] = {"topology.paths.1.loss_pct": 120}
     assert any("factors.loss.bad" in p and "loss_pct" in p for p in problems_of(raw))
+
+
+@pytest.mark.parametrize("command", ["net", "probe"])
+def test_net_and_probe_refuse_the_paths_topology_by_name(command, capsys):
+    assert main([command, "configs/seed003-fig10.yaml"]) != 0
+    err = capsys.readouterr().err
+    assert "topology.kind: 'paths'" in err and "allowed: fattree" in err
