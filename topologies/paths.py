@@ -217,6 +217,7 @@ class ParallelPaths:
         """Node paths between two hosts: h1-h2 has one per bottleneck; a background pair
         only its own."""
         ends = {src, dst}
+        out: list[tuple[str, ...]]
         if ends == {CLIENT, SERVER}:
             out = [(CLIENT, f"ra{i}", f"rb{i}", SERVER) for i in self.path_numbers]
         elif src[:2] in ("bc", "bs") and dst[:2] in ("bc", "bs") and src[2:] == dst[2:]:

@@ -127,8 +127,8 @@ def run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
     if isinstance(topo, ParallelPaths):
         # one fetch by h1, captured on each of its interfaces (a subflow per path)
         packets = transfer_packets(cfg.flow_sizes()[flow_type], cfg.transport, topo.count)
-        intfs = [f"{CLIENT}-eth{i - 1}" for i in topo.path_numbers]
-        return RunNeed({intf: packets for intf in intfs}, packets,
+        client_intfs = [f"{CLIENT}-eth{i - 1}" for i in topo.path_numbers]
+        return RunNeed({intf: packets for intf in client_intfs}, packets,
                        int(cfg.data["capture"]["snaplen"]))
     links: Counter[str] = Counter({link.b.intf: 0 for link in topo.links})
     total = 0

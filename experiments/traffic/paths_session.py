@@ -236,7 +236,7 @@ def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
                 while not stop.is_set():
                     acked = parse_ss(sh(["ss", "-tinH", "state", "established", "sport",
                                          f"= :{PORT}"], ns(SERVER), check=False))
-                    named = {}
+                    named: dict[str, int] = {}
                     for (_, peer), value in acked.items():
                         path = topo.path_of_address(peer)
                         if path is not None:
