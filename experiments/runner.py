@@ -283,8 +283,13 @@ def execute_paths_run(run: Run, run_dir: Path, manifest: dict[str, Any],
     """A run on the parallel-paths topology (experiments/traffic/paths_session.py): one
     measured fetch beside the paths' background flows; its measurements go to paths.json,
     which the analysis reads in place of transfers.csv and the fat tree's captures."""
+    timings = manifest["timings"]
     try:
+        t0 = time.monotonic()
         result = run_paths(run.config, run.flow_type, run_dir / "captures")
+        # build and teardown are inside the run's own time here, not apart
+        timings.update(build_s=0.0, traffic_s=round(time.monotonic() - t0, 3),
+                       teardown_s=0.0)
         write_text_atomic(run_dir / PATHS_RESULT, json.dumps(result))
         manifest["transfers"] = {"total": 1, "ok": int(bool(result["complete"])),
                                  "failed": int(not result["complete"]), "rounds": 1}
