@@ -52,6 +52,7 @@ from pathdiv.experiments.runner import (
     prepare_folder,
 )
 from pathdiv.kernels.processes import restore_handlers, stop_on_signals
+from pathdiv.topologies.fattree import FatTree
 
 log = logging.getLogger("pathdiv")
 
@@ -87,8 +88,14 @@ def cmd_check(args: argparse.Namespace) -> int:
                                "the plan (an empty shard would only hold a node)"], cfg.source)
     topo = cfg.topology()
     _, reason = select_dataplane(cfg.dataplane)
-    print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
-          f"{len(topo.hosts)} hosts, {len(topo.links)} links; {reason}")
+    if isinstance(topo, FatTree):
+        print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
+              f"{len(topo.hosts)} hosts, {len(topo.links)} links; {reason}")
+    else:
+        print(f"{cfg.source}: valid. {topo.count} parallel paths between dual-homed h1 "
+              f"and h2: {len(topo.switches)} routers, {len(topo.hosts)} hosts "
+              f"({len(topo.background_pairs())} background pairs), {len(topo.links)} links; "
+              "plain routing, no switching mode")
     print(f"plan: {len(runs)} run(s)")
     _print_design(runs)
     if args.shard:
@@ -175,8 +182,17 @@ def _in_lab_kernel(args: argparse.Namespace, cfg: Config) -> int:
         raise NetworkError(f"hosts.kernel: lab: {exc}") from exc
 
 
+def _fat_tree_only(cfg: Config, command: str) -> None:
+    """`net` and `probe` build the fat tree's network; refuse the paths topology early."""
+    if cfg.topology_kind != "fattree":
+        raise ConfigError([f"topology.kind: {cfg.topology_kind!r}: `pathdiv {command}` "
+                           "builds the fat tree only (allowed: fattree); a kind: paths "
+                           "config runs with `pathdiv run` (docs/paths.md)"], cfg.source)
+
+
 def cmd_net(args: argparse.Namespace) -> int:
     cfg = _config(args)
+    _fat_tree_only(cfg, "net")
     if _outside_lab_kernel(cfg):
         return _in_lab_kernel(args, cfg)
     with api.network(cfg) as live:
@@ -195,6 +211,7 @@ def cmd_net(args: argparse.Namespace) -> int:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     cfg = _config(args)
+    _fat_tree_only(cfg, "probe")
     if cfg.transport != "mptcp":
         cfg = cfg.with_overrides([("hosts.transport", "mptcp")])
     if _outside_lab_kernel(cfg):

@@ -50,6 +50,7 @@ from typing import Any
 import yaml
 from tqdm import tqdm
 
+from pathdiv.analysis.metrics.paths_run import PATHS_RESULT
 from pathdiv.experiments.cluster.planfile import (
     annotate_shards,
     merged_statuses,
@@ -106,6 +107,7 @@ from pathdiv.experiments.plan.estimate import (
 from pathdiv.experiments.plan.lanes import phases
 from pathdiv.experiments.plan.runs import Run, expand
 from pathdiv.experiments.running import RunningNetwork
+from pathdiv.experiments.traffic.paths_session import run_paths
 from pathdiv.experiments.traffic.rounds import (
     COLUMNS,
     Traffic,
@@ -226,6 +228,8 @@ def execute_run(run: Run, run_dir: Path,
     timings = manifest["timings"]
     started = time.monotonic()
     workload = cfg.data["workload"]
+    if cfg.topology_kind == "paths":
+        return execute_paths_run(run, run_dir, manifest, started)
     try:
         preflight(cfg)
         cls, reason = select_dataplane(cfg.dataplane)
@@ -286,6 +290,35 @@ def execute_run(run: Run, run_dir: Path,
         manifest["status"] = "complete"
     except KeyboardInterrupt:
         manifest["error"] = ("interrupted (SIGINT); the network was torn down. Resume the "
+                             "folder with `pathdiv run CONFIG --out DIR` to redo this run")
+        finish_manifest(manifest, run_dir, started)
+        raise
+    except Exception as exc:
+        manifest["error"] = f"{type(exc).__name__}: {exc}"
+        log.debug("run %s failed:\n%s", run.run_id, traceback.format_exc())
+    finish_manifest(manifest, run_dir, started)
+    return manifest
+
+
+def execute_paths_run(run: Run, run_dir: Path, manifest: dict[str, Any],
+                      started: float) -> dict[str, Any]:
+    """A run on the parallel-paths topology (experiments/traffic/paths_session.py): one
+    measured fetch beside the paths' background flows; its measurements go to paths.json,
+    which the analysis reads in place of transfers.csv and the fat tree's captures."""
+    timings = manifest["timings"]
+    try:
+        t0 = time.monotonic()
+        result = run_paths(run.config, run.flow_type, run_dir / "captures")
+        # build and teardown are inside the run's own time here, not apart
+        timings.update(build_s=0.0, traffic_s=round(time.monotonic() - t0, 3),
+                       teardown_s=0.0)
+        write_text_atomic(run_dir / PATHS_RESULT, json.dumps(result))
+        manifest["transfers"] = {"total": 1, "ok": int(bool(result["complete"])),
+                                 "failed": int(not result["complete"]), "rounds": 1}
+        manifest["events"] = result["events"]
+        manifest["status"] = "complete"
+    except KeyboardInterrupt:
+        manifest["error"] = ("interrupted (SIGINT); the namespaces were removed. Resume the "
                              "folder with `pathdiv run CONFIG --out DIR` to redo this run")
         finish_manifest(manifest, run_dir, started)
         raise

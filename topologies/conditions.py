@@ -15,6 +15,9 @@ from typing import Any
 
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import Link, LinkParams, Tier
+from pathdiv.topologies.paths import ParallelPaths
+
+Topology = FatTree | ParallelPaths
 
 Direction = tuple[str, str]
 Conditions = dict[Direction, LinkParams]
@@ -24,7 +27,7 @@ class ConditionError(ValueError):
     """A link name or a condition that does not fit the topology."""
 
 
-def parse_link(topo: FatTree, key: str) -> tuple[Link, list[Direction]]:
+def parse_link(topo: Topology, key: str) -> tuple[Link, list[Direction]]:
     """'a1-c1' -> (link, both directions); 'a1>c1' -> (link, [('a1', 'c1')])."""
     sep = ">" if ">" in key else "-"
     parts = key.split(sep)
@@ -37,7 +40,9 @@ def parse_link(topo: FatTree, key: str) -> tuple[Link, list[Direction]]:
     if link is None:
         names = [lk.name for lk in topo.links]
         shown = ", ".join(names[:24]) + (f" ... ({len(names)} links)" if len(names) > 24 else "")
-        raise ConditionError(f"{key!r} is not a link of the k={topo.k} fat tree; links are "
+        what = (f"the k={topo.k} fat tree" if isinstance(topo, FatTree)
+                else f"the {topo.count}-path topology")
+        raise ConditionError(f"{key!r} is not a link of {what}; links are "
                              f"named lower-upper, e.g. {shown} (a1>c1: one direction)")
     if sep == ">":
         return link, [(parts[0], parts[1])]
@@ -68,7 +73,7 @@ def changed(params: LinkParams, changes: Mapping[str, Any]) -> LinkParams:
     return dataclasses.replace(params, **given)
 
 
-def resolve(topo: FatTree, overrides: Mapping[str, Mapping[str, Any]]) -> Conditions:
+def resolve(topo: Topology, overrides: Mapping[str, Mapping[str, Any]]) -> Conditions:
     """Every direction's conditions: tier, then both-direction overrides, then one-way."""
     out: Conditions = {}
     for link in topo.links:

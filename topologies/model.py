@@ -17,6 +17,7 @@ class Role(StrEnum):
     EDGE = "edge"
     AGG = "aggregation"
     CORE = "core"
+    ROUTER = "router"  # a router of the parallel-paths topology (topologies/paths.py)
 
 
 class Tier(StrEnum):
@@ -25,6 +26,7 @@ class Tier(StrEnum):
     HOST = "host"  # host <-> edge switch
     EDGE = "edge"  # edge <-> aggregation switch
     CORE = "core"  # aggregation <-> core switch
+    BOTTLENECK = "bottleneck"  # a parallel path's router <-> router link (topologies/paths.py)
 
 
 @dataclass(frozen=True)

@@ -18,4 +18,6 @@ METRIC_COLUMNS = [
 # Numeric columns of metrics.csv a MANOVA can take as dependent variables.
 DEPENDENT_VARIABLES = (*METRIC_COLUMNS, "shared_subflows", "distinct_paths", "ce_pct",
                        "rtt_ms", "open_subflows", "cpu_ms_per_mb", "energy_j",
-                       "subflows_opened", "paths_used", "wire_bytes")
+                       "subflows_opened", "paths_used", "wire_bytes",
+                       # parallel-paths runs (topology.kind: paths; metrics/paths_run.py)
+                       "ofo_mean_pkts", "copied_pct", "path1_share", "path2_share")

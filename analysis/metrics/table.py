@@ -31,6 +31,13 @@ from pathdiv.analysis.capture.flows import (
 )
 from pathdiv.analysis.capture.pcap import ip_to_int
 from pathdiv.analysis.metrics.columns import METRIC_COLUMNS
+from pathdiv.analysis.metrics.paths_run import (
+    SERIES_COLUMNS,
+    SERIES_FILE,
+    paths_row,
+    read_paths_result,
+    series_rows,
+)
 from pathdiv.analysis.metrics.sharing import cpu_ms_per_mb, energy_j
 from pathdiv.analysis.metrics.slowdown import slowdown_table, slowdowns
 from pathdiv.analysis.metrics.timeline import goodput_timeline
@@ -270,6 +277,23 @@ def group_metrics(transfers: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataF
     return pd.DataFrame(rows, columns=[*lead, "group_id", *GROUP_COLUMNS, *per_path])
 
 
+def paths_group(run_dir: Path, manifest: dict[str, Any]) -> pd.DataFrame:
+    """The one metrics.csv row of a parallel-paths run (analysis/metrics/paths_run.py)."""
+    config = manifest.get("config", {})
+    lead = {
+        **dict(manifest.get("factors", {})),
+        "run_id": manifest.get("run_id"),
+        "repetition": manifest.get("repetition"),
+        "seed": manifest.get("seed"),
+        "condition": config.get("workload", {}).get("pattern"),
+        "fidelity": (manifest.get("fidelity") or {}).get("verdict", "unknown"),
+    }
+    row = {**lead, "group_id": 0, "flow_type": manifest.get("flow_type"),
+           **paths_row(read_paths_result(run_dir))}
+    extra = [c for c in row if c not in lead and c not in ("group_id", *GROUP_COLUMNS)]
+    return pd.DataFrame([row], columns=[*lead, "group_id", *GROUP_COLUMNS, *extra])
+
+
 def compute_run_metrics(run_dir: Path) -> pd.DataFrame:
     """metrics.csv rows of one run (one per transfer group)."""
     run_dir = Path(run_dir)
@@ -282,10 +306,15 @@ def compute_metrics(results_dir: Path) -> Path:
     results_dir = Path(results_dir)
     manifests = sorted((results_dir / "runs").glob("*/manifest.json"))
     groups, transfers = [], []
+    series: list[dict[str, Any]] = []
     for mpath in manifests:
         manifest = json.loads(mpath.read_text())
         if manifest.get("status") != "complete":
             log.info("skipping run %s: status %s", mpath.parent.name, manifest.get("status"))
+            continue
+        if (manifest.get("config") or {}).get("topology", {}).get("kind") == "paths":
+            groups.append(paths_group(mpath.parent, manifest))
+            series += series_rows(str(manifest.get("run_id")), read_paths_result(mpath.parent))
             continue
         per_transfer = compute_transfer_metrics(mpath.parent)
         groups.append(group_metrics(per_transfer, manifest))
@@ -299,6 +328,12 @@ def compute_metrics(results_dir: Path) -> Path:
         )
     out = results_dir / "metrics.csv"
     write_text_atomic(out, pd.concat(groups, ignore_index=True).to_csv(index=False))
+    if series:
+        write_text_atomic(results_dir / SERIES_FILE,
+                          pd.DataFrame(series, columns=SERIES_COLUMNS).to_csv(index=False))
+    if not transfers:  # parallel-paths runs only: no transfers.csv to fold
+        log.info("wrote %s (%d rows)", out, sum(len(g) for g in groups))
+        return out
     every = pd.concat(transfers, ignore_index=True)
     write_text_atomic(results_dir / "transfer_metrics.csv", every.to_csv(index=False))
     if "slowdown" in every.columns:

@@ -224,11 +224,14 @@ def in_study(reference: Reference, data: pd.DataFrame) -> pd.DataFrame:
 
 
 def scoped(claim: Claim, data: pd.DataFrame) -> pd.DataFrame:
-    """The observations of one cluster that the claim's `within` keeps."""
+    """The observations of one cluster that the claim's `within` keeps; a factor the data
+    lacks keeps none (a claim about another experiment's factor, as one reference's
+    figures spread over several configs, is not measured here)."""
     keep = pd.Series(True, index=data.index)
     for factor, levels in claim.within.items():
-        if factor in data.columns:
-            keep &= data[factor].astype(str).isin(levels)
+        if factor not in data.columns:
+            return data.iloc[0:0]
+        keep &= data[factor].astype(str).isin(levels)
     return data[keep]
 
 

@@ -9,6 +9,7 @@ what is allowed, and nothing is started.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import os
 import re
@@ -46,6 +47,7 @@ from pathdiv.topologies.conditions import (
 )
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import LinkParams, Tier
+from pathdiv.topologies.paths import ParallelPaths, PathSpec
 
 
 class ConfigError(ValueError):
@@ -187,22 +189,38 @@ def _schema_at(dotted: str) -> Leaf | Section | MapOf | ListOf | None:
             node = node.fields[part]
         elif isinstance(node, MapOf):
             node = node.value
+        elif isinstance(node, ListOf) and part.isdigit() and int(part) < node.max_items:
+            node = node.item  # topology.paths.1.loss_pct: an item of a list, from 0
         else:
             return None
     return node
 
 
 def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """data['a']['b'] = value for 'a.b', creating mappings on the way."""
+    """data['a']['b'] = value for 'a.b', creating mappings on the way; a number indexes a
+    list ('topology.paths.1.loss_pct': the second path's), which grows to reach it."""
     parts = dotted.split(".")
-    cur = data
-    for part in parts[:-1]:
+    cur: Any = data
+    for part, after in itertools.pairwise(parts):
+        if isinstance(cur, list):
+            index = int(part)
+            cur.extend({} for _ in range(index + 1 - len(cur)))
+            if not isinstance(cur[index], dict):
+                cur[index] = {}
+            cur = cur[index]
+            continue
         nxt = cur.get(part)
-        if not isinstance(nxt, dict):
-            nxt = {}
+        want = list if after.isdigit() else dict
+        if not isinstance(nxt, want):
+            nxt = want()
             cur[part] = nxt
         cur = nxt
-    cur[parts[-1]] = value
+    if isinstance(cur, list):
+        index = int(parts[-1])
+        cur.extend({} for _ in range(index + 1 - len(cur)))
+        cur[index] = value
+    else:
+        cur[parts[-1]] = value
 
 
 def parse_override(text: str) -> tuple[str, Any]:
@@ -322,8 +340,14 @@ class Config:
     def flow_sizes(self) -> dict[str, int]:
         return {n: parse_size(v) for n, v in self.data["workload"]["flow_types"].items()}
 
-    def topology(self) -> FatTree:
+    @property
+    def topology_kind(self) -> str:
+        return str(self.data["topology"]["kind"])
+
+    def topology(self) -> FatTree | ParallelPaths:
         """The one topology object every stage reads."""
+        if self.topology_kind == "paths":
+            return paths_topology(self.data["topology"]["paths"])
         return FatTree(self.k, self.link_params(), aliases_per_host=self.subflows - 1)
 
     def with_overrides(self, overrides: Iterable[tuple[str, Any]]) -> Config:
@@ -356,7 +380,10 @@ def validate(raw: Any, source: str = "config") -> Config:
                 problems += [f"factors.{factor}.{level}: {p}" for p in sub]
     problems += scope_problems(data.get("factors", {}))
     problems += threshold_problems(data.get("fidelity", {}))
-    if not any(p.startswith("topology.k") for p in problems):  # links have names
+    if not any(p.startswith("topology") for p in problems):
+        problems += paths_problems(data)
+    if not any(p.startswith(("topology.k", "topology.paths", "hosts.kernel"))
+               for p in problems):  # links have names
         problems += condition_problems(data)
     if not problems:
         problems += _cross_problems(data)
@@ -440,6 +467,41 @@ def threshold_problems(section: Mapping[str, Any]) -> list[str]:
             out.append(f"fidelity.{low}: {section[low]!r} is not allowed; expected at most "
                        f"fidelity.{high} ({section[high]!r})")
     return out
+
+
+def paths_topology(paths: Iterable[Mapping[str, Any]]) -> ParallelPaths:
+    """`topology.paths` of a config as the parallel-paths topology object."""
+    specs = []
+    for p in paths:
+        params = link_params_of({"bottleneck": p})[Tier.BOTTLENECK]
+        background = p.get("background") or {}
+        specs.append(PathSpec(params, int(background.get("flows", 0)),
+                              background.get("cc")))
+    return ParallelPaths(tuple(specs))
+
+
+def paths_problems(data: Mapping[str, Any]) -> list[str]:
+    """`topology.paths` against `topology.kind` and the hosts."""
+    kind, paths = data["topology"]["kind"], data["topology"]["paths"] or []
+    if kind != "paths":
+        return ([f"topology.paths: {len(paths)} paths given with topology.kind: {kind}; "
+                 "paths are for kind: paths (or remove topology.paths)"] if paths else [])
+    problems = []
+    if not paths:
+        problems.append("topology.paths: missing; kind: paths needs 1..8 bottlenecks, e.g. "
+                        "paths: [{bw_mbps: 100, delay_ms: 25}, {bw_mbps: 100, delay_ms: 25}]")
+    for i, p in enumerate(paths):
+        if (p.get("jitter_ms") or 0) > (p.get("delay_ms") or 0):
+            problems.append(f"topology.paths[{i}].jitter_ms: {p['jitter_ms']} is larger than "
+                            f"delay_ms ({p.get('delay_ms')}); allowed: jitter_ms <= delay_ms")
+    if data["hosts"]["kernel"] != "lab":
+        problems.append(f"hosts.kernel: {data['hosts']['kernel']!r} with topology.kind: "
+                        "paths; allowed: lab (the paths' delays need netem, and their runs "
+                        "execute in the lab kernel)")
+    if data["topology"]["link_overrides"]:
+        problems.append("topology.link_overrides: kind: paths sets each bottleneck in "
+                        "topology.paths; allowed: {} (events may still change ra<i>-rb<i>)")
+    return problems
 
 
 def condition_problems(data: dict[str, Any]) -> list[str]:

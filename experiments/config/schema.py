@@ -16,6 +16,7 @@ from typing import Any
 from pathdiv.experiments.config.switching import MODES, SPRAYS, mode_help, mode_params
 from pathdiv.experiments.config.workloads import PATTERNS, pattern_help
 from pathdiv.kernels.abilities import KNOWN_CCS, LAB_SCHEDULERS
+from pathdiv.topologies.paths import MAX_BACKGROUND_FLOWS, MAX_PATHS
 
 Check = Callable[[Any], str | None]  # returns "what is allowed" when the value is bad
 
@@ -324,6 +325,9 @@ def conditions_section(doc: str, unset: str) -> Section:
                     for key, (kind, text, check) in CONDITION_KEYS.items()}, doc)
 
 
+_background_flows = Between(0, MAX_BACKGROUND_FLOWS, integer=True)
+
+
 LINK_KEY_PATTERN = r"^[a-z]+[0-9]+[->][a-z]+[0-9]+$"
 
 
@@ -340,13 +344,40 @@ SCHEMA = Section(
                             check=_repetitions),
         "topology": Section(
             {
-                "kind": Leaf(str, "fattree", "topology family", choices=("fattree",)),
+                "kind": Leaf(str, "fattree", "topology family: fattree = the k-ary fat "
+                             "tree; paths = N disjoint bottleneck paths between two "
+                             "dual-homed hosts (topology.paths; seed 003's testbed)",
+                             choices=("fattree", "paths")),
                 "k": Leaf(int, 4, "fat-tree arity (pods); k=4: 20 switches, 16 hosts",
                           check=_even_k),
                 "links": Section(
                     {"host": _link(20), "edge": _link(20), "core": _link(20)},
                     "per tier: host = host-edge, edge = edge-aggregation, "
                     "core = aggregation-core",
+                ),
+                "paths": ListOf(
+                    Section(
+                        {
+                            **{key: Leaf(kind, None if key == "bw_mbps" else
+                                         CONDITION_DEFAULTS[key], doc, check=check,
+                                         nullable=key == "bw_mbps")
+                               for key, (kind, doc, check) in CONDITION_KEYS.items()},
+                            "background": Section(
+                                {"flows": Leaf(int, 0, "long TCP downloads crossing only "
+                                               "this bottleneck, for the whole run",
+                                               check=_background_flows),
+                                 "cc": Leaf(str, None, "their congestion control (null: "
+                                            "hosts.cc; coupled ones run as their TCP "
+                                            "form)", choices=KNOWN_CCS, nullable=True)},
+                                "background TCP flows of this path"),
+                        },
+                        "one bottleneck path (kind: paths): the link ra<i>-rb<i>, both "
+                        "directions, and its background flows",
+                    ),
+                    "kind paths: the bottlenecks, path 1 first; the client's address on "
+                    "path i is an MPTCP subflow endpoint on its own interface (one subflow "
+                    "per path); events name a bottleneck as ra<i>-rb<i>",
+                    max_items=MAX_PATHS,
                 ),
                 "link_overrides": MapOf(
                     conditions_section("conditions of one link or one direction", "as its tier"),
@@ -591,7 +622,7 @@ SCHEMA = Section(
                            "applies_to {other factor: [levels]}", nullable=True),
                       "dotted config key -> value; applies_to: {other factor: [levels]} "
                       "where this level acts (analysis/stats/scope.py)",
-                      key_pattern=r"^([a-z_]+(\.[a-z_]+){1,5}|applies_to)$", max_items=50),
+                      key_pattern=r"^([a-z_]+(\.([a-z_]+|[0-9])){1,5}|applies_to)$", max_items=50),
                 "level name -> overrides",
                 min_items=1, max_items=MAX_LEVELS,
             ),

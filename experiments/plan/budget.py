@@ -38,6 +38,7 @@ from pathdiv.experiments.plan.arrivals import poisson_flows
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.paths import CLIENT, ParallelPaths
 
 MTU = 1500
 IP_TCP_HEADERS = 20 + 20 + 12  # IPv4, TCP, timestamp option
@@ -123,6 +124,12 @@ def _pair_links(k: int, client: str, server: str,
 def run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
     """The capture need of one run of `cfg` (its flow type, its designation seed)."""
     topo = cfg.topology()
+    if isinstance(topo, ParallelPaths):
+        # one fetch by h1, captured on each of its interfaces (a subflow per path)
+        packets = transfer_packets(cfg.flow_sizes()[flow_type], cfg.transport, topo.count)
+        client_intfs = [f"{CLIENT}-eth{i - 1}" for i in topo.path_numbers]
+        return RunNeed({intf: packets for intf in client_intfs}, packets,
+                       int(cfg.data["capture"]["snaplen"]))
     links: Counter[str] = Counter({link.b.intf: 0 for link in topo.links})
     total = 0
     for client, server, size in transfers(cfg, flow_type, seed):

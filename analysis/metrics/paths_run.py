@@ -1,0 +1,66 @@
+"""metrics.csv's row of a run on the parallel-paths topology (topology.kind: paths).
+
+Such a run has one measured MPTCP (or TCP) fetch and writes its measurements to
+`paths.json` (experiments/traffic/paths_session.py) instead of transfers.csv and a capture
+of every link. Its row carries the measures that file holds; the fat tree's
+(utilization, shared subflows, ...) are NaN. Added measures: `ofo_mean_pkts` (the
+receiver's mean out-of-order queue, analysis/metrics/reorder_queue.py), `copied_pct`
+(data segments repeating a DSN) and `path<i>_share` (each path's share of the data
+segments' bytes the client received).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+PATHS_RESULT = "paths.json"
+MAX_PATH_COLUMNS = 8
+
+
+def paths_row(result: dict[str, Any]) -> dict[str, Any]:
+    """The measures of one paths run (NaN where the run did not measure one)."""
+    nan = float("nan")
+    fct = float(result.get("fct_s") or nan)
+    got = int(result.get("bytes") or 0)
+    per_path = result.get("bytes_per_path") or {}
+    total = sum(per_path.values())
+    row: dict[str, Any] = {
+        "transfers": 1,
+        "ok": bool(result.get("complete")),
+        "payload_bytes": got,
+        "fct_s": fct,
+        "goodput_mbps": 8 * got / fct / 1e6 if fct > 0 else nan,
+        "throughput_mbps": 8 * total / fct / 1e6 if fct > 0 and total else nan,
+        "subflows": float(result.get("subflows_seen") or nan),
+        "ofo_mean_pkts": float(result.get("ofo_mean_pkts", nan)),
+        "copied_pct": 100.0 * float(result.get("copied_share", nan)),
+        "error": "" if result.get("complete") else "incomplete fetch",
+    }
+    for i in range(1, MAX_PATH_COLUMNS + 1):
+        if f"path{i}" in per_path or i <= len(result.get("topology") or []):
+            row[f"path{i}_share"] = per_path.get(f"path{i}", 0) / total if total else nan
+    return row
+
+
+SERIES_FILE = "paths_series.csv"  # a results folder's time series of its paths runs
+SERIES_COLUMNS = ["run_id", "series", "path", "t_s", "value"]
+
+
+def series_rows(run_id: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """A paths run's time series as long rows: goodput of the connection (Mbit/s, what
+    the client read), throughput per subflow (Mbit/s acknowledged, by path) and the
+    receiver's out-of-order queue (segments), each per sampling step."""
+    rows = [{"run_id": run_id, "series": "goodput_mbps", "path": "", "t_s": t, "value": v}
+            for t, v in result.get("goodput_series") or []]
+    for path, points in sorted((result.get("subflow_mbps") or {}).items()):
+        rows += [{"run_id": run_id, "series": "subflow_mbps", "path": path, "t_s": t,
+                  "value": v} for t, v in points]
+    rows += [{"run_id": run_id, "series": "ofo_pkts", "path": "", "t_s": t, "value": v}
+             for t, v in result.get("ofo_series") or []]
+    return rows
+
+
+def read_paths_result(run_dir: Path) -> dict[str, Any]:
+    return json.loads((Path(run_dir) / PATHS_RESULT).read_text())

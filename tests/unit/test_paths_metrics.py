@@ -1,0 +1,56 @@
+"""metrics.csv from parallel-paths runs (paths.json), and reference claims scoped to a
+factor the experiment lacks."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from pathdiv.analysis.metrics.paths_run import paths_row
+from pathdiv.analysis.metrics.table import compute_metrics
+from pathdiv.analysis.stats.claims import Claim, scoped
+
+RESULT = {"complete": True, "bytes": 2_000_000, "fct_s": 4.0, "subflows_seen": 2,
+          "bytes_per_path": {"path1": 1_500_000, "path2": 500_000}, "copied_share": 0.02,
+          "ofo_mean_pkts": 3.5, "topology": [{}, {}],
+          "goodput_series": [[0.5, 10.0], [1.0, 12.0]], "ofo_series": [[0.0, 0], [0.5, 3]],
+          "subflow_mbps": {"path1": [[0.5, 6.0]], "path2": [[0.5, 4.0]]}}
+
+
+def test_a_paths_result_becomes_goodput_queue_copies_and_path_shares():
+    row = paths_row(RESULT)
+    assert row["goodput_mbps"] == 4.0 and row["fct_s"] == 4.0 and row["ok"]
+    assert row["ofo_mean_pkts"] == 3.5 and row["copied_pct"] == 2.0
+    assert row["path1_share"] == 0.75 and row["path2_share"] == 0.25
+    assert paths_row({**RESULT, "complete": False})["error"] == "incomplete fetch"
+
+
+def test_compute_metrics_reads_paths_runs(tmp_path: Path):
+    for k, sched in enumerate(("arp", "roundrobin")):
+        run = tmp_path / "runs" / f"long_{sched}_rep1"
+        run.mkdir(parents=True)
+        (run / "paths.json").write_text(json.dumps({**RESULT, "fct_s": 2.0 + k}))
+        (run / "manifest.json").write_text(json.dumps({
+            "run_id": run.name, "repetition": 1, "seed": 1, "flow_type": "long",
+            "factors": {"scheduler": sched}, "status": "complete",
+            "config": {"topology": {"kind": "paths"}, "workload": {"pattern": "silent"}}}))
+    table = pd.read_csv(compute_metrics(tmp_path))
+    assert list(table["scheduler"]) == ["arp", "roundrobin"]
+    assert list(table["goodput_mbps"]) == [8.0, 2_000_000 * 8 / 3.0 / 1e6]
+    assert math.isnan(table["utilization"][0])  # the fat tree's measures do not apply
+    series = pd.read_csv(tmp_path / "paths_series.csv")
+    one = series[series["run_id"] == "long_arp_rep1"]
+    assert list(one["series"]) == ["goodput_mbps"] * 2 + ["subflow_mbps"] * 2 + ["ofo_pkts"] * 2
+    assert list(one[one["series"] == "subflow_mbps"]["path"]) == ["path1", "path2"]
+
+
+def test_a_claim_within_a_missing_factor_keeps_no_observation():
+    claim = Claim("c", "VI.A", "better", "x", ({},), {"rtt2": ("rtt-250",)},
+                  (({"scheduler": "arp"}, {"scheduler": "minrtt"}),), ("ofo_mean_pkts",))
+    data = pd.DataFrame({"scheduler": ["arp", "minrtt"], "ofo_mean_pkts": [1.0, 2.0]})
+    assert scoped(claim, data).empty
+    data["rtt2"] = ["rtt-250", "rtt-50"]
+    assert list(scoped(claim, data)["scheduler"]) == ["arp"]
