@@ -119,12 +119,6 @@ class Network(StartStop):
         spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler,
                         self.cfg.subflow_paths, self.cfg.reordering,
                         self.cfg.reorder_hold_us, ecn=self.cfg.ecn_threshold_pkts is not None)
-        if self.cfg.data.get("network", {}).get("reuse", True):
-            # a fresh namespace's values of what any host variant sets: what a reset
-            # restores when the next run's variant does not set a key
-            fresh = self.snapshot([self.topo.hosts[0]], "fresh")[self.topo.hosts[0]]
-            self.defaults = {"sysctl": self._host_sysctls(fresh),
-                             "mptcp_limits": fresh.sections.get("mptcp_limits", {})}
         self.run_scripts("setup", {
             name: (host_commands(self.topo, name, spec) if name in self.topo.hosts else [])
             + self._link_commands(name)
@@ -179,20 +173,18 @@ class Network(StartStop):
         self._cc_restore = None
 
     # ---- one network for several runs (pure parts: fabric/netstate.py) ----------
-    def _host_sysctls(self, state: NodeState) -> dict[str, str]:
-        return dict(state.sections.get("sysctl", {}))
-
-    def snapshot(self, names: list[str] | None = None, label: str = "snapshot"
-                 ) -> dict[str, NodeState]:
+    def snapshot(self, names: list[str] | None = None, label: str = "snapshot",
+                 as_host: bool = False) -> dict[str, NodeState]:
         """Every (or each named) node's state, read in all nodes at once: three
-        executions per node (ip, tc, nft), the rest with shell builtins."""
+        executions per node (ip, tc, nft), the rest with shell builtins. `as_host`
+        reads what a host's snapshot reads also in a switch."""
         names = list(self.topo.nodes) if names is None else names
         folder = self.workdir / "nodes"
         folder.mkdir(parents=True, exist_ok=True)
         ecn = self.cfg.ecn_threshold_pkts is not None
         sent = []
         for name in names:
-            is_host = not self.topo.nodes[name].is_switch
+            is_host = as_host or not self.topo.nodes[name].is_switch
             intfs = [lk.port_of(name).intf for lk in self.topo.links_of(name)]
             ip_file, tc_file = folder / f"{name}.{label}.ip", folder / f"{name}.{label}.tc"
             ip_file.write_text(ip_batch(is_host))
@@ -252,6 +244,12 @@ class Network(StartStop):
         """Snapshot every node of the network just built: what every reset is checked
         against. Returns what of it differs from the variant's expectations (none, when
         netstate's model of a clean node is right)."""
+        # a fresh namespace's values of what host variants set: a switch's, which sets
+        # none of them (what a reset restores when the next variant does not set a key)
+        core = self.topo.switches[-1]
+        fresh = self.snapshot([core], "fresh", as_host=True)[core]
+        self.defaults = {"sysctl": dict(fresh.sections.get("sysctl", {})),
+                         "mptcp_limits": fresh.sections.get("mptcp_limits", {})}
         self.reference = self.snapshot(label="reference")
         self.mode_tables = {(self.dp.mode, self.dp.spray): {
             n: s.sections.get("nft_pathdiv") for n, s in self.reference.items()}}
