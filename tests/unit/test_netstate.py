@@ -141,3 +141,11 @@ def test_a_variant_resets_what_the_previous_one_set():
         {"rule_static": False}
     assert variant_state(topo, edge, host_spec(rb), "ecmp", defaults, has_up=True) == \
         {"rule_static": False}
+
+
+def test_endpoints_compare_alike_in_either_json_form_iproute2_prints():
+    as_flags = parse_snapshot(snapshot_text(), is_host=True)
+    as_keys = parse_snapshot(snapshot_text(endpoints=[
+        {"address": "10.0.0.34", "id": 7, "subflow": True, "dev": "h1-eth0"}]), True)
+    assert as_flags.sections["mptcp_endpoints"] == as_keys.sections["mptcp_endpoints"]
+    assert as_keys.sections["mptcp_limits"] == {"add_addr_accepted": 3, "subflows": 3}
