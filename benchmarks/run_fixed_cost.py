@@ -18,6 +18,7 @@ apart and left out of the median. Needs root; holds the machine for ~3 min (lab 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 import subprocess
@@ -54,6 +55,25 @@ def side(out: Path, reuse: bool, args: argparse.Namespace) -> tuple[list[dict], 
     return rows, load
 
 
+def fcts(folder: Path, run_id: str) -> list[float]:
+    """Every transfer's FCT in seconds, in the run's order."""
+    with (folder / "runs" / run_id / "transfers.csv").open() as f:
+        return [float(r["end_s"]) - float(r["start_s"]) for r in csv.DictReader(f)]
+
+
+def agreement(root: Path, rows: list[dict]) -> str:
+    """Per run: are the transfers' FCTs of both sides the same to the microsecond?"""
+    lines = ["FCTs, network built for the run vs reused (same run, same seed):"]
+    for r in rows:
+        a, b = fcts(root / "before", r["run_id"]), fcts(root / "after", r["run_id"])
+        diffs = [abs(x - y) for x, y in zip(a, b, strict=True)]
+        same = sum(d < 1e-6 for d in diffs)
+        lines.append(f"  {r['run_id']:<26} {same}/{len(diffs)} identical to the µs, max "
+                     f"difference {max(diffs) * 1e3:.3f} ms, mean FCT "
+                     f"{statistics.mean(a) * 1e3:.2f} vs {statistics.mean(b) * 1e3:.2f} ms")
+    return "\n".join(lines)
+
+
 def summary(name: str, rows: list[dict], load: HostLoad) -> str:
     later = [r["fixed_s"] for r in rows[1:]]
     lines = [f"{name}: first run {rows[0]['wall_s']:.1f} s wall (boot and build included), "
@@ -87,6 +107,7 @@ def main() -> None:
     print(summary("after  (network.reuse: true) ", after, load_a))
     b = statistics.median(r["fixed_s"] for r in before[1:])
     a = statistics.median(r["fixed_s"] for r in after[1:])
+    print(agreement(root, after))
     print(f"fixed cost per run: {b:.1f} s -> {a:.1f} s (x{b / a:.1f} less); "
           f"results in {root}")
 
