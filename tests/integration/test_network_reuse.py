@@ -44,7 +44,7 @@ def test_a_dirty_run_is_cleaned_or_its_network_rebuilt(root_fabric, tmp_path):
                                                "hosts.transport": "tcp"}),
                                     NftablesDataPlane, tmp_path / "r2")
         assert net2 is net and info["reused"], info
-        assert "qdisc" in info["found"][host] and "procs" in info["found"][host]
+        assert "qdisc" in info["found"][host]  # set again; the process was killed first
         assert any("sleep" in p for p in info["killed"][host])
         assert net.check() == {}  # verified clean after the reset
         assert net.cmd(host, ["ip", "mptcp", "endpoint", "show"]).strip() == ""
