@@ -63,6 +63,7 @@ from pathdiv.experiments.config.load import Config, ConfigError, read_config_tex
 from pathdiv.experiments.config.results_folder import MARKER, out_problem
 from pathdiv.experiments.config.safe_yaml import YamlRefused, load_text, shorten_text
 from pathdiv.experiments.dataplane.select import resolve_planes, select_dataplane
+from pathdiv.experiments.execute.keeper import NetworkKeeper
 from pathdiv.experiments.execute.lab_kernel import (
     LabKernelUnavailable,
     LabSession,
@@ -79,7 +80,7 @@ from pathdiv.experiments.execute.runstate import (
     write_status,
 )
 from pathdiv.experiments.fabric.environment import preflight, running_kernel_release
-from pathdiv.experiments.fabric.network import Network, NetworkError
+from pathdiv.experiments.fabric.network import NetworkError
 from pathdiv.experiments.fidelity import runhooks as fidelity
 from pathdiv.experiments.fidelity.attempts import attempt_entry, shelve, should_repeat
 from pathdiv.experiments.fidelity.record import machine_clock
@@ -213,8 +214,11 @@ def prepare_folder(cfg: Config, out: Path | None, root: Path = Path("results")) 
 
 
 def execute_run(run: Run, run_dir: Path,
-                on_round: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Build the network, run the workload with captures, tear down; return the manifest.
+                on_round: Callable[[int, int], None] | None = None,
+                keeper: NetworkKeeper | None = None) -> dict[str, Any]:
+    """Build the network (or, with a `keeper`, reuse the previous run's, reset and
+    verified: execute.keeper), run the workload with captures, tear down (a keeper keeps
+    it for the next run instead); return the manifest.
 
     Failures become status 'failed' with the reason; Ctrl-C writes a failed manifest
     (so nothing is marked complete) and propagates after the network is torn down.
@@ -230,57 +234,65 @@ def execute_run(run: Run, run_dir: Path,
     workload = cfg.data["workload"]
     if cfg.topology_kind == "paths":
         return execute_paths_run(run, run_dir, manifest, started)
+    own = keeper is None  # without a keeper the network lives for this run only
+    kept = keeper if keeper is not None else NetworkKeeper()
     try:
         preflight(cfg)
         cls, reason = select_dataplane(cfg.dataplane)
         manifest["dataplane"] = {"selected": reason}
         traffic = Traffic(run.flow_type, cfg.flow_sizes()[run.flow_type], cfg.transport,
                           int(workload["server_port"]), float(workload["timeout_s"]))
-        with Network(cfg, cls, run_dir / "lab") as net:
-            traffic = with_placement(traffic, cfg.subflow_paths, cfg.subflows, net, run.seed)
-            timings["build_s"] = round(net.build_s, 3)
-            # memory this kernel uses (the guest's, in the lab kernel): what a topology
-            # needs (docs/benchmarks.md, "Bigger fat trees"): built, capturing, after traffic
-            info = memory_mb()
-            memory = manifest["memory_mb"] = {"total": info and info[0],
-                                              "built": info and info[1]}
-            manifest["dataplane"].update(net.dp.describe())
-            failed = net.ping_all()
-            if failed:
-                raise NetworkError(f"{len(failed)} host pair(s) cannot reach each other "
-                               f"(e.g. {failed[:3]}); the network is broken")
-            state = namespace_state(net, net.topo.hosts[0])
-            manifest["sysctls"] = state.pop("sysctls")
-            manifest["namespace"] = state  # which host was asked, its qdiscs
-            capture = cfg.data["capture"]
-            # where start_capture listens: each link's upper end
-            captured = [(link.b.node, link.b.intf) for link in net.topo.links]
-            if capture["enabled"]:
-                need = run_need(cfg, run.flow_type, run.workload_seed)
-                budget = budget_of(cfg, need)
-                manifest["capture"]["start"] = net.start_capture(
-                    run_dir / "captures", int(capture["snaplen"]), budget, need.caps(budget))
-                manifest["capture"]["start"]["need_mb"] = round(need.total_mb, 1)
-                memory["capturing"] = memory_used_mb()
-                before = _counters(net, captured, manifest)
-            monitor = fidelity.start(net, cfg.data["fidelity"], manifest)
-            t0 = time.monotonic()
-            try:
-                session = run_session(net, cfg, run.workload_seed, traffic,
-                                      run_dir / "lab" / "logs", on_round)
-                rows = session.rows
-                timings["traffic_s"] = round(time.monotonic() - t0, 3)
-                memory["after_traffic"] = memory_used_mb()
-            finally:
-                samples = fidelity.stop(monitor)
-            fidelity.finish(monitor, samples, cfg.data["fidelity"], manifest, run_dir)
-            if capture["enabled"]:
-                net.wait_quiet()  # the last FINs and ACKs belong in the captures
-                after = _counters(net, captured, manifest)
-                manifest["capture"]["stop"] = net.stop_capture()
-                if before and after:
-                    manifest["interface_counters"] = counter_deltas(before, after)
-            t1 = time.monotonic()
+        net, manifest["network"] = kept.acquire(cfg, cls, run_dir / "lab")
+        reused = bool(manifest["network"]["reused"])
+        traffic = with_placement(traffic, cfg.subflow_paths, cfg.subflows, net, run.seed)
+        timings["build_s"] = 0.0 if reused else round(net.build_s, 3)
+        timings["reset_s"] = float(manifest["network"].get("reset_s", 0.0))
+        # memory this kernel uses (the guest's, in the lab kernel): what a topology
+        # needs (docs/benchmarks.md, "Bigger fat trees"): built, capturing, after traffic
+        info = memory_mb()
+        memory = manifest["memory_mb"] = {"total": info and info[0],
+                                          "built": info and info[1]}
+        manifest["dataplane"].update(net.dp.describe())
+        # a reused network was verified equal to the state that passed this check
+        failed = [] if reused else net.ping_all()
+        if failed:
+            raise NetworkError(f"{len(failed)} host pair(s) cannot reach each other "
+                           f"(e.g. {failed[:3]}); the network is broken")
+        state = namespace_state(net, net.topo.hosts[0])
+        manifest["sysctls"] = state.pop("sysctls")
+        manifest["namespace"] = state  # which host was asked, its qdiscs
+        capture = cfg.data["capture"]
+        # where start_capture listens: each link's upper end
+        captured = [(link.b.node, link.b.intf) for link in net.topo.links]
+        if capture["enabled"]:
+            need = run_need(cfg, run.flow_type, run.workload_seed)
+            budget = budget_of(cfg, need)
+            manifest["capture"]["start"] = net.start_capture(
+                run_dir / "captures", int(capture["snaplen"]), budget, need.caps(budget))
+            manifest["capture"]["start"]["need_mb"] = round(need.total_mb, 1)
+            memory["capturing"] = memory_used_mb()
+            before = _counters(net, captured, manifest)
+        monitor = fidelity.start(net, cfg.data["fidelity"], manifest)
+        t0 = time.monotonic()
+        try:
+            session = run_session(net, cfg, run.workload_seed, traffic,
+                                  run_dir / "lab" / "logs", on_round)
+            rows = session.rows
+            timings["traffic_s"] = round(time.monotonic() - t0, 3)
+            memory["after_traffic"] = memory_used_mb()
+        finally:
+            samples = fidelity.stop(monitor)
+        fidelity.finish(monitor, samples, cfg.data["fidelity"], manifest, run_dir)
+        if capture["enabled"]:
+            net.wait_quiet()  # the last FINs and ACKs belong in the captures
+            after = _counters(net, captured, manifest)
+            manifest["capture"]["stop"] = net.stop_capture()
+            if before and after:
+                manifest["interface_counters"] = counter_deltas(before, after)
+        t1 = time.monotonic()
+        kept.release(True)  # a keeper keeps it for the next run
+        if own:
+            kept.close()
         timings["teardown_s"] = round(time.monotonic() - t1, 3)
         write_csv_atomic(run_dir / "transfers.csv", COLUMNS, row_dicts(rows))
         manifest.update(session_manifest(session, run_dir))
@@ -289,11 +301,13 @@ def execute_run(run: Run, run_dir: Path,
                                  "rounds": session.rounds}
         manifest["status"] = "complete"
     except KeyboardInterrupt:
+        kept.close()
         manifest["error"] = ("interrupted (SIGINT); the network was torn down. Resume the "
                              "folder with `pathdiv run CONFIG --out DIR` to redo this run")
         finish_manifest(manifest, run_dir, started)
         raise
     except Exception as exc:
+        kept.close()  # a run that failed may have left anything: never reused
         manifest["error"] = f"{type(exc).__name__}: {exc}"
         log.debug("run %s failed:\n%s", run.run_id, traceback.format_exc())
     finish_manifest(manifest, run_dir, started)
@@ -430,6 +444,7 @@ class PlanExecution:
         self.lanes_now = 1  # lab kernels running at once in the current phase
         self.lock = threading.RLock()
         self.progress: Callable[[RunProgress], None] | None = None
+        self.keeper = NetworkKeeper()  # one network for consecutive host-kernel runs
 
     # ---- plan.json and progress ------------------------------------------------------
     def save_plan(self) -> None:
@@ -500,6 +515,7 @@ class PlanExecution:
                 if what == "host":
                     for run in lanes[0]:
                         self.host_run(run)
+                    self.keeper.close()
                 elif self.image is not None:
                     self.lab_phase(what, lanes)
             state = "done"
@@ -508,6 +524,7 @@ class PlanExecution:
             self.save_plan()  # the interrupted run stays pending; its manifest says failed
             raise
         finally:
+            self.keeper.close()
             self.bar.close()
             self.tracker.close(state)
         return self.outcome
@@ -537,7 +554,7 @@ class PlanExecution:
         def on_round(n: int, total: int) -> None:
             self.show(f"{label} round {n}/{total}")
 
-        self.finished(run, execute_attempts(run, run_dir, on_round, self.say))
+        self.finished(run, execute_attempts(run, run_dir, on_round, self.say, self.keeper))
 
     def lab_phase(self, clock: str, lanes: list[list[Run]]) -> None:
         """The lab runs on `clock`: each lane in its own boot of the lab kernel, all lanes
@@ -618,7 +635,8 @@ def _load() -> float | None:
 
 def execute_attempts(run: Run, run_dir: Path,
                      on_round: Callable[[int, int], None] | None = None,
-                     say: Callable[[str], None] | None = None) -> dict[str, Any]:
+                     say: Callable[[str], None] | None = None,
+                     keeper: NetworkKeeper | None = None) -> dict[str, Any]:
     """`execute_run`, repeated while its fidelity verdict is invalid (at most
     fidelity.max_repeats more times); earlier attempts move to attempt-<n>/ beside the
     last one, and the last manifest lists them all (experiments.fidelity.attempts)."""
@@ -626,7 +644,7 @@ def execute_attempts(run: Run, run_dir: Path,
     attempts: list[dict[str, Any]] = []
     attempt = 1
     while True:
-        manifest = execute_run(run, run_dir, on_round)
+        manifest = execute_run(run, run_dir, on_round, keeper)
         if not should_repeat(manifest, attempt, max_repeats):
             break
         kept = shelve(run_dir, attempt)
@@ -655,7 +673,10 @@ def _run_line(run: Run, manifest: dict[str, Any]) -> str:
                    if fid else "")
         tries = len(manifest.get("attempts", []))
         tries_text = f", {tries} attempts" if tries > 1 else ""
-        return (f"{head} ({t['ok']}/{t['total']} transfers ok, build {tm['build_s']:.1f} s, "
+        built = (f"network reused (reset {tm.get('reset_s', 0):.1f} s)"
+                 if (manifest.get("network") or {}).get("reused")
+                 else f"build {tm['build_s']:.1f} s")
+        return (f"{head} ({t['ok']}/{t['total']} transfers ok, {built}, "
                 f"traffic {tm['traffic_s']:.1f} s, teardown {tm['teardown_s']:.1f} s"
                 f"{verdict}{tries_text})")
     return f"{head}: {manifest['error'][:300]}"
@@ -726,6 +747,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"runner: {exc}", file=sys.stderr)
         return 2
     failed = 0
+    keeper = NetworkKeeper()  # consecutive runs share a network (execute.keeper)
     beat = Heartbeat(heartbeat_path(args.progress) if args.progress is not None else None)
     for run in found:
         beat.run_id = run.run_id
@@ -742,11 +764,13 @@ def main(argv: list[str] | None = None) -> int:
         on_round(0, 0)
         try:
             manifest = execute_attempts(run, run_dir, on_round,
-                                        lambda text: print(text, flush=True))
+                                        lambda text: print(text, flush=True), keeper)
         except KeyboardInterrupt:
+            keeper.close()
             return 130
         print(_run_line(run, manifest), flush=True)
         failed += manifest["status"] != "complete"
+    keeper.close()
     return 1 if failed else 0
 
 

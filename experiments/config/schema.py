@@ -486,6 +486,16 @@ SCHEMA = Section(
             },
             "how lab-kernel runs execute",
         ),
+        "network": Section(
+            {
+                "reuse": Leaf(bool, True, "runs that share topology, data plane and link "
+                              "conditions reuse one built network (kernel data plane): "
+                              "between runs it is reset and verified, and rebuilt when "
+                              "the check finds what a reset cannot undo; false = build "
+                              "the network afresh for every run"),
+            },
+            "how runs share a built network",
+        ),
         "workload": Section(
             {
                 "pattern": Leaf(str, "silent", pattern_help(), choices=tuple(PATTERNS)),

@@ -30,6 +30,21 @@ from pathdiv.experiments.fabric.conditions import node_commands, program_queues
 from pathdiv.experiments.fabric.environment import allow_cc, restore_allowed_cc
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
+from pathdiv.experiments.fabric.netstate import (
+    REPAIRABLE,
+    SWITCH_SYSCTL_KEYS,
+    NodeState,
+    host_spec,
+    host_sysctl_keys,
+    ip_batch,
+    parse_snapshot,
+    problems,
+    reset_host_commands,
+    snapshot_script,
+    tc_batch,
+    unrepairable,
+    variant_state,
+)
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
 from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
 from pathdiv.kernels.processes import OWNER_ENV, owner_mark, sweep
@@ -46,6 +61,15 @@ log = logging.getLogger("pathdiv")
 
 class NetworkError(RuntimeError):
     """The network could not be built or a node command failed."""
+
+
+class NetworkDirty(NetworkError):
+    """After a reset the network still differs from a clean one (the message says how)."""
+
+
+# Sockets other than TIME_WAIT (orphans closing their connection) get this long to go
+# after a run's processes ended; on the virtual clock the wait costs no wall time.
+SOCKETS_GONE_S = 10.0
 
 
 class Network(StartStop):
@@ -67,6 +91,11 @@ class Network(StartStop):
         self.captures: list[tuple[str, subprocess.Popen[str], Path]] = []
         self.build_s = 0.0
         self._cc_restore: str | None = None
+        # one network for several runs (`reset_for`): a fresh namespace's values, every
+        # node's state after the build, each mode's switch tables as first loaded
+        self.defaults: dict[str, Any] = {}
+        self.reference: dict[str, NodeState] = {}
+        self.mode_tables: dict[tuple[str, str], dict[str, Any]] = {}
 
     # ---- lifecycle (StartStop: `with Network(...)` starts, and stops even on failure) ----
     def start(self) -> None:
@@ -142,6 +171,157 @@ class Network(StartStop):
         with contextlib.suppress(OSError):
             restore_allowed_cc(self._cc_restore)
         self._cc_restore = None
+
+    # ---- one network for several runs (pure parts: fabric/netstate.py) ----------
+    def snapshot(self, names: list[str] | None = None, label: str = "snapshot",
+                 as_host: bool = False) -> dict[str, NodeState]:
+        """Every (or each named) node's state, read in all nodes at once: three
+        executions per node (ip, tc, nft), the rest with shell builtins. `as_host`
+        reads what a host's snapshot reads also in a switch."""
+        names = list(self.topo.nodes) if names is None else names
+        folder = self.workdir / "nodes"
+        folder.mkdir(parents=True, exist_ok=True)
+        ecn = self.cfg.ecn_threshold_pkts is not None
+        sent = []
+        for name in names:
+            is_host = as_host or not self.topo.nodes[name].is_switch
+            intfs = [lk.port_of(name).intf for lk in self.topo.links_of(name)]
+            ip_file, tc_file = folder / f"{name}.{label}.ip", folder / f"{name}.{label}.tc"
+            ip_file.write_text(ip_batch(is_host))
+            tc_file.write_text(tc_batch(intfs))
+            keys = host_sysctl_keys(intfs[0], self.cfg.cc, ecn) if is_host \
+                else list(SWITCH_SYSCTL_KEYS)
+            node = self.node(name)
+            node.sendCmd(snapshot_script(str(ip_file), str(tc_file), keys))
+            sent.append((name, node, is_host))
+        return {name: parse_snapshot(node.waitOutput(), is_host)
+                for name, node, is_host in sent}
+
+    def leftover_processes(self) -> dict[str, list[str]]:
+        """node -> 'pid comm' of every process in its namespace but its shell."""
+        shells = {self.node(n).pid: n for n in self.topo.nodes}
+        owner: dict[str, str] = {}
+        for pid, name in shells.items():
+            with contextlib.suppress(OSError):
+                owner[os.readlink(f"/proc/{pid}/ns/net")] = name
+        out: dict[str, list[str]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in shells:
+                continue
+            try:
+                ns = os.readlink(f"/proc/{entry}/ns/net")
+                comm = Path(f"/proc/{entry}/comm").read_text().strip()
+            except OSError:
+                continue  # gone, or a zombie
+            if ns in owner:
+                out.setdefault(owner[ns], []).append(f"{entry} {comm}")
+        return out
+
+    def end_processes(self) -> dict[str, list[str]]:
+        """End what the last run started (tracked ones, then anything else left in a
+        node); return what had to be killed untracked."""
+        for proc in self.procs:
+            _terminate(proc)
+        self.procs.clear()
+        left = self.leftover_processes()
+        for items in left.values():
+            for item in items:
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(item.split()[0]), signal.SIGKILL)
+        if left:
+            deadline = time.monotonic() + 3
+            while self.leftover_processes() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return left
+
+    def expected(self, name: str) -> dict[str, Any]:
+        """`name`'s sections a clean node has under the current config's variant."""
+        table = self.tables.get(name)
+        return variant_state(self.topo, name, host_spec(self.cfg), self.cfg.mode,
+                             self.defaults, has_up=bool(table and table.up))
+
+    def take_reference(self) -> list[str]:
+        """Snapshot every node of the network just built: what every reset is checked
+        against. Returns what of it differs from the variant's expectations (none, when
+        netstate's model of a clean node is right)."""
+        # a fresh namespace's values of what host variants set: a switch's, which sets
+        # none of them (what a reset restores when the next variant does not set a key)
+        core = self.topo.switches[-1]
+        fresh = self.snapshot([core], "fresh", as_host=True)[core]
+        self.defaults = {"sysctl": dict(fresh.sections.get("sysctl", {})),
+                         "mptcp_limits": fresh.sections.get("mptcp_limits", {})}
+        self.reference = self.snapshot(label="reference")
+        self.mode_tables = {(self.dp.mode, self.dp.spray): {
+            n: s.sections.get("nft_pathdiv") for n, s in self.reference.items()}}
+        found = {n: problems(s, s, self.expected(n)) for n, s in self.reference.items()}
+        return unrepairable({n: p for n, p in found.items() if p})
+
+    def check(self, names: list[str] | None = None) -> dict[str, dict[str, list[str]]]:
+        """node -> section -> how it differs from a clean node (only nodes that differ)."""
+        states = self.snapshot(names)
+        procs = self.leftover_processes()
+        tables = self.mode_tables.setdefault((self.dp.mode, self.dp.spray), {
+            n: s.sections.get("nft_pathdiv") for n, s in states.items()})
+        out = {}
+        for name, state in states.items():
+            found = problems(self.reference[name], state, self.expected(name),
+                             procs.get(name, []))
+            if name in tables and state.sections.get("nft_pathdiv") != tables[name]:
+                found["nft_pathdiv"] = ["the mode's nftables table differs from the one "
+                                        f"first loaded for mode {self.dp.mode}"]
+            if found:
+                out[name] = found
+        return out
+
+    def reset_for(self, cfg: Config, workdir: Path) -> dict[str, Any]:
+        """Make this network the clean network of `cfg` (a config with the same
+        `netstate.reuse_key`) for a run writing into `workdir`, and verify it.
+
+        Raises NetworkDirty naming what still differs from a clean network. Returns what
+        was done, for the manifest."""
+        if not self.reference:
+            raise NetworkDirty("no reference state was taken after the build")
+        t0 = time.monotonic()
+        self.cfg, self.workdir = cfg, workdir
+        self.dp.workdir = workdir
+        self.dp.switching = dict(cfg.data["switching"])
+        self.conditions = cfg.conditions()
+        workdir.mkdir(parents=True, exist_ok=True)
+        report: dict[str, Any] = {"killed": self.end_processes()}
+        spec = host_spec(cfg)
+        self.run_scripts("reset", {h: reset_host_commands(self.topo, h, spec, self.defaults)
+                                   for h in self.topo.hosts})
+        if (self.dp.mode, self.dp.spray) != (cfg.mode, cfg.spray):
+            self.dp.set_mode(cfg.mode, cfg.spray)
+        found = self.check()
+        report["found"] = {n: sorted(p) for n, p in found.items()}
+        if found and not unrepairable(found):
+            self._repair(found)
+            found = self.check(sorted(found))
+        if found:
+            raise NetworkDirty("; ".join(unrepairable(found)[:5]
+                                         or [f"{n}: {', '.join(p)}" for n, p in found.items()]))
+        report["reset_s"] = round(time.monotonic() - t0, 3)
+        return report
+
+    def _repair(self, found: dict[str, dict[str, list[str]]]) -> None:
+        """Set again what a reset may repair (REPAIRABLE, conntrack, sockets closing)."""
+        links = [n for n, p in found.items() if set(p) & set(REPAIRABLE)]
+        for name in links:
+            dels = [f"tc qdisc del dev {lk.port_of(name).intf} root 2>/dev/null"
+                    for lk in self.topo.links_of(name)]
+            self.node(name).cmd("; ".join([*dels, "nft delete table netdev "
+                                           "pathdiv_conditions 2>/dev/null", "true"]))
+        if links:
+            self.run_scripts("repair", {n: self._link_commands(n) for n in links})
+        for name in [n for n, p in found.items() if "conntrack" in p]:
+            self.cmd(name, ["conntrack", "-F"], check=False)
+        waiting = [n for n, p in found.items() if "tcp" in p]
+        deadline = time.monotonic() + SOCKETS_GONE_S
+        while waiting and time.monotonic() < deadline:
+            time.sleep(0.5)
+            states = self.snapshot(waiting, "sockets")
+            waiting = [n for n, s in states.items() if s.sections.get("tcp")]
 
     # ---- running things in nodes -------------------------------------------------
     def node(self, name: str) -> Any:

@@ -45,7 +45,7 @@ def test_a_plan_is_the_runs_the_config_expands_to():
 
 
 def test_run_calls_progress_once_per_run_and_writes_the_folder(tmp_path, monkeypatch):
-    def fake_execute(run, run_dir, on_round=None):
+    def fake_execute(run, run_dir, on_round=None, keeper=None):
         manifest = {**base_manifest(run), "status": "complete",
                     "transfers": {"total": 1, "ok": 1, "failed": 0, "rounds": 1},
                     "timings": {"build_s": 1.0, "traffic_s": 1.0, "teardown_s": 1.0}}

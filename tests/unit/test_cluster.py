@@ -150,7 +150,7 @@ def _small():
 
 
 def _fake_execute(fail: set[str], seen: list[tuple[str, dict]]):
-    def execute(run, run_dir, on_round=None):
+    def execute(run, run_dir, on_round=None, keeper=None):
         marker = json.loads(tracking.marker_path(run_dir.parent.parent, run.run_id)
                             .read_text())
         seen.append((run.run_id, marker))

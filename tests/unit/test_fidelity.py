@@ -211,7 +211,7 @@ def test_every_link_end_gets_its_configured_rate():
 
 # ---- repeating invalid runs ----------------------------------------------------------
 def _fake_execute(verdicts: list[str], executed: list[str]):
-    def fake(run, run_dir, on_round=None):
+    def fake(run, run_dir, on_round=None, keeper=None):
         n = len(executed)
         executed.append(run.run_id)
         (run_dir / "transfers.csv").write_text(f"attempt {n + 1}\n")
@@ -268,7 +268,7 @@ def test_a_repeat_that_fails_still_lists_the_kept_attempt(tmp_path, monkeypatch)
     executed: list[str] = []
     invalid_first = _fake_execute(["invalid"], executed)
 
-    def fake(run, run_dir, on_round=None):
+    def fake(run, run_dir, on_round=None, keeper=None):
         if executed:  # the repeat: the network broke
             manifest = {**runner.base_manifest(run), "error": "NetworkError: broken"}
             write_json_atomic(run_dir / "manifest.json", manifest)

@@ -93,7 +93,7 @@ def fake_machine(monkeypatch, tmp_path):
     (image.parent / "kernel.release").write_text(IMAGE_RELEASE + "\n")
     monkeypatch.setattr(runner, "lab_kernel_image", lambda log: image)
 
-    def host_run(run, run_dir, on_round=None):
+    def host_run(run, run_dir, on_round=None, keeper=None):
         manifest = base_manifest(run)
         manifest.update(status="complete", kernel_release="host",
                         transfers={"ok": 1, "total": 1},

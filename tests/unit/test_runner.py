@@ -9,6 +9,7 @@ import pytest
 from pathdiv.experiments import runner
 from pathdiv.experiments.cluster.planfile import plan_document
 from pathdiv.experiments.config.load import load, validate
+from pathdiv.experiments.execute import keeper
 from pathdiv.experiments.execute.runstate import base_manifest, run_state
 from pathdiv.experiments.manifest import parse_sysctls, write_csv_atomic, write_json_atomic
 from pathdiv.experiments.plan.runs import expand, parse_only, quick_config, quick_flow_types
@@ -140,7 +141,7 @@ def test_interrupted_plan_resumes_without_duplicates(tmp_path, monkeypatch):
     executed: list[str] = []
     interrupt_at = {runs[2].run_id}
 
-    def fake_execute(run, run_dir, on_round=None):
+    def fake_execute(run, run_dir, on_round=None, keeper=None):
         executed.append(run.run_id)
         manifest = base_manifest(run)
         if run.run_id in interrupt_at:
@@ -197,7 +198,7 @@ def test_a_network_that_cannot_be_built_fails_its_run_and_the_plan_goes_on(
 
     monkeypatch.setattr(runner, "preflight", lambda cfg: None)
     monkeypatch.setattr(runner, "select_dataplane", lambda wanted: (object, "kernel (test)"))
-    monkeypatch.setattr(runner, "Network", BrokenNetwork)
+    monkeypatch.setattr(keeper, "Network", BrokenNetwork)
     cfg, runs = _runs()
     folder = runner.prepare_folder(cfg, tmp_path / "out")
     outcome = runner.run_plan(cfg, runs, folder, quiet=True)

@@ -1,0 +1,83 @@
+"""One network for consecutive runs: which network a run gets, built or reset.
+
+`NetworkKeeper.acquire` hands a run the network the previous run used when both runs
+have the same `fabric.netstate.reuse_key` (topology, data plane, link conditions, ...),
+the previous run ended normally and `network.reuse` is on; it is reset and verified
+first (`Network.reset_for`). Otherwise, or when the verification finds what a reset
+cannot undo, the old network is torn down and a new one built; the run's manifest says
+which and why (`network` entry). `release` after each run says whether it ended
+normally; `close` tears down what is kept, at the end of the plan.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
+from pathdiv.experiments.fabric.netstate import reuse_key, variant_of
+from pathdiv.experiments.fabric.network import Network, NetworkError
+
+log = logging.getLogger("pathdiv")
+
+
+class NetworkKeeper:
+    """Keeps the last run's network for the next run that can use it."""
+
+    def __init__(self) -> None:
+        self.net: Network | None = None
+        self.key: str | None = None
+        self.clean = False  # the run that used it ended normally
+        self.runs = 0  # runs the kept network served
+
+    def acquire(self, cfg: Config, plane: type[DataPlane], workdir: Path
+                ) -> tuple[Network, dict[str, Any]]:
+        """(a network for `cfg`'s run writing into `workdir`, the manifest's `network`
+        entry: reused or built, why built, what the reset found and repaired)."""
+        wanted = bool(cfg.data.get("network", {}).get("reuse", True))
+        key = reuse_key(cfg.data, getattr(plane, "name", "")) if wanted else None
+        info: dict[str, Any] = {"reused": False, "variant": variant_of(cfg.data)}
+        if self.net is not None:
+            if key is None or key != self.key:
+                info["built_because"] = ("network.reuse is false" if not wanted else
+                                         "the data plane is rebuilt every run"
+                                         if key is None else
+                                         "topology, data plane or conditions differ")
+            elif not self.clean:
+                info["built_because"] = "the previous run did not end normally"
+            else:
+                try:
+                    info.update(self.net.reset_for(cfg, workdir), reused=True,
+                                runs_before=self.runs)
+                    self.runs += 1
+                    self.clean = False
+                    return self.net, info
+                except (NetworkError, DataPlaneError) as exc:
+                    info["built_because"] = f"the reset left it dirty: {exc}"
+                    log.warning("rebuilding the network: %s", exc)
+        else:
+            info["built_because"] = "first run"
+        self.close()
+        net = Network(cfg, plane, workdir)
+        net.__enter__()
+        self.net, self.key, self.runs, self.clean = net, key, 1, False
+        if key is not None:
+            mismatch = net.take_reference()
+            if mismatch:  # netstate's model of a clean node is wrong: never reuse it
+                info["reference_problems"] = mismatch[:10]
+                self.key = None
+        return net, info
+
+    def release(self, ended_normally: bool) -> None:
+        """After a run: keep the network for the next run only when it ended normally
+        and may be reused; tear it down otherwise."""
+        self.clean = ended_normally and self.key is not None
+        if not self.clean:
+            self.close()
+
+    def close(self) -> None:
+        if self.net is not None:
+            self.net.stop()
+        self.net, self.key, self.clean = None, None, False

@@ -1,0 +1,59 @@
+"""One network for several runs, in the lab kernel on its virtual clock: the same runs
+executed with a network built for each (`network.reuse: false`) and in one reused network
+(`true`) give the same static TCP results to the microsecond (every transfer's FCT), and
+MPTCP runs after a TCP run still open every subflow."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
+LEVELS = 5  # the switching levels of noisy.yaml (one --only per factor is kept)
+
+
+def _run(out: Path, reuse: bool) -> dict[str, dict]:
+    argv = [*PATHDIV, "run", str(REPO / "configs/noisy.yaml"), "--out", str(out), "--quick",
+            "--reps", "1", "--only", "flow_type=query", "--only", "host=vanilla",
+            "--set", "workload.iterations=1", "--set", "fidelity.max_repeats=0",
+            "--set", f"network.reuse={'true' if reuse else 'false'}", "--no-analyze",
+            "--quiet"]
+    subprocess.run(argv, check=True, timeout=900)
+    out_runs = {}
+    for run_dir in sorted((out / "runs").iterdir()):
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        assert manifest["status"] == "complete", manifest.get("error")
+        with (run_dir / "transfers.csv").open() as f:
+            rows = list(csv.DictReader(f))
+        out_runs[run_dir.name] = {"manifest": manifest, "rows": rows}
+    return out_runs
+
+
+def _fcts(rows: list[dict]) -> list[tuple[str, str, int]]:
+    """(client, server, FCT in µs) of every transfer, in the run's order."""
+    return [(r["client"], r["server"], round((float(r["end_s"]) - float(r["start_s"])) * 1e6))
+            for r in rows]
+
+
+def test_a_run_in_a_reused_network_matches_a_fresh_one(root_fabric, lab_kernel, tmp_path):
+    fresh = _run(tmp_path / "fresh", reuse=False)
+    reused = _run(tmp_path / "reused", reuse=True)
+    assert set(fresh) == set(reused) and len(fresh) == LEVELS
+    assert not any(r["manifest"]["network"]["reused"] for r in fresh.values())
+    order = sorted(reused, key=lambda k: reused[k]["manifest"]["order"])
+    assert all(reused[k]["manifest"]["network"]["reused"] for k in order[1:])
+    static = next(k for k in fresh if "static-tcp" in k)
+    assert reused[static]["manifest"]["clock"] == "virtual"
+    assert _fcts(reused[static]["rows"]) == _fcts(fresh[static]["rows"])
+    for name, run in reused.items():
+        assert all(r["ok"] == "True" for r in run["rows"]), name
+        if "mptcp" in name:  # the endpoints came back after TCP variants flushed them
+            assert {int(r["subflows"]) for r in run["rows"]} == {4}, name

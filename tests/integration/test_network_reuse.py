@@ -1,0 +1,65 @@
+"""One network for several runs, on this machine's kernel: a network a run left dirty
+(a queue changed, an MPTCP endpoint added, a process left behind, a variant's settings)
+is reset and verified clean before the next run uses it; one with a route nobody may
+leave is rebuilt, and the manifest's `network` entry says why."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from pathdiv.experiments.config.load import load
+from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+from pathdiv.experiments.execute.keeper import NetworkKeeper
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.root
+
+OVERRIDES = {"dataplane": "kernel", "hosts.kernel": "host", "switching.mode": "ecmp",
+             "hosts.transport": "mptcp", "hosts.scheduler": "default"}
+
+
+def config(**more):
+    return load(REPO / "configs" / "class-probe.yaml",
+                [f"{k}={v}" for k, v in {**OVERRIDES, **more}.items()])
+
+
+def test_a_dirty_run_is_cleaned_or_its_network_rebuilt(root_fabric, tmp_path):
+    keeper = NetworkKeeper()
+    try:
+        net, info = keeper.acquire(config(), NftablesDataPlane, tmp_path / "r1")
+        assert not info["reused"] and "reference_problems" not in info
+        host = net.topo.hosts[0]
+        intf = net.topo.links_of(host)[0].port_of(host).intf
+        # what a careless run leaves: a changed queue, an endpoint, a process, and the
+        # variant's own settings (4 subflows' endpoints, ecmp rules) for a TCP run next
+        net.cmd(host, ["tc", "qdisc", "replace", "dev", intf, "parent", "1:1", "handle",
+                       "10:", "pfifo", "limit", "7"])
+        net.cmd(host, ["ip", "mptcp", "endpoint", "add", "10.99.0.1", "dev", intf, "signal"])
+        net.node(host).cmd("sleep 600 &")
+        keeper.release(True)
+
+        net2, info = keeper.acquire(config(**{"switching.mode": "static",
+                                               "hosts.transport": "tcp"}),
+                                    NftablesDataPlane, tmp_path / "r2")
+        assert net2 is net and info["reused"], info
+        assert "qdisc" in info["found"][host]  # set again; the process was killed first
+        assert any("sleep" in p for p in info["killed"][host])
+        assert net.check() == {}  # verified clean after the reset
+        assert net.cmd(host, ["ip", "mptcp", "endpoint", "show"]).strip() == ""
+        assert "limit 100" in net.cmd(host, ["tc", "qdisc", "show", "dev", intf])
+
+        # a route no run may leave: the reset cannot vouch for it, so a new network
+        switch = net.topo.switches[0]
+        net.cmd(switch, ["ip", "route", "add", "192.0.2.0/24", "dev",
+                         net.topo.links_of(switch)[0].port_of(switch).intf])
+        keeper.release(True)
+        net3, info = keeper.acquire(config(), NftablesDataPlane, tmp_path / "r3")
+        assert net3 is not net and not info["reused"]
+        assert "192.0.2.0/24" in info["built_because"] and switch in info["built_because"]
+        assert net3.check() == {}
+    finally:
+        keeper.close()
+    left = subprocess.run(["pgrep", "-f", "^sleep 600$"], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
