@@ -19,3 +19,10 @@ METRIC_COLUMNS = [
 DEPENDENT_VARIABLES = (*METRIC_COLUMNS, "shared_subflows", "distinct_paths", "ce_pct",
                        "cpu_ms_per_mb", "energy_j",
                        "subflows_opened", "paths_used", "wire_bytes")
+
+
+def dependent_variables() -> tuple[str, ...]:
+    """DEPENDENT_VARIABLES and the metrics registered from user code (registry.py)."""
+    from pathdiv.analysis.metrics.registry import METRICS
+
+    return (*DEPENDENT_VARIABLES, *METRICS)

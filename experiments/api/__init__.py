@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from pathdiv.experiments.api.extend import register_pattern
-from pathdiv.experiments.api.live import LiveNetwork, Transfer, network
+from pathdiv.experiments.api.extend import register_metric, register_pattern, unregister_metric
+from pathdiv.experiments.api.live import KernelNetwork, LiveNetwork, Transfer, network
 from pathdiv.experiments.api.session import RunResult, analyze, check_plan, load_config, plan, run
 from pathdiv.experiments.config.load import Config, ConfigError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
@@ -26,7 +26,8 @@ _LAZY = {"results": ("pathdiv.analysis.results", None),
          "Results": ("pathdiv.analysis.results", "Results"),
          "Statistics": ("pathdiv.analysis.results", "Statistics"),
          "open_results": ("pathdiv.analysis.results", "open"),
-         "draw_links": ("pathdiv.analysis.report.linkmap", "link_map_svg")}
+         "draw_links": ("pathdiv.analysis.report.linkmap", "link_map_svg"),
+         "LabNetwork": ("pathdiv.experiments.api.lab", "LabNetwork")}
 
 
 def __getattr__(name: str) -> Any:
@@ -41,6 +42,8 @@ __all__ = [
     "Config",
     "ConfigError",
     "EnvironmentProblem",
+    "KernelNetwork",
+    "LabNetwork",
     "LiveNetwork",
     "NetworkError",
     "Results",
@@ -57,7 +60,9 @@ __all__ = [
     "network",
     "open_results",
     "plan",
+    "register_metric",
     "register_pattern",
     "results",
     "run",
+    "unregister_metric",
 ]
