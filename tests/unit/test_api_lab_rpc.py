@@ -113,3 +113,26 @@ def test_messages_survive_the_wire():
 
 def test_the_guest_server_refuses_to_start_without_its_share(tmp_path: Path):
     assert lab_serve.main([]) == 2
+
+
+@pytest.mark.parametrize("raised,graceful", [(None, True), (KeyboardInterrupt, False),
+                                             (RuntimeError, False)])
+def test_the_guest_is_closed_or_stopped_and_the_share_removed(monkeypatch, raised, graceful):
+    closed: list[bool] = []
+    shares: list[Path] = []
+
+    def boot(self):
+        shares.append(self.share)
+        return {"dataplane": "kernel", "release": "6.12-pathdiv"}
+
+    monkeypatch.setattr(lab.Guest, "boot", boot)
+    monkeypatch.setattr(lab.Guest, "close", lambda self, graceful: closed.append(graceful))
+    try:
+        with lab.lab_network(CFG) as net:
+            assert shares[0].is_dir() and net.kernel_release == "6.12-pathdiv"
+            if raised is not None:
+                raise raised()
+    except (KeyboardInterrupt, RuntimeError) as exc:
+        assert type(exc) is raised
+    assert closed == [graceful]  # asked to close only when the block ended normally
+    assert not shares[0].exists()
