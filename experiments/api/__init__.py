@@ -11,7 +11,8 @@ import importlib
 from typing import Any
 
 from pathdiv.experiments.api.extend import register_metric, register_pattern, unregister_metric
-from pathdiv.experiments.api.live import KernelNetwork, LiveNetwork, Transfer, network
+from pathdiv.experiments.api.live import KernelNetwork, LiveNetwork, Transfer
+from pathdiv.experiments.api.networks import network
 from pathdiv.experiments.api.session import RunResult, analyze, check_plan, load_config, plan, run
 from pathdiv.experiments.config.load import Config, ConfigError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.api import wire
+import pathdiv.experiments.api.wire as wire
 from pathdiv.experiments.api.lab_serve import CAPTURES_DIR, CONFIG_FILE, LOG_FILE
 from pathdiv.experiments.api.live import LiveNetwork, Transfer
 from pathdiv.experiments.config.load import Config

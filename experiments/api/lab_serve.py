@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.api import wire
+import pathdiv.experiments.api.wire as wire
 from pathdiv.experiments.api.live import KernelNetwork, local_network
 from pathdiv.experiments.config.load import load
 

@@ -7,10 +7,11 @@ exception or Ctrl-C.
         print(t.fct_s, t.goodput_mbps, t.paths)
 
 On the host kernel (or inside the lab kernel's guest) the network runs on this
-process's kernel: `KernelNetwork`. With `hosts.kernel: lab` from the host, the lab
-kernel boots once and its guest builds the network and serves this process's requests
-(experiments/api/lab.py): `LabNetwork`, the same methods. `LiveNetwork` holds what both
-share: the topology, its paths, the checks on a transfer, the picture.
+process's kernel: `KernelNetwork`, built by `local_network`. With `hosts.kernel: lab`
+from the host, the lab kernel boots once and its guest builds the network and serves
+this process's requests (experiments/api/lab.py): `LabNetwork`, the same methods.
+`LiveNetwork` holds what both share: the topology, its paths, the checks on a transfer,
+the picture. `api.network` (networks.py) chooses between the two.
 """
 
 from __future__ import annotations
@@ -22,14 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.api.session import ConfigSource, Overrides, load_config
 from pathdiv.experiments.classroom.shell import run_flow, settled_snapshot
 from pathdiv.experiments.classroom.views import carried, link_traffic, traffic_bytes
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.dataplane.base import PortCounters
 from pathdiv.experiments.dataplane.select import select_dataplane
-from pathdiv.experiments.execute.lab_kernel import guest_kernel_description
 from pathdiv.experiments.fabric.environment import preflight
 from pathdiv.experiments.fabric.network import Network
 from pathdiv.topologies.fattree import FatTree
@@ -179,24 +178,6 @@ class KernelNetwork(LiveNetwork):
         finally:
             self.net.wait_quiet()  # the last FINs and ACKs belong in the captures
             self.net.stop_capture()
-
-
-@contextmanager
-def network(config: ConfigSource, overrides: Overrides = (),
-            workdir: str | Path | None = None) -> Iterator[LiveNetwork]:
-    """Build the network `config` describes (with `overrides`), yield it, tear it down.
-
-    `hosts.kernel: lab` from the host boots the lab kernel, whose guest builds the network
-    and serves the block's requests (`LabNetwork`); otherwise it runs on this kernel."""
-    cfg = load_config(config, overrides)
-    if cfg.host_kernel == "lab" and guest_kernel_description() is None:
-        from pathdiv.experiments.api.lab import lab_network
-
-        with lab_network(cfg) as lab:
-            yield lab
-        return
-    with local_network(cfg, workdir) as net:
-        yield net
 
 
 @contextmanager
