@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pathdiv.experiments.api as api
+from pathdiv.experiments.api.live import KernelNetwork
 from pathdiv.experiments.classroom.probe import format_probe, run_probe
 from pathdiv.experiments.classroom.shell import PathdivCLI
 from pathdiv.experiments.cluster.planfile import options_conflict, read_plan, register_plan
@@ -196,6 +197,7 @@ def cmd_net(args: argparse.Namespace) -> int:
     if _outside_lab_kernel(cfg):
         return _in_lab_kernel(args, cfg)
     with api.network(cfg) as live:
+        assert isinstance(live, KernelNetwork)  # the lab kernel's case left above
         log.info("%s", live.dataplane)
         print(f"pathdiv: k={live.topo.k} fat tree up ({live.dataplane}); type 'help', "
               "'exit' ends; lab commands: paths, counters, mode, flow, draw", flush=True)
@@ -217,6 +219,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if _outside_lab_kernel(cfg):
         return _in_lab_kernel(args, cfg)
     with api.network(cfg) as live:
+        assert isinstance(live, KernelNetwork)  # the lab kernel's case left above
         log.info("%s", live.dataplane)
         result = run_probe(live.net)
     print(json.dumps(result) if args.json else format_probe(result))

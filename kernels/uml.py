@@ -264,6 +264,7 @@ def run_in_uml(
     poll_s: float = 2.0,
     terminal: bool = False,
     stdin: bytes | None = None,
+    channel: tuple[int, int] | None = None,
 ) -> UMLResult:
     """Boot UML ``kernel`` on this machine's root file system, run ``argv``, return its result.
 
@@ -277,7 +278,12 @@ def run_in_uml(
     ``terminal``: the command runs on this process's stdin/stdout terminal (the guest's
     /dev/tty0; its output is not captured; the terminal's settings are restored after).
     Otherwise its input is ``stdin`` (bytes, written to the control folder) or nothing.
+    ``channel`` (host fds in, out; e.g. a pseudo-terminal's side) stands for that terminal:
+    the command runs on it as with ``terminal``, and the caller talks to the guest through
+    it (experiments/api/lab.py serves a live network this way).
     """
+    if channel is not None:
+        terminal = True
     if not kernel.is_file():
         raise LabKernelError(f"lab kernel {kernel} does not exist; build it with `make kernel`")
     if clock not in CLOCKS:
@@ -302,7 +308,9 @@ def run_in_uml(
     saved_tty = None
     feeder: int | None = None
     relays: list[threading.Thread] = []
-    if terminal:  # UML's own copies of the terminal; it puts the terminal in raw mode
+    if channel is not None:  # the caller's channel: UML's own copies of its fds
+        fds = (os.dup(channel[0]), os.dup(channel[1]))
+    elif terminal:  # UML's own copies of the terminal; it puts the terminal in raw mode
         if os.isatty(sys.stdin.fileno()):
             fds = (os.dup(sys.stdin.fileno()), os.dup(sys.stdout.fileno()))
             saved_tty = termios.tcgetattr(fds[0])

@@ -21,3 +21,10 @@ DEPENDENT_VARIABLES = (*METRIC_COLUMNS, "shared_subflows", "distinct_paths", "ce
                        "subflows_opened", "paths_used", "wire_bytes",
                        # parallel-paths runs (topology.kind: paths; metrics/paths_run.py)
                        "ofo_mean_pkts", "copied_pct", "path1_share", "path2_share")
+
+
+def dependent_variables() -> tuple[str, ...]:
+    """DEPENDENT_VARIABLES and the metrics registered from user code (registry.py)."""
+    from pathdiv.analysis.metrics.registry import METRICS
+
+    return (*DEPENDENT_VARIABLES, *METRICS)

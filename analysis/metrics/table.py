@@ -38,6 +38,7 @@ from pathdiv.analysis.metrics.paths_run import (
     read_paths_result,
     series_rows,
 )
+from pathdiv.analysis.metrics.registry import METRICS, as_number
 from pathdiv.analysis.metrics.sharing import cpu_ms_per_mb, energy_j
 from pathdiv.analysis.metrics.slowdown import slowdown_table, slowdowns
 from pathdiv.analysis.metrics.timeline import goodput_timeline
@@ -158,8 +159,22 @@ def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
     measures = pd.DataFrame(rows, columns=columns, index=transfers.index)
     log.info("run %s: measured %d transfers", manifest.get("run_id"), len(transfers))
     out = pd.concat([transfers, measures], axis=1)
+    for metric in (m for m in METRICS.values() if m.per == "transfer"):
+        out[metric.name] = [as_number(metric.name, metric.compute(row))
+                            for row in out.to_dict("records")]
     write_run_extras(run_dir, manifest, packets, out)
     return out
+
+
+def registered_values(g: pd.DataFrame) -> dict[str, float]:
+    """A group's values of the metrics registered from user code (registry.py)."""
+    values = {}
+    for metric in METRICS.values():
+        if metric.per == "transfer":
+            values[metric.name] = metric.group_value([float(v) for v in g[metric.name]])
+        else:
+            values[metric.name] = as_number(metric.name, metric.compute(g))
+    return values
 
 
 def write_run_extras(run_dir: Path, manifest: dict[str, Any], packets: pd.DataFrame,
@@ -271,10 +286,11 @@ def group_metrics(transfers: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataF
     power = (float(model.get("busy_watts_per_core", 15.0)), float(model.get("idle_watts", 0.0)))
     rows = [
         {**lead, "group_id": gid, **_group_row(g, power),
-         **dict(zip(per_path, path_shares(g, n_paths), strict=True))}
+         **dict(zip(per_path, path_shares(g, n_paths), strict=True)), **registered_values(g)}
         for gid, g in transfers.groupby("group_id", sort=True)
     ]
-    return pd.DataFrame(rows, columns=[*lead, "group_id", *GROUP_COLUMNS, *per_path])
+    return pd.DataFrame(rows, columns=[*lead, "group_id", *GROUP_COLUMNS, *per_path,
+                                       *METRICS])
 
 
 def paths_group(run_dir: Path, manifest: dict[str, Any]) -> pd.DataFrame:

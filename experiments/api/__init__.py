@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from pathdiv.experiments.api.extend import register_pattern
-from pathdiv.experiments.api.live import LiveNetwork, Transfer, network
+from pathdiv.experiments.api.extend import register_metric, register_pattern, unregister_metric
+from pathdiv.experiments.api.live import KernelNetwork, LiveNetwork, Transfer
+from pathdiv.experiments.api.networks import network
 from pathdiv.experiments.api.session import (
     PlanTime,
     RunResult,
@@ -36,7 +37,8 @@ _LAZY = {"results": ("pathdiv.analysis.results", None),
          "Results": ("pathdiv.analysis.results", "Results"),
          "Statistics": ("pathdiv.analysis.results", "Statistics"),
          "open_results": ("pathdiv.analysis.results", "open"),
-         "draw_links": ("pathdiv.analysis.report.linkmap", "link_map_svg")}
+         "draw_links": ("pathdiv.analysis.report.linkmap", "link_map_svg"),
+         "LabNetwork": ("pathdiv.experiments.api.lab", "LabNetwork")}
 
 
 def __getattr__(name: str) -> Any:
@@ -51,6 +53,8 @@ __all__ = [
     "Config",
     "ConfigError",
     "EnvironmentProblem",
+    "KernelNetwork",
+    "LabNetwork",
     "LiveNetwork",
     "NetworkError",
     "PlanTime",
@@ -70,7 +74,9 @@ __all__ = [
     "network",
     "open_results",
     "plan",
+    "register_metric",
     "register_pattern",
     "results",
     "run",
+    "unregister_metric",
 ]

@@ -1,4 +1,5 @@
-"""Extending pathdiv from user code: a workload pattern of one's own, without editing pathdiv.
+"""Extending pathdiv from user code: a workload pattern or a metric of one's own, without
+editing pathdiv.
 
     import random
     from pathdiv.experiments import api
@@ -21,7 +22,10 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable
+from typing import Any
 
+from pathdiv.analysis.metrics.columns import DEPENDENT_VARIABLES
+from pathdiv.analysis.metrics.registry import METRICS, Metric, register
 from pathdiv.experiments.config.schema import SCHEMA, Leaf, Section
 from pathdiv.experiments.config.workloads import PATTERNS, Pattern, pattern_help
 from pathdiv.experiments.plan.designations import SHAPES, Shape
@@ -69,3 +73,31 @@ def _check_shape(name: str, shape: ShapeFn) -> None:
             if bad or client in servers or not servers:
                 raise ValueError(f"pattern {name!r}: round entry {item!r} must be (client, "
                                  "servers) of the hosts given, a client never its own server")
+
+
+def register_metric(name: str, summary: str, compute: Callable[[Any], float],
+                    per: str = "transfer", fold: str = "mean", replace: bool = False) -> None:
+    """Add a metric: a column of metrics.csv, of `results.open(...).observations`, and a
+    dependent variable `analysis.dvs` may name.
+
+    `per="transfer"`: `compute(row)` gets one transfer's row (a dict of transfers.csv's
+    columns and the measures: `fct_s`, `size_bytes`, `retrans_bytes`, `paths_used`, ...)
+    and its group's value is `fold` (mean, sum, max, min) of its transfers'.
+    `per="group"`: `compute(transfers)` gets the group's rows as a DataFrame.
+    Computed where the analysis runs, in this process (`api.analyze`, `api.run`)."""
+    from pathdiv.analysis.metrics.table import GROUP_COLUMNS
+    from pathdiv.analysis.metrics.transfer import MEASURES
+
+    taken = (*DEPENDENT_VARIABLES, *GROUP_COLUMNS, *MEASURES, *_LEAD_COLUMNS)
+    register(Metric(name, summary, per, compute, fold), taken, replace=replace)
+
+
+def unregister_metric(name: str) -> None:
+    """Remove a metric registered with `register_metric` (no error when there is none)."""
+    METRICS.pop(name, None)
+
+
+# metrics.csv's first columns (besides the factors) and transfers.csv's
+_LEAD_COLUMNS = ("run_id", "repetition", "seed", "condition", "fidelity", "group_id",
+                 "transfer_id", "client", "server", "size_bytes", "start_s", "end_s",
+                 "received", "error", "measured")

@@ -6,31 +6,31 @@ exception or Ctrl-C.
         t = net.transfer("h1", "h16", 2_000_000)
         print(t.fct_s, t.goodput_mbps, t.paths)
 
-It runs on the kernel this process runs on: the host kernel (as root), or the lab
-kernel when this process runs inside its guest. From the host, a config asking for
-`hosts.kernel: lab` is refused with the two ways that work (`pathdiv run`, which boots
-the guest, or `hosts.kernel: host`); there is no RPC into the guest.
+On the host kernel (or inside the lab kernel's guest) the network runs on this
+process's kernel: `KernelNetwork`, built by `local_network`. With `hosts.kernel: lab`
+from the host, the lab kernel boots once and its guest builds the network and serves
+this process's requests (experiments/api/lab.py): `LabNetwork`, the same methods.
+`LiveNetwork` holds what both share: the topology, its paths, the checks on a transfer,
+the picture. `api.network` (networks.py) chooses between the two.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.api.session import ConfigSource, Overrides, load_config
 from pathdiv.experiments.classroom.shell import run_flow, settled_snapshot
 from pathdiv.experiments.classroom.views import carried, link_traffic, traffic_bytes
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.dataplane.base import PortCounters
 from pathdiv.experiments.dataplane.select import select_dataplane
-from pathdiv.experiments.execute.lab_kernel import guest_kernel_description
 from pathdiv.experiments.fabric.environment import preflight
-from pathdiv.experiments.fabric.network import Network, NetworkError
+from pathdiv.experiments.fabric.network import Network
 from pathdiv.topologies.fattree import FatTree
 
 Path_ = tuple[str, ...]
@@ -54,20 +54,14 @@ class Transfer:
 
 
 class LiveNetwork:
-    """The running fat tree: hosts and switches by name, transfers, paths, counters."""
+    """The running fat tree: hosts and switches by name, transfers, paths, counters.
+    (Built by `api.network`; a `KernelNetwork` or a `LabNetwork`.)"""
 
-    def __init__(self, net: Network, dataplane: str) -> None:
-        self.net = net  # the underlying Network (internal; its methods may change)
+    def __init__(self, config: Config, topo: FatTree, dataplane: str) -> None:
+        self.config = config
+        self.topo = topo
         self.dataplane = dataplane  # which data plane runs and why
         self.last: Transfer | None = None
-
-    @property
-    def config(self) -> Config:
-        return self.net.cfg
-
-    @property
-    def topo(self) -> FatTree:
-        return self.net.topo
 
     @property
     def hosts(self) -> list[str]:
@@ -77,17 +71,14 @@ class LiveNetwork:
     def switches(self) -> list[str]:
         return list(self.topo.switches)
 
-    def __getitem__(self, name: str) -> Any:
-        """The node `name` (host or switch), as the emulator's handle."""
+    def check_node(self, name: str) -> None:
         if name not in self.topo.nodes:
             raise KeyError(f"no node {name!r}; hosts are {self.hosts[0]}..{self.hosts[-1]}, "
                            f"switches {', '.join(self.switches)}")
-        return self.net.node(name)
 
     def cmd(self, name: str, argv: list[str], check: bool = True) -> str:
         """Run `argv` in node `name`'s namespace; its output."""
-        self[name]
-        return self.net.cmd(name, argv, check=check)
+        raise NotImplementedError
 
     def paths(self, a: str, b: str) -> list[Path_]:
         """The equal-cost shortest paths a -> b, node names in order."""
@@ -95,14 +86,19 @@ class LiveNetwork:
 
     def link_bytes(self) -> dict[tuple[str, str], int]:
         """Bytes each link direction (from, to) carried since the network started."""
-        now = settled_snapshot(self.net)
-        zero = {intf: PortCounters(0, 0, 0, 0) for intf in now}
-        return traffic_bytes(link_traffic(self.topo, zero, now))
+        raise NotImplementedError
 
     def transfer(self, src: str, dst: str, size: int | str,
                  transport: str | None = None) -> Transfer:
         """`dst` fetches `size` bytes (an int or e.g. "2MB") from `src` over `transport`
         (tcp or mptcp; the config's by default); FCT, goodput and the paths it took."""
+        nbytes, transport = self.check_transfer(src, dst, size, transport)
+        self.last = self.run_transfer(src, dst, nbytes, transport)
+        return self.last
+
+    def check_transfer(self, src: str, dst: str, size: int | str,
+                       transport: str | None) -> tuple[int, str]:
+        """(bytes, transport) of a transfer request, or the error naming what is wrong."""
         for host in (src, dst):
             if host not in self.topo.hosts:
                 raise KeyError(f"{host!r} is not a host; hosts are {', '.join(self.hosts)}")
@@ -115,29 +111,17 @@ class LiveNetwork:
         if transport == "mptcp" and self.config.transport != "mptcp":
             raise ValueError("this network's hosts run TCP only (hosts.transport: tcp); "
                              "build it with hosts.transport: mptcp")
-        record, traffic = run_flow(self.net, src, dst, nbytes, transport == "mptcp")
-        fct = float(record["end_s"]) - float(record["start_s"])
-        received = int(record["received"])
-        rows = carried(self.topo, self.topo.paths(src, dst), traffic)
-        self.last = Transfer(
-            src, dst, nbytes, transport, fct, received * 8 / fct / 1e6 if fct > 0 else 0.0,
-            received, [p for p, _, used in rows if used], {p: n for p, n, _ in rows},
-            traffic_bytes(traffic), dict(record))
-        return self.last
+        return nbytes, transport
 
-    @contextmanager
+    def run_transfer(self, src: str, dst: str, nbytes: int, transport: str) -> Transfer:
+        raise NotImplementedError
+
     def capture(self, folder: str | Path, snaplen: int = 128,
-                budget_mb: float = 200) -> Iterator[Path]:
+                budget_mb: float = 200) -> AbstractContextManager[Path]:
         """Capture headers (tcpdump, `snaplen` bytes) on every link while the block runs:
         `folder/<interface>.pcap`, one per link at its upper end, both directions; the
         files together stay under `budget_mb`. `pathdiv.analysis.capture` reads them."""
-        out = Path(folder)
-        self.net.start_capture(out, snaplen, budget_mb)
-        try:
-            yield out
-        finally:
-            self.net.wait_quiet()  # the last FINs and ACKs belong in the captures
-            self.net.stop_capture()
+        raise NotImplementedError
 
     def draw(self, transfer: Transfer | None = None, title: str = "") -> str:
         """SVG of the fat tree with a transfer's bytes per link and its paths (the last
@@ -152,20 +136,59 @@ class LiveNetwork:
                             f"over {transfer.transport}")
 
 
+class KernelNetwork(LiveNetwork):
+    """The network on this process's kernel (the host's, or the guest's inside the lab
+    kernel): `net` is the emulator's Network (internal; its methods may change)."""
+
+    def __init__(self, net: Network, dataplane: str) -> None:
+        super().__init__(net.cfg, net.topo, dataplane)
+        self.net = net
+
+    def __getitem__(self, name: str) -> Any:
+        """The node `name` (host or switch), as the emulator's handle."""
+        self.check_node(name)
+        return self.net.node(name)
+
+    def cmd(self, name: str, argv: list[str], check: bool = True) -> str:
+        self.check_node(name)
+        return self.net.cmd(name, argv, check=check)
+
+    def link_bytes(self) -> dict[tuple[str, str], int]:
+        now = settled_snapshot(self.net)
+        zero = {intf: PortCounters(0, 0, 0, 0) for intf in now}
+        return traffic_bytes(link_traffic(self.topo, zero, now))
+
+    def run_transfer(self, src: str, dst: str, nbytes: int, transport: str) -> Transfer:
+        record, traffic = run_flow(self.net, src, dst, nbytes, transport == "mptcp")
+        fct = float(record["end_s"]) - float(record["start_s"])
+        received = int(record["received"])
+        rows = carried(self.topo, self.topo.paths(src, dst), traffic)
+        return Transfer(
+            src, dst, nbytes, transport, fct, received * 8 / fct / 1e6 if fct > 0 else 0.0,
+            received, [p for p, _, used in rows if used], {p: n for p, n, _ in rows},
+            traffic_bytes(traffic), dict(record))
+
+    @contextmanager
+    def capture(self, folder: str | Path, snaplen: int = 128,
+                budget_mb: float = 200) -> Iterator[Path]:
+        out = Path(folder)
+        self.net.start_capture(out, snaplen, budget_mb)
+        try:
+            yield out
+        finally:
+            self.net.wait_quiet()  # the last FINs and ACKs belong in the captures
+            self.net.stop_capture()
+
+
 @contextmanager
-def network(config: ConfigSource, overrides: Overrides = (),
-            workdir: str | Path | None = None) -> Iterator[LiveNetwork]:
-    """Build the network `config` describes (with `overrides`), yield it, tear it down."""
-    cfg = load_config(config, overrides)
-    if cfg.host_kernel == "lab" and guest_kernel_description() is None:
-        raise NetworkError("hosts.kernel: lab: a live network from Python runs on the kernel "
-                           "of this process; use `pathdiv run` / `pathdiv net` (they boot "
-                           "the lab kernel) or build it with hosts.kernel: host")
+def local_network(cfg: Config, workdir: str | Path | None = None) -> Iterator[KernelNetwork]:
+    """The network of `cfg` on this process's kernel (the CLI's `net` and `probe`, and the
+    lab kernel's guest serving `api.network`)."""
     preflight(cfg)
     cls, reason = select_dataplane(cfg.dataplane)
     folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pathdiv-lab-"))
     with Network(cfg, cls, folder) as net:
-        yield LiveNetwork(net, reason)
+        yield KernelNetwork(net, reason)
 
 
 def as_mapping(transfer: Transfer) -> Mapping[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from pathdiv.analysis.metrics.columns import DEPENDENT_VARIABLES
+from pathdiv.analysis.metrics.columns import dependent_variables
 from pathdiv.analysis.stats.scope import APPLIES_TO, level_overrides, scope_problems
 from pathdiv.experiments.config.files import is_file_reference
 from pathdiv.experiments.config.safe_yaml import MAX_TEXT_BYTES, YamlRefused, load_text, shorten
@@ -415,10 +415,11 @@ def _cross_problems(data: Mapping[str, Any]) -> list[str]:
     analysis = data["analysis"]
     if analysis["ivs"] is None:  # resolved here, so every later stage reads a list
         analysis["ivs"] = list(factors)
+    known = dependent_variables()
     for name in analysis["dvs"]:
-        if name not in DEPENDENT_VARIABLES:
+        if name not in known:
             problems.append(f"analysis.dvs: {name!r} is not a metrics.csv column; choose "
-                            f"from {', '.join(DEPENDENT_VARIABLES)}")
+                            f"from {', '.join(known)}")
     # without factors there is nothing to compare (the report then only describes)
     for name in analysis["ivs"] if factors else []:
         if name not in factors:

@@ -110,3 +110,11 @@ def test_a_bad_shape_or_a_taken_name_is_refused():
     with pytest.raises(ValueError, match="never its own server"):
         api.register_pattern("selfish", "x", lambda hosts, rng: [[(hosts[0], (hosts[0],))]])
     assert "selfish" not in PATTERNS
+
+
+def test_docs_api_md_names_every_public_name():
+    text = (REPO / "docs" / "api.md").read_text()
+    missing = [n for n in api.__all__ if f"api.{n}" not in text and f"`{n}`" not in text]
+    assert missing == [], f"docs/api.md does not describe {missing}"
+    for name in api.__all__:  # and each resolves (the lazy names too)
+        assert getattr(api, name) is not None
