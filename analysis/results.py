@@ -38,6 +38,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from pathdiv.analysis.report.analyze import spec_from_config
 from pathdiv.analysis.report.fidelity import VERDICTS
 from pathdiv.analysis.report.fidelity import split as fidelity_split
 from pathdiv.analysis.report.linkmap import LINK_COLUMNS, link_map_svg, link_table
@@ -148,9 +149,7 @@ class Results:
         """The analysis design: stats.json's, else the config's `analysis`, else defaults."""
         if self.stats is not None:
             return self.stats.spec
-        section = (self.config or {}).get("analysis") or {}
-        keys = ("clusters", "ivs", "dvs", "alpha", "lower_is_better", "reference")
-        return AnalysisSpec(**{k: section[k] for k in keys if k in section})
+        return spec_from_config(self.config)  # as `pathdiv analyze` reads it
 
     @property
     def topology(self) -> FatTree:
