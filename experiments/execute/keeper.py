@@ -36,7 +36,7 @@ class NetworkKeeper:
                 ) -> tuple[Network, dict[str, Any]]:
         """(a network for `cfg`'s run writing into `workdir`, the manifest's `network`
         entry: reused or built, why built, what the reset found and repaired)."""
-        wanted = bool(cfg.data.get("network", {}).get("reuse", True))
+        wanted = bool(cfg.data.get("network", {}).get("reuse", False))
         key = reuse_key(cfg.data, getattr(plane, "name", "")) if wanted else None
         info: dict[str, Any] = {"reused": False, "variant": variant_of(cfg.data)}
         if self.net is not None:

@@ -300,10 +300,13 @@ def reset_host_commands(topo: FatTree, host: str, spec: HostSpec,
                         defaults: Mapping[str, Any]) -> list[list[str]]:
     """Commands that give `host` this variant whatever variant it had: every sysctl any
     variant sets (this one's value, else the fresh namespace's), the build's commands,
-    then the endpoints flushed and the limits set also when no endpoint is wanted."""
+    then the endpoints flushed and the limits set also when no endpoint is wanted.
+    TCP's per-destination metrics cache (RTT, ssthresh, cwnd learnt by the previous
+    run's connections, which a new connection to the same host starts from) is flushed:
+    a fresh network has none."""
     want = variant_state(topo, host, spec, "static", defaults)
     sysctls = [f"{k}={v}" for k, v in want["sysctl"].items() if v != "absent"]
-    cmds: list[list[str]] = [["sysctl", "-qw", *sysctls]]
+    cmds: list[list[str]] = [["sysctl", "-qw", *sysctls], ["ip", "tcp_metrics", "flush", "all"]]
     cmds += host_commands(topo, host, spec)[1:]  # its sysctls are among the above
     if not endpoint_manager(spec):
         limits = want["mptcp_limits"]
