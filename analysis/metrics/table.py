@@ -268,18 +268,23 @@ def _group_row(g: pd.DataFrame, power: tuple[float, float] = (15.0, 0.0)) -> dic
     }
 
 
-def group_metrics(transfers: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
-    """Fold per-transfer measures into one row per group with the run's factors."""
-    factors = dict(manifest.get("factors", {}))
+def _lead(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The columns every metrics.csv row starts with: the run's factors and identity."""
     config = manifest.get("config", {})
-    lead = {
-        **factors,
+    return {
+        **dict(manifest.get("factors", {})),
         "run_id": manifest.get("run_id"),
         "repetition": manifest.get("repetition"),
         "seed": manifest.get("seed"),
         "condition": config.get("workload", {}).get("pattern"),
         "fidelity": (manifest.get("fidelity") or {}).get("verdict", "unknown"),
     }
+
+
+def group_metrics(transfers: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataFrame:
+    """Fold per-transfer measures into one row per group with the run's factors."""
+    config = manifest.get("config", {})
+    lead = _lead(manifest)
     n_paths = (topology_of(config).k // 2) ** 2
     per_path = path_columns(n_paths)
     model = config.get("energy") or {}
@@ -295,15 +300,7 @@ def group_metrics(transfers: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataF
 
 def paths_group(run_dir: Path, manifest: dict[str, Any]) -> pd.DataFrame:
     """The one metrics.csv row of a parallel-paths run (analysis/metrics/paths_run.py)."""
-    config = manifest.get("config", {})
-    lead = {
-        **dict(manifest.get("factors", {})),
-        "run_id": manifest.get("run_id"),
-        "repetition": manifest.get("repetition"),
-        "seed": manifest.get("seed"),
-        "condition": config.get("workload", {}).get("pattern"),
-        "fidelity": (manifest.get("fidelity") or {}).get("verdict", "unknown"),
-    }
+    lead = _lead(manifest)
     row = {**lead, "group_id": 0, "flow_type": manifest.get("flow_type"),
            **paths_row(read_paths_result(run_dir))}
     extra = [c for c in row if c not in lead and c not in ("group_id", *GROUP_COLUMNS)]
