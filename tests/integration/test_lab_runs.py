@@ -46,7 +46,7 @@ def config(tmp_path) -> Path:
 
 def _argv(config: Path, out: Path) -> list[str]:
     return [*PATHDIV, "run", str(config), "--quick", "--only", "flow_type=query", "--out",
-            str(out), "--quiet"]
+            str(out), "--quiet", "--jobs", "1"]  # one boot: the tests follow one kernel
 
 
 def _vms_of(folder: Path) -> list[str]:
@@ -147,7 +147,7 @@ def test_sigkill_mid_plan_leaves_no_uml_and_a_second_pathdiv_refuses_meanwhile(
     the first leaves no UML process a few seconds later, without `pathdiv clean`."""
     out = tmp_path / "results"
     argv = [*PATHDIV, "run", "configs/class-rb.yaml", "--quick", "--only", "flow_type=query",
-            "--out", str(out), "--quiet", "--no-analyze"]
+            "--out", str(out), "--quiet", "--no-analyze", "--jobs", "1"]
     first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     try:

@@ -17,7 +17,8 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.root
 
 OVERRIDES = {"dataplane": "kernel", "hosts.kernel": "host", "switching.mode": "ecmp",
-             "hosts.transport": "mptcp", "hosts.scheduler": "default"}
+             "hosts.transport": "mptcp", "hosts.scheduler": "default",
+             "network.reuse": "true"}  # opt-in this release
 
 
 def config(**more):
