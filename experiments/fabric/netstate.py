@@ -223,7 +223,10 @@ def parse_snapshot(text: str, is_host: bool) -> NodeState:
     rules = s.get("rule") or []
     s["rule_static"] = any(r.get("priority") == PREF_STATIC for r in rules)
     s["rule"] = _canon([r for r in rules if r.get("priority") != PREF_STATIC])
-    s["route"] = _canon(s.get("route"))
+    # "linkdown" is the carrier's state at the moment of reading (a veth just built may
+    # not have it yet), not configuration a run could leave behind
+    s["route"] = _canon([{**r, "flags": [f for f in r.get("flags") or [] if f != "linkdown"]}
+                         for r in s.get("route") or []])
     s["neigh"] = _canon(s.get("neigh"))
     if is_host:
         s["mptcp_endpoints"] = _canon([_flags_as_keys(e) for e in
