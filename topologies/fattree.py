@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from pathdiv.topologies.model import Link, LinkParams, Node, Port, Role, Tier
+from pathdiv.topologies.model import Link, LinkLookup, LinkParams, Node, Port, Role, Tier
 
 ALIAS_STRIDE = 32
 MAX_ALIASES = 7  # 10.p.e.(x + 2 + 32*j) stays below .255 for x < 30 and j <= 7
@@ -38,7 +38,7 @@ class TopologyError(ValueError):
 
 
 @dataclass(frozen=True)
-class FatTree:
+class FatTree(LinkLookup):
     """A k-ary fat tree: (k/2)^2 core, k^2/2 aggregation + edge switches, k^3/4 hosts."""
 
     k: int = 4
@@ -180,16 +180,6 @@ class FatTree:
     def links_of(self, node: str) -> list[Link]:
         """The node's links in port order."""
         return self._by_node[node]
-
-    @cached_property
-    def _by_pair(self) -> dict[frozenset[str], Link]:
-        return {frozenset((lk.a.node, lk.b.node)): lk for lk in self.links}
-
-    def link_between(self, u: str, v: str) -> Link:
-        try:
-            return self._by_pair[frozenset((u, v))]
-        except KeyError:
-            raise KeyError(f"no link between {u} and {v}") from None
 
     @cached_property
     def _by_intf(self) -> dict[str, Link]:

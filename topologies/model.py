@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 
 
 class Role(StrEnum):
@@ -96,3 +97,22 @@ class Link:
 
     def peer_of(self, node: str) -> Port:
         return self.b if self.port_of(node) is self.a else self.a
+
+
+class LinkLookup:
+    """`link_between` for a topology whose `links` lists each of its links once."""
+
+    @property
+    def links(self) -> list[Link]:
+        raise NotImplementedError
+
+    @cached_property
+    def _by_pair(self) -> dict[frozenset[str], Link]:
+        return {frozenset((lk.a.node, lk.b.node)): lk for lk in self.links}
+
+    def link_between(self, u: str, v: str) -> Link:
+        try:
+            return self._by_pair[frozenset((u, v))]
+        except KeyError:
+            raise KeyError(f"no link between {u} and {v}") from None
+

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from pathdiv.topologies.model import Link, LinkParams, Node, Port, Role, Tier
+from pathdiv.topologies.model import Link, LinkLookup, LinkParams, Node, Port, Role, Tier
 
 MAX_PATHS = 8
 MAX_BACKGROUND_FLOWS = 16
@@ -64,7 +64,7 @@ class Route:
 
 
 @dataclass(frozen=True)
-class ParallelPaths:
+class ParallelPaths(LinkLookup):
     """N disjoint bottleneck paths between dual-homed hosts h1 (client) and h2 (server)."""
 
     specs: Sequence[PathSpec]
@@ -183,16 +183,6 @@ class ParallelPaths:
 
     def bottleneck(self, path: int) -> Link:
         return self.link_between(f"ra{path}", f"rb{path}")
-
-    @cached_property
-    def _by_pair(self) -> dict[frozenset[str], Link]:
-        return {frozenset((lk.a.node, lk.b.node)): lk for lk in self.links}
-
-    def link_between(self, u: str, v: str) -> Link:
-        try:
-            return self._by_pair[frozenset((u, v))]
-        except KeyError:
-            raise KeyError(f"no link between {u} and {v}") from None
 
     def links_of(self, node: str) -> list[Link]:
         mine = [lk for lk in self.links if node in (lk.a.node, lk.b.node)]
