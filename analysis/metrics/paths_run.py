@@ -78,8 +78,10 @@ SERIES_COLUMNS = ["run_id", "series", "path", "t_s", "value"]
 
 def series_rows(run_id: str, result: dict[str, Any]) -> list[dict[str, Any]]:
     """A paths run's time series as long rows: goodput of the connection (Mbit/s, what
-    the client read), throughput per subflow (Mbit/s acknowledged, by path) and the
-    receiver's out-of-order queue (segments), each per sampling step."""
+    the client read), throughput per subflow (Mbit/s acknowledged, by path), the
+    receiver's out-of-order queue (segments), each per sampling step, and each subflow's
+    sampled state (series subflow_rtt_ms, subflow_unacked_pkts, subflow_notsent_bytes,
+    subflow_pacing_mbps, by path)."""
     rows = [{"run_id": run_id, "series": "goodput_mbps", "path": "", "t_s": t, "value": v}
             for t, v in result.get("goodput_series") or []]
     for path, points in sorted((result.get("subflow_mbps") or {}).items()):
@@ -87,6 +89,13 @@ def series_rows(run_id: str, result: dict[str, Any]) -> list[dict[str, Any]]:
                   "value": v} for t, v in points]
     rows += [{"run_id": run_id, "series": "ofo_pkts", "path": "", "t_s": t, "value": v}
              for t, v in result.get("ofo_series") or []]
+    state = dict(result.get("subflow_state") or {})
+    fields = state.pop("fields", [])
+    for path, points in sorted(state.items()):
+        for point in points:
+            rows += [{"run_id": run_id, "series": f"subflow_{name}", "path": path,
+                      "t_s": point[0], "value": value}
+                     for name, value in zip(fields[1:], point[1:], strict=True)]
     return rows
 
 

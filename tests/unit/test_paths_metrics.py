@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pathdiv.analysis.metrics.paths_run import paths_row
+from pathdiv.analysis.metrics.paths_run import paths_row, series_rows
 from pathdiv.analysis.metrics.table import compute_metrics
 from pathdiv.analysis.stats.claims import Claim, scoped
 
@@ -71,3 +71,15 @@ def test_a_claim_within_a_missing_factor_keeps_no_observation():
     assert scoped(claim, data).empty
     data["rtt2"] = ["rtt-250", "rtt-50"]
     assert list(scoped(claim, data)["scheduler"]) == ["arp"]
+
+
+def test_the_subflow_state_trace_becomes_series_by_path():
+    result = {**RESULT, "subflow_state": {
+        "fields": ["t_s", "rtt_ms", "unacked_pkts", "notsent_bytes", "pacing_mbps"],
+        "path2": [[0.5, 121.5, 37, 43440, 12.4], [1.0, 130.0, 40, 0, 11.0]]}}
+    rows = [r for r in series_rows("r1", result) if r["series"].startswith("subflow_")
+            and r["series"] != "subflow_mbps"]
+    assert {(r["series"], r["t_s"], r["value"]) for r in rows if r["t_s"] == 0.5} == {
+        ("subflow_rtt_ms", 0.5, 121.5), ("subflow_unacked_pkts", 0.5, 37),
+        ("subflow_notsent_bytes", 0.5, 43440), ("subflow_pacing_mbps", 0.5, 12.4)}
+    assert {r["path"] for r in rows} == {"path2"} and len(rows) == 8
