@@ -20,7 +20,8 @@ DEPENDENT_VARIABLES = (*METRIC_COLUMNS, "shared_subflows", "distinct_paths", "ce
                        "rtt_ms", "open_subflows", "cpu_ms_per_mb", "energy_j",
                        "subflows_opened", "paths_used", "wire_bytes",
                        # parallel-paths runs (topology.kind: paths; metrics/paths_run.py)
-                       "ofo_mean_pkts", "copied_pct", "path1_share", "path2_share")
+                       "ofo_mean_pkts", "copied_pct", "path1_share", "path2_share",
+                       "goodput_before_mbps", "goodput_after_mbps")
 
 
 def dependent_variables() -> tuple[str, ...]:

@@ -426,7 +426,8 @@ SCHEMA = Section(
                                   "arp = AR&P (redundant subflows for bad paths, "
                                   "new packets by predicted arrival), ar = its "
                                   "AR part only, redundant = copies on every other "
-                                  "subflow",
+                                  "subflow, minrtt = lowest RTT with room (the AR&P "
+                                  "paper's baseline; default is upstream's)",
                                   choices=LAB_SCHEDULERS),
                 "subflow_paths": Leaf(str, "hashed", "where MPTCP subflows go: hashed = "
                                       "kernel path manager, ECMP's hash decides; disjoint "

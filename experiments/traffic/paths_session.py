@@ -8,7 +8,9 @@ measures:
 
 * goodput over time: payload bytes the client application read, per `SAMPLE_S` bin;
 * throughput per subflow over time: the server's `ss` bytes_acked of each subflow,
-  differenced per sample (the subflow named by its path);
+  differenced per sample (the subflow named by its path), and its state beside it
+  (`subflow_state`: smoothed RTT, packets in flight, bytes queued not yet sent, pacing
+  rate, per sample): the trace that says where data waited;
 * the receiver's out-of-order queue over time and its mean (analysis/metrics/
   reorder_queue.py, from a capture on every client interface);
 * the share of copied segments: data segments whose DSN an earlier one already carried
@@ -74,7 +76,19 @@ SS_FLOW = re.compile(r"^(?:[A-Z][A-Z0-9-]*\s+)?\d+\s+\d+\s+(\S+):(\d+)\s+(\S+):(
 
 def parse_ss(text: str) -> dict[tuple[str, str], int]:
     """`ss -tinH` output -> {(local address, peer address): bytes_acked} per socket."""
-    out: dict[tuple[str, str], int] = {}
+    return {k: int(v["bytes_acked"]) for k, v in parse_ss_state(text).items()}
+
+
+RATE_UNIT = {"bps": 1e-6, "Kbps": 1e-3, "Mbps": 1.0, "Gbps": 1e3}
+# a subflow's state the trace keeps (SUBFLOW_STATE names them in paths.json)
+SUBFLOW_STATE = ("rtt_ms", "unacked_pkts", "notsent_bytes", "pacing_mbps")
+
+
+def parse_ss_state(text: str) -> dict[tuple[str, str], dict[str, float]]:
+    """`ss -tinH` output -> {(local address, peer address): {bytes_acked, rtt_ms (the
+    smoothed RTT), unacked_pkts (in flight), notsent_bytes (queued on the socket, not yet
+    sent), pacing_mbps}} per socket; a field ss does not print is 0."""
+    out: dict[tuple[str, str], dict[str, float]] = {}
     lines = text.splitlines()
     for k, line in enumerate(lines):
         m = SS_FLOW.match(line)
@@ -83,7 +97,18 @@ def parse_ss(text: str) -> dict[tuple[str, str], int]:
         detail = lines[k + 1] if k + 1 < len(lines) and not SS_FLOW.match(lines[k + 1]) \
             else line
         acked = re.search(r"bytes_acked:(\d+)", detail)
-        out[(m.group(1), m.group(3))] = int(acked.group(1)) if acked else 0
+        rtt = re.search(r"\brtt:([\d.]+)/", detail)
+        unacked = re.search(r"\bunacked:(\d+)", detail)
+        notsent = re.search(r"\bnotsent:(\d+)", detail)
+        pacing = re.search(r"\bpacing_rate ([\d.]+)([KMG]?bps)", detail)
+        out[(m.group(1), m.group(3))] = {
+            "bytes_acked": float(acked.group(1)) if acked else 0.0,
+            "rtt_ms": float(rtt.group(1)) if rtt else 0.0,
+            "unacked_pkts": float(unacked.group(1)) if unacked else 0.0,
+            "notsent_bytes": float(notsent.group(1)) if notsent else 0.0,
+            "pacing_mbps": float(pacing.group(1)) * RATE_UNIT[pacing.group(2)] if pacing
+            else 0.0,
+        }
     return out
 
 
@@ -230,17 +255,23 @@ def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
             wait_listening(ns(SERVER), PORT)
             stop = threading.Event()
             subflow_samples: list[tuple[float, dict[str, int]]] = []
+            subflow_state: dict[str, list[list[float]]] = {}
             t_start = time.monotonic()
 
             def sample() -> None:
                 while not stop.is_set():
-                    acked = parse_ss(sh(["ss", "-tinH", "state", "established", "sport",
-                                         f"= :{PORT}"], ns(SERVER), check=False))
+                    state = parse_ss_state(sh(["ss", "-tinH", "state", "established",
+                                               "sport", f"= :{PORT}"], ns(SERVER),
+                                              check=False))
                     named: dict[str, int] = {}
-                    for (_, peer), value in acked.items():
+                    t = round(time.monotonic() - t_start, 3)
+                    for (_, peer), fields in state.items():
                         path = topo.path_of_address(peer)
                         if path is not None:
-                            named[f"path{path}"] = named.get(f"path{path}", 0) + value
+                            name = f"path{path}"
+                            named[name] = named.get(name, 0) + int(fields["bytes_acked"])
+                            subflow_state.setdefault(name, []).append(
+                                [t, *(fields[f] for f in SUBFLOW_STATE)])
                     subflow_samples.append((time.monotonic() - t_start, named))
                     stop.wait(SAMPLE_S)
 
@@ -305,6 +336,7 @@ def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
         "ofo_mean_pkts": round(mean_queue(series), 3),
         "ofo_series": sampled(series, SAMPLE_S),
         "subflow_mbps": rates(subflow_samples),
+        "subflow_state": {"fields": ["t_s", *SUBFLOW_STATE], **subflow_state},
         "mptcp_counters": {k: after.get(k, 0) - before.get(k, 0) for k in after
                            if after.get(k, 0) != before.get(k, 0)},
         "background": background,

@@ -5,7 +5,7 @@
  * Reads one line per question on stdin and answers one line on stdout:
  *   split RATE:RTT_US:INFLIGHT ...      -> mask of non-redundant subflows
  *   pick MASK RATE:RTT_US:QUEUED ...    -> chosen index (-1: none)
- *   window MASK RATE:RTT_US ...         -> scheduling window, bytes
+ *   window MASK RATE:RTT_US[:BW] ...    -> scheduling window, bytes
  *   best RATE:RTT_US ...                -> largest rate / RTT (-1: none)
  */
 #include <stdio.h>
@@ -45,6 +45,8 @@ int main(void)
 				break;
 			paths[n].inflight = (u32)third;
 			queued[n] = third;
+			if (!strcmp(cmd, "window"))
+				paths[n].bw = (u32)third;
 			n++;
 		}
 		if (!strcmp(cmd, "split"))

@@ -5,6 +5,7 @@
  *
  * Reads one line per question on stdin and answers one line on stdout:
  *   OWN BDP_PKTS BW ...   -> "BETA ALPHA GAIN" (1/2^16, 1/256, 1/256)
+ *   cycle GAIN            -> the mean gain of a PROBE_BW cycle (1/256)
  * OWN is the index of the asking subflow among the listed bandwidths.
  */
 #include <stdio.h>
@@ -27,6 +28,12 @@ int main(void)
 
 		if (!own_tok || !bdp_tok) {
 			printf("error: OWN BDP BW...\n");
+			fflush(stdout);
+			continue;
+		}
+		if (!strcmp(own_tok, "cycle")) {
+			printf("%u\n", mptcp_cbbr_cycle_gain(
+				       (u32)strtoul(bdp_tok, NULL, 10)));
 			fflush(stdout);
 			continue;
 		}

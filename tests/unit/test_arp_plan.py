@@ -123,11 +123,19 @@ def test_scheduled_packets_keep_their_order(arp):
     assert all(q > 0 for q in queued)
 
 
-def test_scheduling_window_is_max_rtt_times_total_rate(arp):
+def test_scheduling_window_is_max_rtt_times_total_bandwidth(arp):
+    # section V.B: max_N RTT_i × Σ_N BW_i; without a bandwidth estimate (not BBR) the
+    # sending rate stands in for it
     line = "1000000:50000 2000000:250000 4000000:10000"
     assert arp(f"window 7 {line}") == 0.25 * 7_000_000
     assert arp(f"window 5 {line}") == 0.05 * 5_000_000
     assert arp(f"window 0 {line}") == 0
+    # Coupled BBR paces at α_i × BW_i (here α = 1/3) for 6 RTTs of 8: the window still
+    # counts BW_i, not the momentary rate
+    line = "1000000:50000:3000000 1000000:50000:3000000"
+    assert arp(f"window 3 {line}") == 0.05 * 6_000_000
+    # one subflow with an estimate, one without
+    assert arp("window 3 1000000:50000:3000000 2000000:100000") == 0.1 * 5_000_000
 
 
 def test_best_subflow_by_rate_over_rtt(arp):

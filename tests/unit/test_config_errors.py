@@ -83,7 +83,7 @@ def test_the_lab_kernels_abilities_come_from_its_recipe():
     assert patch_schedulers([sched + cc]) == {"default", "rb"}
     assert patch_ccs([sched + cc]) == {"lia"}
     lab = lab_kernel_abilities()
-    assert {"default", "rb", "roundrobin", "arp", "ar", "redundant"} <= lab.schedulers
+    assert {"default", "rb", "roundrobin", "arp", "ar", "redundant", "minrtt"} <= lab.schedulers
     assert "lia" not in lab.schedulers
     assert {"cubic", "bbr", "dctcp", "lia", "olia", "coupled-bbr"} <= lab.ccs
     assert lab.netem and lab.mptcp

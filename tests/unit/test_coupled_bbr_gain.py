@@ -41,6 +41,28 @@ def cbbr(tmp_path_factory):
     proc.wait(timeout=5)
 
 
+@pytest.fixture(scope="module")
+def cbbr_cycle(tmp_path_factory):
+    binary = build_patch_driver(
+        tmp_path_factory.mktemp("cbbr-cycle"), CBBR_PATCH,
+        ["net/mptcp/cc_coupled_bbr_gain.c", "net/mptcp/cc_coupled_bbr_gain.h"],
+        "coupled_bbr_gain_driver", ["cc_coupled_bbr_gain.c"])
+    proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+
+    def ask(gain: int) -> int:
+        """The mean gain (1/256) of a PROBE_BW cycle whose six α phases pace at `gain`."""
+        assert proc.stdin and proc.stdout
+        proc.stdin.write(f"cycle {gain}\n")
+        proc.stdin.flush()
+        return int(proc.stdout.readline())
+
+    yield ask
+    assert proc.stdin
+    proc.stdin.close()
+    proc.wait(timeout=5)
+
+
 def paper_beta(own: int, bws: list[int]) -> float:
     """Eq. 2 in floating point."""
     return bws[own] * max(bws) / sum(b * b for b in bws)
@@ -103,3 +125,18 @@ def test_alpha_just_above_zero_still_sends(cbbr):
     assert gain == 1 / UNIT
     assert cbbr(0, [1000, 0]) == (1.0, 1.0, 1.0)  # a subflow not yet measured counts not
     assert cbbr(1, [1000, 0])[0] == 1.0            # and is not slowed before it measures
+
+
+def test_the_cycle_mean_of_the_gains_is_beta(cbbr_cycle, cbbr):
+    # the sending rate AR&P takes as x_i (section IV: T_i = β_i BW_i): the mean of 1.25,
+    # 0.75 and six phases at the coupled gain is β_i while α_i > 0
+    assert cbbr_cycle(UNIT) == UNIT  # plain BBR: 1
+    rng = random.Random(7)
+    for _ in range(200):
+        bws = [rng.randint(1000, 200_000) for _ in range(rng.randint(2, 4))]
+        own = rng.randrange(len(bws))
+        beta, alpha, gain = cbbr(own, bws)
+        if alpha > 0:
+            assert cbbr_cycle(round(gain * UNIT)) / UNIT == pytest.approx(beta, abs=1.5 / UNIT)
+    # below α = 0 the floor's 4 packets per RTT keep the mean above 1/4
+    assert cbbr_cycle(1) == round((2 * UNIT + 6) / 8)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pathdiv.analysis.metrics.paths_run import paths_row
+from pathdiv.analysis.metrics.paths_run import paths_row, series_rows
 from pathdiv.analysis.metrics.table import compute_metrics
 from pathdiv.analysis.stats.claims import Claim, scoped
 
@@ -26,6 +26,23 @@ def test_a_paths_result_becomes_goodput_queue_copies_and_path_shares():
     assert row["ofo_mean_pkts"] == 3.5 and row["copied_pct"] == 2.0
     assert row["path1_share"] == 0.75 and row["path2_share"] == 0.25
     assert paths_row({**RESULT, "complete": False})["error"] == "incomplete fetch"
+    assert math.isnan(row["goodput_before_mbps"]) and math.isnan(row["goodput_after_mbps"])
+
+
+def test_goodput_before_and_after_the_first_event():
+    # bins of 0.5 s, 32 Mbit (4 MB) in 3 s; the first of two events at 1 s: before it
+    # 20 Mbit in 1 s, after it 12 Mbit in 2 s
+    result = {**RESULT, "bytes": 4_000_000, "fct_s": 3.0,
+              "events": [{"at_s": 2.5, "link": "ra2-rb2"}, {"at_s": 1.0, "link": "ra2-rb2"}],
+              "goodput_series": [[0.5, 20.0], [1.0, 20.0], [1.5, 4.0], [2.0, 8.0],
+                                 [2.5, 8.0], [3.0, 4.0]]}
+    row = paths_row(result)
+    assert row["goodput_before_mbps"] == 20.0
+    assert row["goodput_after_mbps"] == 6.0
+    # an event after the fetch ended: all of it before, nothing after
+    late = paths_row({**result, "events": [{"at_s": 9.0, "link": "ra2-rb2"}]})
+    assert late["goodput_before_mbps"] == 32.0 / 3.0
+    assert math.isnan(late["goodput_after_mbps"])
 
 
 def test_compute_metrics_reads_paths_runs(tmp_path: Path):
@@ -54,3 +71,15 @@ def test_a_claim_within_a_missing_factor_keeps_no_observation():
     assert scoped(claim, data).empty
     data["rtt2"] = ["rtt-250", "rtt-50"]
     assert list(scoped(claim, data)["scheduler"]) == ["arp"]
+
+
+def test_the_subflow_state_trace_becomes_series_by_path():
+    result = {**RESULT, "subflow_state": {
+        "fields": ["t_s", "rtt_ms", "unacked_pkts", "notsent_bytes", "pacing_mbps"],
+        "path2": [[0.5, 121.5, 37, 43440, 12.4], [1.0, 130.0, 40, 0, 11.0]]}}
+    rows = [r for r in series_rows("r1", result) if r["series"].startswith("subflow_")
+            and r["series"] != "subflow_mbps"]
+    assert {(r["series"], r["t_s"], r["value"]) for r in rows if r["t_s"] == 0.5} == {
+        ("subflow_rtt_ms", 0.5, 121.5), ("subflow_unacked_pkts", 0.5, 37),
+        ("subflow_notsent_bytes", 0.5, 43440), ("subflow_pacing_mbps", 0.5, 12.4)}
+    assert {r["path"] for r in rows} == {"path2"} and len(rows) == 8

@@ -16,7 +16,13 @@ from pathdiv.analysis.metrics.reorder_queue import (
     sampled,
     segments_from_pcap,
 )
-from pathdiv.experiments.traffic.paths_session import copied_share, parse_netstat, parse_ss, rates
+from pathdiv.experiments.traffic.paths_session import (
+    copied_share,
+    parse_netstat,
+    parse_ss,
+    parse_ss_state,
+    rates,
+)
 
 A = ("10.0.0.2", 5301, "10.1.1.2", 40000)
 B = ("10.0.0.2", 5301, "10.2.1.2", 40001)
@@ -88,6 +94,13 @@ def test_ss_netstat_and_rates_parsing():
           "0      0      10.0.0.2:5301 10.2.1.2:40001\n"
           "\t bbr bytes_acked:1000\n")
     assert parse_ss(ss) == {("10.0.0.2", "10.1.1.2"): 250, ("10.0.0.2", "10.2.1.2"): 1000}
+    detail = ("0 0 10.0.0.2:5301 10.2.1.2:40001\n\t bbr rtt:121.5/30.2 bytes_acked:9 "
+              "pacing_rate 12.4Mbps delivery_rate 3Mbps unacked:37 retrans:0/12 "
+              "notsent:43440\n")
+    assert parse_ss_state(detail)[("10.0.0.2", "10.2.1.2")] == {
+        "bytes_acked": 9.0, "rtt_ms": 121.5, "unacked_pkts": 37.0, "notsent_bytes": 43440.0,
+        "pacing_mbps": 12.4}
+    assert parse_ss_state(ss)[("10.0.0.2", "10.1.1.2")]["rtt_ms"] == 0.0  # not printed
     netstat = "TcpExt: A B\nTcpExt: 1 2\nMPTcpExt: MPJoinAckRx ArpRedundant\nMPTcpExt: 1 3\n"
     assert parse_netstat(netstat) == {"MPJoinAckRx": 1, "ArpRedundant": 3}
     series = rates([(0.0, {"path1": 0}), (0.5, {"path1": 625_000, "path2": 0})])
