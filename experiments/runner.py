@@ -63,6 +63,8 @@ from pathdiv.experiments.config.load import Config, ConfigError, read_config_tex
 from pathdiv.experiments.config.results_folder import MARKER, out_problem
 from pathdiv.experiments.config.safe_yaml import YamlRefused, load_text, shorten_text
 from pathdiv.experiments.dataplane.select import resolve_planes, select_dataplane
+from pathdiv.experiments.execute import clockgrid
+from pathdiv.experiments.execute.guestcost import GuestCost
 from pathdiv.experiments.execute.keeper import NetworkKeeper
 from pathdiv.experiments.execute.lab_kernel import (
     LabKernelUnavailable,
@@ -261,6 +263,9 @@ def execute_run(run: Run, run_dir: Path,
         state = namespace_state(net, net.topo.hosts[0])
         manifest["sysctls"] = state.pop("sysctls")
         manifest["namespace"] = state  # which host was asked, its qdiscs
+        if manifest["clock"] == "virtual":  # the traffic starts on the clock's grid
+            manifest["clock_grid"] = {"period_ns": clockgrid.GRID_NS,
+                                      "start_ns": clockgrid.align()}
         capture = cfg.data["capture"]
         # where start_capture listens: each link's upper end
         captured = [(link.b.node, link.b.intf) for link in net.topo.links]
@@ -273,12 +278,15 @@ def execute_run(run: Run, run_dir: Path,
             memory["capturing"] = memory_used_mb()
             before = _counters(net, captured, manifest)
         monitor = fidelity.start(net, cfg.data["fidelity"], manifest)
+        woken = GuestCost()
+        woken.start()
         t0 = time.monotonic()
         try:
             session = run_session(net, cfg, run.workload_seed, traffic,
                                   run_dir / "lab" / "logs", on_round)
             rows = session.rows
             timings["traffic_s"] = round(time.monotonic() - t0, 3)
+            manifest["guest_cost"] = woken.stop()
             memory["after_traffic"] = memory_used_mb()
         finally:
             samples = fidelity.stop(monitor)
@@ -706,11 +714,13 @@ def find_run(folder: Path, run_id: str) -> tuple[Config, Run]:
 
 
 class Heartbeat:
-    """The guest's clock, written every HEARTBEAT_S guest seconds while runs execute, so
+    """The guest's clock, written every 2.56 guest seconds while runs execute, so
     the host can tell a slow run (its clock moves) from a frozen guest (it does not).
-    A daemon thread that sleeps: in virtual time, sleeping is what moves the clock."""
+    A daemon thread that sleeps: in virtual time, sleeping is what moves the clock. It
+    wakes on multiples of HEARTBEAT_NS, a divisor of the grid every run's traffic starts
+    on (execute/clockgrid.py), so at the same distances from every run's start."""
 
-    HEARTBEAT_S = 2.0
+    HEARTBEAT_NS = clockgrid.GRID_NS // 2
 
     def __init__(self, path: Path | None) -> None:
         self.path, self.run_id = path, ""
@@ -719,10 +729,12 @@ class Heartbeat:
 
     def _beat(self) -> None:
         assert self.path is not None
-        while True:
-            write_json_atomic(self.path, {"guest_s": round(time.monotonic(), 3),
-                                          "run_id": self.run_id})
-            time.sleep(self.HEARTBEAT_S)
+        with clockgrid.exact_timers():
+            while True:
+                write_json_atomic(self.path, {"guest_s": round(time.monotonic(), 3),
+                                              "run_id": self.run_id})
+                clockgrid.sleep_until_ns(clockgrid.next_point(time.monotonic_ns(),
+                                                              self.HEARTBEAT_NS))
 
 
 def main(argv: list[str] | None = None) -> int:
