@@ -40,9 +40,16 @@ def fcts(run_dir: Path) -> list[int]:
 
 def guest(folder: Path, run_id: str, shifts: list[float]) -> int:
     """Inside the lab kernel: execute the run once per (grid, shift)."""
+    import os
+    import platform
+
     from pathdiv.experiments import runner
     from pathdiv.experiments.execute import clockgrid
+    from pathdiv.experiments.execute.lab_kernel import GUEST_ENV, kernel_description
 
+    # what `pathdiv run` tells the guest (execute/lab_kernel.py): this is the lab kernel
+    os.environ[GUEST_ENV] = json.dumps(kernel_description(
+        "virtual", Path("?"), "?", platform.release(), 1536))
     _, run = runner.find_run(folder, run_id)
     real_align = clockgrid.align
     out = []

@@ -8,8 +8,9 @@ Runs one run of CONFIG (default configs/noisy.yaml: one flow type, one switching
 vanilla hosts, one repetition, one iteration, `--jobs 1`) in the lab kernel, and once
 its traffic flows (its captures grow, or its guest clock passes the build) samples the
 whole host for `--window` seconds with `perf record -a -e cpu-clock` (a software clock:
-this VM has no hardware counters) and counts host system calls, ptrace calls, context
-switches and page faults with `perf stat -a` over the same window. Needs root, perf and
+this VM has no hardware counters), then for `--trace-window` seconds counts host system
+calls, ptrace calls, context switches and page faults (`perf stat -a`) and records every
+ptrace call with its target process. Needs root, perf and
 the lab kernel (holds the machine for 2-4 min: run it under the emulation queue).
 
 User-Mode Linux runs as host processes named after its image (`linux`): the UML kernel
@@ -39,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from hoststat import HostLoad
@@ -133,6 +135,16 @@ def top_symbols(data: Path, tids: list[int], limit: int) -> list[str]:
     return [f"  {pct:5.1f}%  {' '.join(cols)}" for pct, cols in rows[:limit]]
 
 
+def ptrace_targets(data: Path) -> Counter[int]:
+    """Host pid -> ptrace calls made on it, from a recording of sys_enter_ptrace."""
+    out = subprocess.run(["perf", "script", "-i", str(data), "-F", "trace"],
+                         capture_output=True, text=True, check=False).stdout
+    counts: Counter[int] = Counter()
+    for m in re.finditer(r"pid: (0x[0-9a-f]+)", out):
+        counts[int(m.group(1), 16)] += 1
+    return counts
+
+
 def perf_stat(path: Path) -> dict[str, float]:
     """perf stat -x, output -> event -> count."""
     out = {}
@@ -151,7 +163,9 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[], metavar="FACTOR=LEVEL",
                     help="default: switching=ecmp-mptcp")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--window", type=float, default=40.0, help="wall seconds sampled")
+    ap.add_argument("--window", type=float, default=12.0, help="wall seconds sampled")
+    ap.add_argument("--trace-window", type=float, default=4.0,
+                    help="wall seconds of system-call counts and ptrace targets, after")
     ap.add_argument("--freq", type=int, default=250, help="samples per second per CPU")
     ap.add_argument("--after-guest-s", type=float, default=3.0,
                     help="start sampling this many guest seconds after the captures grow")
@@ -196,23 +210,30 @@ def main() -> int:
         kernel_pid = min((p for p, parent in procs.items() if parent not in procs),
                          default=-1)
         data, stat = root / "perf.data", root / "perf-stat.csv"
+        traced = root / "ptrace.data"
         g0, w0 = guest_clock(folder), time.monotonic()
         window_load = HostLoad().__enter__()
-        rec = subprocess.Popen(["perf", "record", "-a", "-q", "-e", "cpu-clock", "-F",
-                                str(args.freq), "-g", "-o", str(data), "--", "sleep",
-                                str(args.window)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-        st = subprocess.Popen(["perf", "stat", "-a", "-x", ",", "-o", str(stat),
-                               *[x for e in STAT_EVENTS for x in ("-e", e)], "--", "sleep",
-                               str(args.window)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-        rec.wait()
-        st.wait()
+        # first the CPU samples alone (tracepoints would add their own cost), then the
+        # counts and every ptrace call with its target for a shorter window
+        subprocess.run(["perf", "record", "-a", "-q", "-e", "cpu-clock", "-F",
+                        str(args.freq), "-g", "-o", str(data), "--", "sleep",
+                        str(args.window)], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
         window_load.__exit__()
         g1, w1 = guest_clock(folder), time.monotonic()
-        tids = threads(set(procs))
         procs.update(uml_processes())
-        tids.update({t: p for t, p in threads(set(procs)).items() if t not in tids})
+        tids = threads(set(procs))
+        tw0 = time.monotonic()
+        st = subprocess.Popen(["perf", "stat", "-a", "-x", ",", "-o", str(stat),
+                               *[x for e in STAT_EVENTS for x in ("-e", e)], "--", "sleep",
+                               str(args.trace_window)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+        subprocess.run(["perf", "record", "-a", "-q", "-e", "syscalls:sys_enter_ptrace",
+                        "-o", str(traced), "--", "sleep", str(args.trace_window)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        st.wait()
+        tw1 = time.monotonic()
+        tids.update({t: p for t, p in threads(set(uml_processes())).items() if t not in tids})
         rc = proc.wait()
     print(f"run: exit {rc}, {time.monotonic() - started:.1f} s wall; {load}")
     print(f"window: {w1 - w0:.1f} s wall from {w0 - started:.1f} s; {window_load}")
@@ -229,7 +250,8 @@ def main() -> int:
         payload = 0
         if (run_dir / "transfers.csv").exists():
             with (run_dir / "transfers.csv").open() as f:
-                payload = sum(int(r["received"] or 0) for r in csv.DictReader(f))
+                payload = sum(int(r["size_bytes"]) for r in csv.DictReader(f)
+                              if r["ok"] == "True")
         traffic = float(manifest.get("timings", {}).get("traffic_s", 0) or 0)
         sim_mbps = payload * 8 / 1e6 / traffic if traffic else 0.0
         print(f"{run_dir.name}: {manifest.get('status')}, payload {payload / 1e6:.1f} MB in "
@@ -244,7 +266,7 @@ def main() -> int:
     for key, pct in shares.items():
         print(f"  {pct:5.1f}%  {key}")
     counts = perf_stat(stat)
-    seconds = w1 - w0
+    seconds = tw1 - tw0
     print("host events per wall second: " + ", ".join(
         f"{name} {value / seconds:,.0f}" for name, value in counts.items()))
     print(f"hottest in the UML kernel process (pid {kernel_pid}), by dso and symbol:")
@@ -255,6 +277,14 @@ def main() -> int:
         rows = report_rows(data, "--tid", ",".join(map(str, others)), "--sort", "dso,sym")
         print("hottest in the guest processes (their host processes), by dso and symbol:")
         print("\n".join(f"  {pct:5.1f}%  {' '.join(c)}" for pct, c in rows[:args.top]))
+    targets = ptrace_targets(traced)
+    order = sorted(procs)  # host pids in creation order: the guest's processes' order
+    print(f"ptrace calls by the UML kernel per guest process in {tw1 - tw0:.1f} s "
+          f"({sum(targets.values()):,} in all, {len(targets)} targets); rank = its place "
+          "among the UML host processes by creation (captures, then servers, then clients):")
+    for pid, n in targets.most_common(args.top):
+        rank = order.index(pid) if pid in order else -1
+        print(f"  pid {pid:>7} rank {rank:>4}  {n / (tw1 - tw0):9,.0f} per wall s")
     print(f"perf data and results in {root}")
     return 0
 

@@ -71,7 +71,9 @@ from pathdiv.experiments.execute.lab_kernel import (
     LabSession,
     guest_kernel_description,
     heartbeat_path,
+    host_cpus,
     lab_kernel_image,
+    lane_cpu,
     progress_file,
 )
 from pathdiv.experiments.execute.runstate import (
@@ -630,7 +632,7 @@ class PlanExecution:
                    lambda text: self.show(text, lane or 0), self.finished,
                    progress=progress_file(name), clock=clock,
                    memory_mb=int(group[0].config.data["lab"]["memory_mb"]),
-                   log=self.say, stop=stop
+                   log=self.say, stop=stop, cpu=lane_cpu(lane, host_cpus())
                    ).execute()
 
 

@@ -40,7 +40,8 @@ except ImportError:  # pragma: no cover - exercised by the integration tests
 SOL_MPTCP = 284
 MPTCP_INFO = 1
 CHUNK = 64 * 1024
-_ZEROS = memoryview(bytes(CHUNK))
+BODY_PIECE = 1 << 20  # bytes one receive of a body waits for in the kernel (one send, too)
+_ZEROS = memoryview(bytes(BODY_PIECE))
 
 
 def make_socket(mptcp: bool) -> socket.socket:
@@ -119,8 +120,8 @@ def _answer(conn: socket.socket) -> int:
             f"HTTP/1.0 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n".encode()
         )
         left = size
-        while left > 0:
-            n = conn.send(_ZEROS[: min(CHUNK, left)])
+        while left > 0:  # a blocking send waits in the kernel until its piece is queued
+            n = conn.send(_ZEROS[: min(BODY_PIECE, left)])
             left -= n
         return size
 
@@ -213,6 +214,27 @@ def _open_subflows(sock: socket.socket, extra: list[PlannedSubflow],
         pm.close()
 
 
+def _wait_in_kernel(sock: socket.socket, timeout_s: float) -> bool:
+    """Make `sock` blocking with the kernel's own receive timeout, so a receive waits in
+    the kernel until its piece has arrived; False (sock unchanged) where the socket
+    refuses SO_RCVTIMEO.
+
+    With Python's socket timeout every receive returns whatever has arrived, so a
+    client wakes and returns to user space for about every segment; in the lab kernel
+    (User-Mode Linux) each such return costs host system calls and context switches.
+    A blocking receive with MSG_WAITALL still copies each segment as it arrives (the
+    receive buffer drains as before), but returns once per BODY_PIECE.
+    """
+    whole, frac = divmod(max(timeout_s, 0.001), 1.0)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                        struct.pack("ll", int(whole), int(frac * 1e6)))
+    except OSError:
+        return False
+    sock.settimeout(None)
+    return True
+
+
 def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
               place: list[PlannedSubflow] | None = None) -> Result:
     res = Result(server, port, size)
@@ -229,17 +251,24 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
             sock.connect((server, port))
         res.client_port = sock.getsockname()[1]
         sock.sendall(f"GET /{size} HTTP/1.0\r\nHost: {server}\r\n\r\n".encode())
+        waitall = _wait_in_kernel(sock, timeout_s)
         pending = place[1:] if place and mptcp else []
         buf = bytearray()
         header_done = False
         body = 0
         most = 1
+        piece = bytearray(BODY_PIECE if waitall else CHUNK)
         while True:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"not done after {timeout_s:g} s")
-            chunk = sock.recv(CHUNK)
-            if not chunk:
+            if header_done and waitall:  # +1: the last piece ends at the server's FIN
+                want = max(1, min(BODY_PIECE, size - body + 1))
+                got = sock.recv_into(piece, want, socket.MSG_WAITALL)
+            else:
+                got = sock.recv_into(piece, CHUNK)
+            if not got:
                 break
+            chunk = piece[:got]
             if pending:  # data arrived: the connection is fully established
                 opened = _open_subflows(sock, pending, (server, port))
                 res.placed = ";".join([res.placed, *opened])
@@ -247,7 +276,7 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
             if mptcp:
                 most = max(most, mptcp_subflows(sock))
             if header_done:
-                body += len(chunk)
+                body += got
                 continue
             buf += chunk
             if b"\r\n\r\n" in buf:
@@ -262,6 +291,9 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
         res.ok = body == size
         if not res.ok:
             res.error = f"short read: {body} of {size} bytes"
+    except BlockingIOError:  # the kernel's receive timeout (SO_RCVTIMEO) expired
+        res.end_s = time.time()
+        res.error = f"TimeoutError: nothing received for {timeout_s:g} s"
     except (OSError, TimeoutError, ConnectionError) as exc:
         res.end_s = time.time()
         res.error = f"{type(exc).__name__}: {exc}"
