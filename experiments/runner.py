@@ -64,7 +64,7 @@ from pathdiv.experiments.config.results_folder import MARKER, out_problem
 from pathdiv.experiments.config.safe_yaml import YamlRefused, load_text, shorten_text
 from pathdiv.experiments.dataplane.select import resolve_planes, select_dataplane
 from pathdiv.experiments.execute import clockgrid
-from pathdiv.experiments.execute.guestcost import GuestCost
+from pathdiv.experiments.execute.guestcost import GuestCost, forks
 from pathdiv.experiments.execute.keeper import NetworkKeeper
 from pathdiv.experiments.execute.lab_kernel import (
     LabKernelUnavailable,
@@ -240,6 +240,7 @@ def execute_run(run: Run, run_dir: Path,
         return execute_paths_run(run, run_dir, manifest, started)
     own = keeper is None  # without a keeper the network lives for this run only
     kept = keeper if keeper is not None else NetworkKeeper()
+    started_procs = [forks()]  # processes started by the kernel so far, per phase
     try:
         preflight(cfg)
         cls, reason = select_dataplane(cfg.dataplane)
@@ -282,6 +283,7 @@ def execute_run(run: Run, run_dir: Path,
         monitor = fidelity.start(net, cfg.data["fidelity"], manifest)
         woken = GuestCost()
         woken.start()
+        started_procs.append(forks())
         t0 = time.monotonic()
         try:
             session = run_session(net, cfg, run.workload_seed, traffic,
@@ -289,6 +291,7 @@ def execute_run(run: Run, run_dir: Path,
             rows = session.rows
             timings["traffic_s"] = round(time.monotonic() - t0, 3)
             manifest["guest_cost"] = woken.stop()
+            started_procs.append(forks())
             memory["after_traffic"] = memory_used_mb()
         finally:
             samples = fidelity.stop(monitor)
@@ -304,6 +307,10 @@ def execute_run(run: Run, run_dir: Path,
         if own:
             kept.close()
         timings["teardown_s"] = round(time.monotonic() - t1, 3)
+        started_procs.append(forks())
+        manifest["processes_started"] = dict(zip(
+            ("before_traffic", "traffic", "after_traffic"),
+            (b - a for a, b in itertools.pairwise(started_procs)), strict=True))
         write_csv_atomic(run_dir / "transfers.csv", COLUMNS, row_dicts(rows))
         manifest.update(session_manifest(session, run_dir))
         ok = sum(1 for r in rows if r.ok)

@@ -14,8 +14,13 @@ are reaped; threads that ended in a process still running (a server's thread per
 connection) are counted nowhere, so the servers' figures are lower bounds. A voluntary
 switch is a wait, in the kernel or for the next system call alike.
 
-Pure parsing first (`parse_stat`, `parse_status`, `role_of`, `delta`); `snapshot`
-reads /proc. Works on any Linux kernel; the manifest's `guest_cost` holds the result.
+`forks` counts the processes the kernel started (/proc/stat), which the runner records
+per phase of a run (`processes_started`): in the lab kernel a process start costs tens
+of milliseconds of host time, most of a run's fixed cost.
+
+Pure parsing first (`parse_stat`, `parse_status`, `parse_forks`, `role_of`, `delta`);
+`snapshot`, `forks` and `children` read /proc. Works on any Linux kernel; the
+manifest's `guest_cost` holds the result.
 """
 
 from __future__ import annotations
@@ -116,6 +121,22 @@ def snapshot(proc: Path = Path("/proc")) -> dict[int, tuple[str, Counters]]:
             continue  # ended meanwhile, or a kernel thread's empty files
         out[int(entry)] = (role_of(comm, cmdline, int(entry), me), Counters(vol, invol, faults))
     return out
+
+
+def parse_forks(text: str) -> int:
+    """/proc/stat -> processes started since boot (its `processes` line)."""
+    for line in text.splitlines():
+        if line.startswith("processes "):
+            return int(line.split()[1])
+    return 0
+
+
+def forks() -> int:
+    """Processes this kernel started since it booted (0 when unknown)."""
+    try:
+        return parse_forks(Path("/proc/stat").read_text())
+    except OSError:
+        return 0
 
 
 def children() -> Counters:

@@ -10,6 +10,8 @@ from pathdiv.experiments.execute.guestcost import (
     Counters,
     children,
     delta,
+    forks,
+    parse_forks,
     parse_stat,
     parse_status,
     role_of,
@@ -58,3 +60,11 @@ def test_a_real_snapshot_sees_this_process_and_counts_a_reaped_child():
                    check=True)
     got = delta(first, snapshot(), kids, children())
     assert got["clients"]["wakeups"] >= 20  # each sleep blocked once
+
+
+def test_processes_started_are_read_from_the_kernels_counter():
+    assert parse_forks("cpu  1 2 3\nctxt 99\nprocesses 12345\nprocs_running 1\n") == 12345
+    assert parse_forks("cpu 1\n") == 0
+    before = forks()
+    subprocess.run(["true"], check=True)
+    assert forks() >= before + 1
