@@ -46,6 +46,7 @@ from pathdiv.experiments.fabric.netstate import (
     variant_state,
 )
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
+from pathdiv.experiments.fabric.reach import ping_pairs
 from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
 from pathdiv.kernels.processes import OWNER_ENV, owner_mark, sweep
 from pathdiv.topologies.forwarding import forwarding_tables
@@ -473,24 +474,13 @@ class Network(StartStop):
         return False
 
     def ping_all(self, timeout_s: float = 2.0) -> list[tuple[str, str]]:
-        """Ping every ordered host pair (in parallel per source); return failed pairs."""
-        failed: list[tuple[str, str]] = []
-        procs = []
-        for src in self.topo.hosts:
-            dsts = [d for d in self.topo.hosts if d != src]
-            addrs = " ".join(self.topo.nodes[d].address for d in dsts)
-            # a lossy link (loss_pct) may lose one ping: a pair fails when no reply came
-            # to one ping and then to any of five more
-            script = (f"for a in {addrs}; do ping -n -c1 -W{timeout_s:g} $a >/dev/null "
-                      f"|| ping -n -c5 -i0.2 -W{timeout_s:g} $a >/dev/null "
-                      "|| echo FAIL $a; done")
-            procs.append((src, self.popen(src, ["sh", "-c", script])))
-        for src, proc in procs:
-            out, _ = proc.communicate(timeout=60 + timeout_s * len(self.topo.hosts))
-            for line in out.splitlines():
-                if line.startswith("FAIL "):
-                    failed.append((src, self.topo.address_owner[line.split()[1]]))
-        return failed
+        """Ping every ordered host pair; return the pairs that never answered (a lossy
+        link may lose an echo: a pair is asked up to five more times). The echoes are
+        sent from this process through a raw socket in each host's namespace
+        (`fabric/reach.py`), not by a `ping` per pair."""
+        hosts = self.topo.hosts
+        return ping_pairs({h: int(self.node(h).pid) for h in hosts},
+                          {h: self.topo.nodes[h].address for h in hosts}, timeout_s)
 
 
 MPTCP_PARAMETERS = Path("/sys/module/mptcp/parameters")
