@@ -365,6 +365,16 @@ class Network(StartStop):
         if proc in self.procs:
             self.procs.remove(proc)
 
+    def transfer_here(self, args: list[str], **kw: Any) -> subprocess.Popen[str]:
+        """Run the transfer tool in this kernel's own namespace (it enters the nodes'
+        namespaces itself: `serve --namespace`); stopped with the network, as `popen`."""
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+        proc = subprocess.Popen([sys.executable, "-S", "-u", str(TRANSFER_TOOL), *args],
+                                text=True, **kw)
+        self.procs.append(proc)
+        return proc
+
     def transfer(self, name: str, args: list[str], **kw: Any) -> subprocess.Popen:
         """Run the transfer tool (`experiments/traffic/transfer.py`) inside node `name`.
 

@@ -23,8 +23,10 @@ time of the thread that sent it.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import errno
 import json
+import os
 import socket
 import struct
 import sys
@@ -38,6 +40,7 @@ except ImportError:  # pragma: no cover - exercised by the integration tests
     import mptcp_pm  # type: ignore[no-redef]
 
 SOL_MPTCP = 284
+CLONE_NEWNET = 0x40000000
 MPTCP_INFO = 1
 CHUNK = 64 * 1024
 BODY_PIECE = 1 << 20  # bytes one receive of a body waits for in the kernel (one send, too)
@@ -126,19 +129,58 @@ def _answer(conn: socket.socket) -> int:
         return size
 
 
-def serve(address: str, port: int, mptcp: bool, userspace_pm: bool = False,
-          cpu_log: str | None = None) -> None:
-    if userspace_pm:
-        mptcp_pm.EventDrain()  # lives as long as the server
-    log = CpuLog(cpu_log)
-    srv = make_socket(mptcp)
+def socket_in_namespace(pid: int, mptcp: bool) -> socket.socket:
+    """A new TCP or MPTCP socket in the network namespace of process `pid`: this thread
+    enters the namespace (setns) to create it and returns; the socket, and every
+    connection it accepts, stays in that namespace."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        if libc.setns(target, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"cannot enter the namespace of pid {pid}")
+        try:
+            return make_socket(mptcp)
+        finally:
+            if libc.setns(own, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "cannot return to this namespace")
+    finally:
+        os.close(own)
+        os.close(target)
+
+
+def _listen(srv: socket.socket, address: str, port: int) -> socket.socket:
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind((address, port))
     srv.listen(256)
-    print(f"ready {address}:{port}", flush=True)
+    return srv
+
+
+def _accept_loop(srv: socket.socket, log: CpuLog) -> None:
     while True:
         conn, _ = srv.accept()
         threading.Thread(target=_serve_one, args=(conn, log), daemon=True).start()
+
+
+def serve(address: str, port: int, mptcp: bool, userspace_pm: bool = False,
+          cpu_log: str | None = None,
+          namespaces: list[tuple[int, str | None]] | None = None) -> None:
+    """Answer requests on `port` in this process's namespace, or, with `namespaces`
+    ((pid, CPU log) each), in the namespace of each pid: one process serving every
+    host (a process start costs tens of milliseconds in the lab kernel)."""
+    if namespaces:
+        listeners = [(_listen(socket_in_namespace(pid, mptcp), address, port), CpuLog(log))
+                     for pid, log in namespaces]
+        print(f"ready {address}:{port} in {len(listeners)} namespaces", flush=True)
+        for srv, log in listeners[1:]:
+            threading.Thread(target=_accept_loop, args=(srv, log), daemon=True).start()
+        _accept_loop(*listeners[0])
+        return
+    if userspace_pm:
+        mptcp_pm.EventDrain()  # lives as long as the server
+    srv = _listen(make_socket(mptcp), address, port)
+    print(f"ready {address}:{port}", flush=True)
+    _accept_loop(srv, CpuLog(cpu_log))
 
 
 @dataclass
@@ -324,6 +366,14 @@ def fetch_many(
     return [r for r in results if r is not None]
 
 
+def parse_namespace(text: str) -> tuple[int, str | None]:
+    """'1234:/x/server-h1.cpu.jsonl' -> (1234, '/x/server-h1.cpu.jsonl'); '1234' -> no log."""
+    pid, _, log = text.partition(":")
+    if not pid.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected PID[:CPU_LOG]")
+    return int(pid), log or None
+
+
 def parse_target(text: str) -> tuple[str, int, int]:
     try:
         addr, port, size = text.rsplit(":", 2)
@@ -343,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="listen to MPTCP path-manager events so joins are accepted "
                    "under net.mptcp.pm_type=1")
     s.add_argument("--cpu-log", metavar="FILE", help="append one JSON line per request")
+    s.add_argument("--namespace", action="append", default=[], type=parse_namespace,
+                   metavar="PID[:CPU_LOG]", help="serve in the network namespace of PID "
+                   "(repeatable: one process for several hosts), its CPU log beside")
     f = sub.add_parser("fetch", help="fetch from several servers at once, print JSON lines")
     f.add_argument("targets", nargs="+", type=parse_target, metavar="ADDR:PORT:BYTES")
     f.add_argument("--mptcp", action="store_true")
@@ -352,7 +405,10 @@ def main(argv: list[str] | None = None) -> int:
                    "comma-separated (the first is the initial subflow)")
     args = ap.parse_args(argv)
     if args.cmd == "serve":
-        serve(args.address, args.port, args.mptcp, args.userspace_pm, args.cpu_log)
+        if args.namespace and args.userspace_pm:
+            ap.error("--namespace and --userspace-pm: one process per host with joins")
+        serve(args.address, args.port, args.mptcp, args.userspace_pm, args.cpu_log,
+              args.namespace)
         return 0
     if args.place and len(args.place) != len(args.targets):
         ap.error(f"{len(args.place)} --place for {len(args.targets)} targets; give one "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathdiv.experiments.fabric.environment import virtual_clock
 from pathdiv.experiments.fidelity import runhooks
 
 
@@ -23,3 +24,8 @@ def test_the_virtual_clock_samples_at_most_once_a_second(monkeypatch):
     slow = runhooks.start(object(), {**section, "sample_interval_s": 5}, {"clock": "virtual"})
     assert slow.section["sample_interval_s"] == 5  # a longer interval is kept
     assert section["sample_interval_s"] == 0.2  # the config is not changed
+
+
+def test_the_virtual_clock_is_told_by_the_kernels_command_line():
+    assert virtual_clock("mem=1536M rootfstype=hostfs quiet time-travel=inf-cpu")
+    assert not virtual_clock("BOOT_IMAGE=/vmlinuz root=/dev/vda1 quiet")

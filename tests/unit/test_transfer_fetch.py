@@ -4,7 +4,10 @@ FCT ending at the server's FIN, a stalled server reported as a timeout, over TCP
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -88,3 +91,24 @@ def test_a_body_arrives_in_few_receives_not_one_per_segment(monkeypatch):
     assert result.ok, result.error
     # the header (and whatever came with it), 4 pieces, the end of the stream
     assert len(calls) <= 8, len(calls)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="entering a network namespace needs root")
+def test_one_server_process_serves_in_the_namespaces_it_is_given(tmp_path):
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    log = tmp_path / "server-h1.cpu.jsonl"
+    # this process's own namespace stands for a host's: the server enters it by pid
+    proc = subprocess.Popen([sys.executable, "-S", "-u", transfer.__file__, "serve",
+                             "--port", str(port), f"--namespace={os.getpid()}:{log}"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert "ready" in proc.stdout.readline()
+        result = transfer.fetch_one("127.0.0.1", port, 100_000, False, 10.0)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert result.ok, result.error
+    assert '"bytes": 100000' in log.read_text()
