@@ -506,7 +506,8 @@ class PlanExecution:
         if status == "complete" and wall > 0:
             history.append(history.record(
                 run, wall, self.plane.get(run.run_id), self.lanes_now, _load(),
-                git=str(manifest.get("git_revision") or "")))
+                git=str(manifest.get("git_revision") or ""),
+                built=not (manifest.get("network") or {}).get("reused")))
         following = self.following.pop(run.run_id, None)
         if following is not None:  # its lab kernel runs them in order
             self.start(following)
