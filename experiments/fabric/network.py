@@ -405,10 +405,16 @@ class Network(StartStop):
             # packets over in blocks and tcpdump writes whole buffers, so a packet costs
             # no wake-up or write of its own (in UML each is a host context switch).
             # stop_capture waits out the block timeout so that nothing is left behind.
-            argv = ["tcpdump", "-n", "-i", intf, "-s", str(snaplen), "-B", "4096",
-                    "-Z", "root", "-c", str(max_packets), "-w", str(path), "tcp or icmp"]
-            proc = self.node(link.b.node).popen(argv, text=True, stdout=subprocess.DEVNULL,
-                                                stderr=subprocess.PIPE)
+            # tcpdump writes the file through stdio, in pieces of the file's block size
+            # (4 KB): it writes to its standard output instead, which stdbuf gives a
+            # CAPTURE_WRITE_BYTES buffer (one write per ~2,000 headers; flushed when
+            # tcpdump exits, on its -c cap or on the stop's SIGTERM).
+            argv = ["stdbuf", "-o", str(CAPTURE_WRITE_BYTES), "tcpdump", "-n", "-i", intf,
+                    "-s", str(snaplen), "-B", "4096", "-Z", "root", "-c", str(max_packets),
+                    "-w", "-", "tcp or icmp"]
+            with path.open("wb") as out:
+                proc = self.node(link.b.node).popen(argv, text=True, stdout=out,
+                                                    stderr=subprocess.PIPE)
             self.captures.append((intf, proc, path))
         for intf, proc, _ in self.captures:
             wait_for_line(proc, proc.stderr, "listening on", 15,
@@ -501,6 +507,9 @@ def set_mptcp_d_parameters(alpha: float, beta: float) -> None:
     one kernel for every host of the network, so one setting)."""
     for name, value in (("mptcp_d_alpha_pct", alpha), ("mptcp_d_beta_pct", beta)):
         (MPTCP_PARAMETERS / name).write_text(f"{round(value * 100)}\n")
+
+
+CAPTURE_WRITE_BYTES = 256 * 1024  # tcpdump's output buffer (start_capture)
 
 
 def shell_fd_limit(soft: int, highest_fd: int, nodes: int) -> int | None:
