@@ -72,11 +72,12 @@ def guest_argv(python: str, folder: Path, run_ids: list[str],
 def lane_cpu(lane: int | None, cpus: list[int]) -> int | None:
     """The host CPU lab kernel `lane` (0, 1, ...; None: the only one) runs on: lanes
     take the CPUs this process may use in turn, so two lab kernels on two cores never
-    share one; a single lab kernel is not bound (kernels/uml.py `pinned` says why
-    binding helps, and binding one kernel would keep it off an idle core)."""
-    if lane is None or len(cpus) < 2:
+    share one; a single lab kernel takes the last (kernels/uml.py `pinned` says why
+    binding helps: a noisy long run took 1.56x the wall time unbound, docs/benchmarks.md).
+    None (unbound) when this process may use one CPU only."""
+    if len(cpus) < 2:
         return None
-    return sorted(cpus)[lane % len(cpus)]
+    return sorted(cpus)[-1 if lane is None else lane % len(cpus)]
 
 
 def heartbeat_path(progress: Path) -> Path:
