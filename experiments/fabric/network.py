@@ -27,7 +27,7 @@ from typing import Any
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError, parse_proc_net_dev
 from pathdiv.experiments.fabric.conditions import node_commands, program_queues
-from pathdiv.experiments.fabric.environment import allow_cc, restore_allowed_cc
+from pathdiv.experiments.fabric.environment import allow_cc, restore_allowed_cc, virtual_clock
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
 from pathdiv.experiments.fabric.netstate import (
@@ -38,6 +38,7 @@ from pathdiv.experiments.fabric.netstate import (
     host_sysctl_keys,
     ip_batch,
     parse_snapshot,
+    parse_tcp,
     problems,
     reset_host_commands,
     snapshot_script,
@@ -71,6 +72,10 @@ class NetworkDirty(NetworkError):
 # Sockets other than TIME_WAIT (orphans closing their connection) get this long to go
 # after a run's processes ended; on the virtual clock the wait costs no wall time.
 SOCKETS_GONE_S = 10.0
+# On the virtual clock a reset waits until the last run's TIME_WAIT sockets are gone
+# (TCP keeps them 60 s): waiting costs no wall time there, and a network built afresh
+# has none (they would shift the next run's port choices and timers).
+TIME_WAIT_GONE_S = 65.0
 
 
 class Network(StartStop):
@@ -294,6 +299,8 @@ class Network(StartStop):
                                    for h in self.topo.hosts})
         if (self.dp.mode, self.dp.spray) != (cfg.mode, cfg.spray):
             self.dp.set_mode(cfg.mode, cfg.spray)
+        if virtual_clock():
+            report["time_wait_left"] = self.wait_time_wait(TIME_WAIT_GONE_S)
         found = self.check()
         report["found"] = {n: sorted(p) for n, p in found.items()}
         if found and not unrepairable(found):
@@ -304,6 +311,26 @@ class Network(StartStop):
                                          or [f"{n}: {', '.join(p)}" for n, p in found.items()]))
         report["reset_s"] = round(time.monotonic() - t0, 3)
         return report
+
+    def time_wait(self) -> int:
+        """TIME_WAIT sockets in the hosts now (their /proc/<shell>/net/tcp, read here)."""
+        count = 0
+        for host in self.topo.hosts:
+            for table in ("tcp", "tcp6"):
+                with contextlib.suppress(OSError):
+                    text = Path(f"/proc/{self.node(host).pid}/net/{table}").read_text()
+                    count += parse_tcp(text.splitlines())[1]
+        return count
+
+    def wait_time_wait(self, limit_s: float) -> int:
+        """Sleep until the hosts hold no TIME_WAIT socket, at most `limit_s` (guest
+        seconds); return how many are left."""
+        deadline = time.monotonic() + limit_s
+        left = self.time_wait()
+        while left and time.monotonic() < deadline:
+            time.sleep(1.0)
+            left = self.time_wait()
+        return left
 
     def _repair(self, found: dict[str, dict[str, list[str]]]) -> None:
         """Set again what a reset may repair (REPAIRABLE, conntrack, sockets closing)."""

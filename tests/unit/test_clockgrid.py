@@ -36,16 +36,19 @@ def test_an_absolute_sleep_wakes_at_its_deadline_not_before():
 def test_exact_timers_hold_only_inside_the_block_and_only_in_its_thread():
     before = _libc.prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
     seen = []
+    inside, done = threading.Event(), threading.Event()
 
     def other() -> None:
         with exact_timers():
             seen.append(_libc.prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0))
-            time.sleep(0.05)
+            inside.set()
+            done.wait(5)
 
     thread = threading.Thread(target=other)
     thread.start()
-    time.sleep(0.02)
+    assert inside.wait(5)
     seen.append(_libc.prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0))  # this thread, meanwhile
+    done.set()
     thread.join()
     assert seen == [1, before]
     assert _libc.prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0) == before
