@@ -433,15 +433,21 @@ class Network(StartStop):
             # no wake-up or write of its own (in UML each is a host context switch).
             # stop_capture waits out the block timeout so that nothing is left behind.
             # tcpdump writes the file through stdio, in pieces of the file's block size
-            # (4 KB): it writes to its standard output instead, which stdbuf gives a
-            # CAPTURE_WRITE_BYTES buffer (one write per ~2,000 headers; flushed when
-            # tcpdump exits, on its -c cap or on the stop's SIGTERM).
-            argv = ["stdbuf", "-o", str(CAPTURE_WRITE_BYTES), "tcpdump", "-n", "-i", intf,
-                    "-s", str(snaplen), "-B", "4096", "-Z", "root", "-c", str(max_packets),
-                    "-w", "-", "tcp or icmp"]
-            with path.open("wb") as out:
-                proc = self.node(link.b.node).popen(argv, text=True, stdout=out,
-                                                    stderr=subprocess.PIPE)
+            # (4 KB): with coreutils' stdbuf library preloaded it writes its standard
+            # output through a CAPTURE_WRITE_BYTES buffer instead (one write per ~2,000
+            # headers, flushed when tcpdump exits: its -c cap or the stop's SIGTERM).
+            # The library, not the stdbuf program: that would be one more process start.
+            argv = ["tcpdump", "-n", "-i", intf, "-s", str(snaplen), "-B", "4096",
+                    "-Z", "root", "-c", str(max_packets)]
+            if STDBUF_LIBRARY.exists():
+                with path.open("wb") as out:
+                    proc = self.node(link.b.node).popen(
+                        [*argv, "-w", "-", "tcp or icmp"], text=True, stdout=out,
+                        stderr=subprocess.PIPE, env=capture_env(os.environ))
+            else:
+                proc = self.node(link.b.node).popen(
+                    [*argv, "-w", str(path), "tcp or icmp"], text=True,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             self.captures.append((intf, proc, path))
         for intf, proc, _ in self.captures:
             wait_for_line(proc, proc.stderr, "listening on", 15,
@@ -537,6 +543,14 @@ def set_mptcp_d_parameters(alpha: float, beta: float) -> None:
 
 
 CAPTURE_WRITE_BYTES = 256 * 1024  # tcpdump's output buffer (start_capture)
+STDBUF_LIBRARY = Path("/usr/libexec/coreutils/libstdbuf.so")  # what `stdbuf` preloads
+
+
+def capture_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a capture: stdbuf's library preloaded, standard output
+    buffered by CAPTURE_WRITE_BYTES (what `stdbuf -o N` sets before it executes)."""
+    preload = " ".join(p for p in (str(STDBUF_LIBRARY), environ.get("LD_PRELOAD", "")) if p)
+    return {**environ, "LD_PRELOAD": preload, "_STDBUF_O": str(CAPTURE_WRITE_BYTES)}
 
 
 def shell_fd_limit(soft: int, highest_fd: int, nodes: int) -> int | None:
