@@ -22,6 +22,7 @@ import contextlib
 import os
 import pwd
 import shlex
+import shutil
 import signal
 import stat
 import subprocess
@@ -117,8 +118,10 @@ def pinned(command: list[str], cpu: int | None) -> list[str]:
     process the UML kernel resumes it with ptrace and waits for it to stop again. On
     different host CPUs each hand-off wakes an idle CPU (in a VM, an interrupt through
     the hypervisor); on one CPU it is a plain context switch. The affinity is inherited
-    by every process UML starts."""
-    return command if cpu is None else ["taskset", "--cpu-list", str(cpu), *command]
+    by every process UML starts. Without util-linux's taskset nothing is bound."""
+    if cpu is None or shutil.which("taskset") is None:
+        return command
+    return ["taskset", "--cpu-list", str(cpu), *command]
 
 
 def guest_id(environ: Mapping[str, str] | None = None) -> int:
