@@ -303,8 +303,10 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
         while True:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"not done after {timeout_s:g} s")
-            if header_done and waitall:  # +1: the last piece ends at the server's FIN
-                want = max(1, min(BODY_PIECE, size - body + 1))
+            if header_done and waitall and body < size:
+                # the body up to its last byte; the server's FIN is read after it, as
+                # before (the transfer ends there), once the subflows were counted
+                want = min(BODY_PIECE, size - body)
                 got = sock.recv_into(piece, want, socket.MSG_WAITALL)
             else:
                 got = sock.recv_into(piece, CHUNK)
