@@ -279,9 +279,11 @@ def test_recorded_runs_of_one_plan_predict_the_next_within_a_quarter(history_of,
 
 
 def test_with_network_reuse_a_lane_pays_one_build_and_its_runs_a_reset():
-    fresh = [r for r in lab_plan(reps=1) if r.flow_type == "query"]
-    kept = [r for r in expand(load(REPO / "configs/noisy.yaml").with_overrides(
-        [("network.reuse", True)]), repetitions=1) if r.flow_type == "query"]
+    def plan_with(reuse: bool):
+        cfg = load(REPO / "configs/noisy.yaml").with_overrides([("network.reuse", reuse)])
+        return [r for r in expand(cfg, repetitions=1) if r.flow_type == "query"]
+
+    fresh, kept = plan_with(False), plan_with(True)
     assert len(fresh) == len(kept) > 2
     build = boot_of(kept[0]) - BOOT_S
     assert build > 0 and boot_of(fresh[0]) == BOOT_S
