@@ -36,9 +36,11 @@ def side(out: Path, reuse: bool, args: argparse.Namespace) -> tuple[list[dict], 
     argv = [sys.executable, "-m", "pathdiv.experiments.cli", "run", str(args.config),
             "--out", str(out), "--reps", "1", "--only", f"flow_type={args.flow_type}",
             "--only", "host=vanilla", *[x for o in args.only for x in ("--only", o)],
-            "--set", f"hosts.kernel={args.kernel}",
+            # the host factor's levels set hosts.kernel: lab themselves
+            *(["--set", "factors.host={vanilla: {hosts.kernel: host, hosts.scheduler: "
+               "default}}"] if args.kernel == "host" else []),
             "--set", f"network.reuse={'true' if reuse else 'false'}",
-            "--no-analyze", "--quiet"]
+            "--no-analyze", "--quiet", "--jobs", "1"]  # one boot: all but the first reuse
     with HostLoad() as load:
         subprocess.run(argv, check=True, cwd=REPO)
     plan = json.loads((out / "plan.json").read_text())

@@ -63,13 +63,17 @@ from pathdiv.experiments.config.load import Config, ConfigError, read_config_tex
 from pathdiv.experiments.config.results_folder import MARKER, out_problem
 from pathdiv.experiments.config.safe_yaml import YamlRefused, load_text, shorten_text
 from pathdiv.experiments.dataplane.select import resolve_planes, select_dataplane
+from pathdiv.experiments.execute import clockgrid
+from pathdiv.experiments.execute.guestcost import GuestCost, forks
 from pathdiv.experiments.execute.keeper import NetworkKeeper
 from pathdiv.experiments.execute.lab_kernel import (
     LabKernelUnavailable,
     LabSession,
     guest_kernel_description,
     heartbeat_path,
+    host_cpus,
     lab_kernel_image,
+    lane_cpu,
     progress_file,
 )
 from pathdiv.experiments.execute.runstate import (
@@ -236,6 +240,7 @@ def execute_run(run: Run, run_dir: Path,
         return execute_paths_run(run, run_dir, manifest, started)
     own = keeper is None  # without a keeper the network lives for this run only
     kept = keeper if keeper is not None else NetworkKeeper()
+    started_procs = [forks()]  # processes started by the kernel so far, per phase
     try:
         preflight(cfg)
         cls, reason = select_dataplane(cfg.dataplane)
@@ -261,6 +266,9 @@ def execute_run(run: Run, run_dir: Path,
         state = namespace_state(net, net.topo.hosts[0])
         manifest["sysctls"] = state.pop("sysctls")
         manifest["namespace"] = state  # which host was asked, its qdiscs
+        if manifest["clock"] == "virtual":  # the traffic starts on the clock's grid
+            manifest["clock_grid"] = {"period_ns": clockgrid.GRID_NS,
+                                      "start_ns": clockgrid.align()}
         capture = cfg.data["capture"]
         # where start_capture listens: each link's upper end
         captured = [(link.b.node, link.b.intf) for link in net.topo.links]
@@ -273,12 +281,17 @@ def execute_run(run: Run, run_dir: Path,
             memory["capturing"] = memory_used_mb()
             before = _counters(net, captured, manifest)
         monitor = fidelity.start(net, cfg.data["fidelity"], manifest)
+        woken = GuestCost()
+        woken.start()
+        started_procs.append(forks())
         t0 = time.monotonic()
         try:
             session = run_session(net, cfg, run.workload_seed, traffic,
                                   run_dir / "lab" / "logs", on_round)
             rows = session.rows
             timings["traffic_s"] = round(time.monotonic() - t0, 3)
+            manifest["guest_cost"] = woken.stop()
+            started_procs.append(forks())
             memory["after_traffic"] = memory_used_mb()
         finally:
             samples = fidelity.stop(monitor)
@@ -294,6 +307,10 @@ def execute_run(run: Run, run_dir: Path,
         if own:
             kept.close()
         timings["teardown_s"] = round(time.monotonic() - t1, 3)
+        started_procs.append(forks())
+        manifest["processes_started"] = dict(zip(
+            ("before_traffic", "traffic", "after_traffic"),
+            (b - a for a, b in itertools.pairwise(started_procs)), strict=True))
         write_csv_atomic(run_dir / "transfers.csv", COLUMNS, row_dicts(rows))
         manifest.update(session_manifest(session, run_dir))
         ok = sum(1 for r in rows if r.ok)
@@ -489,7 +506,8 @@ class PlanExecution:
         if status == "complete" and wall > 0:
             history.append(history.record(
                 run, wall, self.plane.get(run.run_id), self.lanes_now, _load(),
-                git=str(manifest.get("git_revision") or "")))
+                git=str(manifest.get("git_revision") or ""),
+                built=not (manifest.get("network") or {}).get("reused")))
         following = self.following.pop(run.run_id, None)
         if following is not None:  # its lab kernel runs them in order
             self.start(following)
@@ -622,7 +640,7 @@ class PlanExecution:
                    lambda text: self.show(text, lane or 0), self.finished,
                    progress=progress_file(name), clock=clock,
                    memory_mb=int(group[0].config.data["lab"]["memory_mb"]),
-                   log=self.say, stop=stop
+                   log=self.say, stop=stop, cpu=lane_cpu(lane, host_cpus())
                    ).execute()
 
 
@@ -706,11 +724,13 @@ def find_run(folder: Path, run_id: str) -> tuple[Config, Run]:
 
 
 class Heartbeat:
-    """The guest's clock, written every HEARTBEAT_S guest seconds while runs execute, so
+    """The guest's clock, written every 2.56 guest seconds while runs execute, so
     the host can tell a slow run (its clock moves) from a frozen guest (it does not).
-    A daemon thread that sleeps: in virtual time, sleeping is what moves the clock."""
+    A daemon thread that sleeps: in virtual time, sleeping is what moves the clock. It
+    wakes on multiples of HEARTBEAT_NS, a divisor of the grid every run's traffic starts
+    on (execute/clockgrid.py), so at the same distances from every run's start."""
 
-    HEARTBEAT_S = 2.0
+    HEARTBEAT_NS = clockgrid.GRID_NS // 2
 
     def __init__(self, path: Path | None) -> None:
         self.path, self.run_id = path, ""
@@ -719,10 +739,12 @@ class Heartbeat:
 
     def _beat(self) -> None:
         assert self.path is not None
-        while True:
-            write_json_atomic(self.path, {"guest_s": round(time.monotonic(), 3),
-                                          "run_id": self.run_id})
-            time.sleep(self.HEARTBEAT_S)
+        with clockgrid.exact_timers():
+            while True:
+                write_json_atomic(self.path, {"guest_s": round(time.monotonic(), 3),
+                                              "run_id": self.run_id})
+                clockgrid.sleep_until_ns(clockgrid.next_point(time.monotonic_ns(),
+                                                              self.HEARTBEAT_NS))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ import contextlib
 import os
 import pwd
 import shlex
+import shutil
 import signal
 import stat
 import subprocess
@@ -107,6 +108,20 @@ def jail_argv(python: str, share: Path, private: Path, private_mb: int,
     return [python, "-S", str(JAIL), "--share", str(share), "--private", str(private),
             "--private-mb", str(private_mb), "--uid", str(uid), "--gid", str(gid),
             "--parent", str(os.getpid() if parent is None else parent), "--", *command]
+
+
+def pinned(command: list[str], cpu: int | None) -> list[str]:
+    """``command`` bound to host CPU ``cpu`` (None: unchanged).
+
+    UML is one host process for the guest's kernel and one per guest process, and they
+    hand the one guest CPU to each other: at every system call and page fault of a guest
+    process the UML kernel resumes it with ptrace and waits for it to stop again. On
+    different host CPUs each hand-off wakes an idle CPU (in a VM, an interrupt through
+    the hypervisor); on one CPU it is a plain context switch. The affinity is inherited
+    by every process UML starts. Without util-linux's taskset nothing is bound."""
+    if cpu is None or shutil.which("taskset") is None:
+        return command
+    return ["taskset", "--cpu-list", str(cpu), *command]
 
 
 def guest_id(environ: Mapping[str, str] | None = None) -> int:
@@ -265,6 +280,7 @@ def run_in_uml(
     terminal: bool = False,
     stdin: bytes | None = None,
     channel: tuple[int, int] | None = None,
+    cpu: int | None = None,
 ) -> UMLResult:
     """Boot UML ``kernel`` on this machine's root file system, run ``argv``, return its result.
 
@@ -280,7 +296,8 @@ def run_in_uml(
     Otherwise its input is ``stdin`` (bytes, written to the control folder) or nothing.
     ``channel`` (host fds in, out; e.g. a pseudo-terminal's side) stands for that terminal:
     the command runs on it as with ``terminal``, and the caller talks to the guest through
-    it (experiments/api/lab.py serves a live network this way).
+    it (experiments/api/lab.py serves a live network this way). ``cpu``: run UML and every
+    process of the guest on that host CPU only (:func:`pinned`).
     """
     if channel is not None:
         terminal = True
@@ -334,9 +351,9 @@ def run_in_uml(
             f"{', '.join(blocked)}: give those folders search permission for every user "
             "(chmod o+x) or put pathdiv, its Python and the results folder elsewhere")
     hand_over(share, uid, uid)
-    command = jail_argv(sys.executable, share, private, memory_mb + 64,
-                        [str(kernel), *boot_args(init, clock, memory_mb, private, fds)],
-                        uid=uid, gid=uid)
+    command = pinned(jail_argv(sys.executable, share, private, memory_mb + 64,
+                               [str(kernel), *boot_args(init, clock, memory_mb, private, fds)],
+                               uid=uid, gid=uid), cpu)
     (control / "command").write_text(shlex.join(command) + "\n")
     # the marker lets `pathdiv clean` stop a UML whose pathdiv is gone
     proc_env = dict(os.environ, TMPDIR=str(private))

@@ -69,6 +69,17 @@ def guest_argv(python: str, folder: Path, run_ids: list[str],
             "--progress", str(folder / progress), str(folder), *run_ids]
 
 
+def lane_cpu(lane: int | None, cpus: list[int]) -> int | None:
+    """The host CPU lab kernel `lane` (0, 1, ...; None: the only one) runs on: lanes
+    take the CPUs this process may use in turn, so two lab kernels on two cores never
+    share one; a single lab kernel takes the last (kernels/uml.py `pinned` says why
+    binding helps: a noisy long run took 1.56x the wall time unbound, docs/benchmarks.md).
+    None (unbound) when this process may use one CPU only."""
+    if len(cpus) < 2:
+        return None
+    return sorted(cpus)[-1 if lane is None else lane % len(cpus)]
+
+
 def heartbeat_path(progress: Path) -> Path:
     """Where the guest writes its heartbeat, beside its progress file."""
     return progress.with_name(progress.stem + ".heartbeat.json")
@@ -197,6 +208,7 @@ class LabSession:
     memory_mb: int = uml.MEMORY_MB
     log: Callable[[str], None] | None = None  # lines about what the host did first
     stop: threading.Event | None = None  # set: stop the guest as Ctrl-C would (lanes)
+    cpu: int | None = None  # the host CPU UML and its processes run on (`lane_cpu`)
 
     def __post_init__(self) -> None:
         self.reported: set[str] = set()
@@ -247,7 +259,7 @@ class LabSession:
             self.result = uml.run_in_uml(
                 argv, share=self.folder, kernel=self.image, timeout_s=None, clock=self.clock,
                 memory_mb=self.memory_mb, cwd=REPO_DIR, env={GUEST_ENV: json.dumps(desc)},
-                poll=self.poll)
+                poll=self.poll, cpu=self.cpu)
             if self.result.returncode not in (0, 1):  # 1: some run failed, said in manifest
                 why = (f"the guest command exited {self.result.returncode}: "
                        f"{self.result.stderr.strip()[-600:]}")
@@ -310,6 +322,14 @@ class LabSession:
             self.on_finished(run, manifest)
 
 
+
+
+def host_cpus() -> list[int]:
+    """The host CPUs this process may run on."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
 
 
 def host_cores() -> int:

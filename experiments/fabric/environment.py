@@ -95,6 +95,13 @@ def _qdisc_here(kind: str, *args: str) -> bool:
         Path(f"/lib/modules/{release}/kernel/net/sched").glob(f"sch_{kind}.ko*"))
 
 
+def virtual_clock(cmdline: str | None = None) -> bool:
+    """Whether this kernel runs on a virtual clock (User-Mode Linux booted with
+    time-travel: CPU work takes no time)."""
+    text = _read("/proc/cmdline") if cmdline is None else cmdline
+    return any(w.startswith("time-travel") for w in text.split())
+
+
 def running_kernel_release() -> str:
     """`uname -r` of the kernel this process runs on (the lab kernel's inside its guest)."""
     return os.uname().release

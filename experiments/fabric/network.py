@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
+from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError, parse_proc_net_dev
 from pathdiv.experiments.fabric.conditions import node_commands, program_queues
-from pathdiv.experiments.fabric.environment import allow_cc, restore_allowed_cc
+from pathdiv.experiments.fabric.environment import allow_cc, restore_allowed_cc, virtual_clock
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
 from pathdiv.experiments.fabric.netstate import (
@@ -38,6 +38,7 @@ from pathdiv.experiments.fabric.netstate import (
     host_sysctl_keys,
     ip_batch,
     parse_snapshot,
+    parse_tcp,
     problems,
     reset_host_commands,
     snapshot_script,
@@ -46,6 +47,7 @@ from pathdiv.experiments.fabric.netstate import (
     variant_state,
 )
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
+from pathdiv.experiments.fabric.reach import ping_pairs
 from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
 from pathdiv.kernels.processes import OWNER_ENV, owner_mark, sweep
 from pathdiv.topologies.forwarding import forwarding_tables
@@ -70,6 +72,10 @@ class NetworkDirty(NetworkError):
 # Sockets other than TIME_WAIT (orphans closing their connection) get this long to go
 # after a run's processes ended; on the virtual clock the wait costs no wall time.
 SOCKETS_GONE_S = 10.0
+# On the virtual clock a reset waits until the last run's TIME_WAIT sockets are gone
+# (TCP keeps them 60 s): waiting costs no wall time there, and a network built afresh
+# has none (they would shift the next run's port choices and timers).
+TIME_WAIT_GONE_S = 65.0
 
 
 class Network(StartStop):
@@ -293,6 +299,8 @@ class Network(StartStop):
                                    for h in self.topo.hosts})
         if (self.dp.mode, self.dp.spray) != (cfg.mode, cfg.spray):
             self.dp.set_mode(cfg.mode, cfg.spray)
+        if virtual_clock():
+            report["time_wait_left"] = self.wait_time_wait(TIME_WAIT_GONE_S)
         found = self.check()
         report["found"] = {n: sorted(p) for n, p in found.items()}
         if found and not unrepairable(found):
@@ -303,6 +311,26 @@ class Network(StartStop):
                                          or [f"{n}: {', '.join(p)}" for n, p in found.items()]))
         report["reset_s"] = round(time.monotonic() - t0, 3)
         return report
+
+    def time_wait(self) -> int:
+        """TIME_WAIT sockets in the hosts now (their /proc/<shell>/net/tcp, read here)."""
+        count = 0
+        for host in self.topo.hosts:
+            for table in ("tcp", "tcp6"):
+                with contextlib.suppress(OSError):
+                    text = Path(f"/proc/{self.node(host).pid}/net/{table}").read_text()
+                    count += parse_tcp(text.splitlines())[1]
+        return count
+
+    def wait_time_wait(self, limit_s: float) -> int:
+        """Sleep until the hosts hold no TIME_WAIT socket, at most `limit_s` (guest
+        seconds); return how many are left."""
+        deadline = time.monotonic() + limit_s
+        left = self.time_wait()
+        while left and time.monotonic() < deadline:
+            time.sleep(1.0)
+            left = self.time_wait()
+        return left
 
     def _repair(self, found: dict[str, dict[str, list[str]]]) -> None:
         """Set again what a reset may repair (REPAIRABLE, conntrack, sockets closing)."""
@@ -364,6 +392,16 @@ class Network(StartStop):
         if proc in self.procs:
             self.procs.remove(proc)
 
+    def transfer_here(self, args: list[str], **kw: Any) -> subprocess.Popen[str]:
+        """Run the transfer tool in this kernel's own namespace (it enters the nodes'
+        namespaces itself: `serve --namespace`); stopped with the network, as `popen`."""
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+        proc = subprocess.Popen([sys.executable, "-S", "-u", str(TRANSFER_TOOL), *args],
+                                text=True, **kw)
+        self.procs.append(proc)
+        return proc
+
     def transfer(self, name: str, args: list[str], **kw: Any) -> subprocess.Popen:
         """Run the transfer tool (`experiments/traffic/transfer.py`) inside node `name`.
 
@@ -394,10 +432,22 @@ class Network(StartStop):
             # packets over in blocks and tcpdump writes whole buffers, so a packet costs
             # no wake-up or write of its own (in UML each is a host context switch).
             # stop_capture waits out the block timeout so that nothing is left behind.
+            # tcpdump writes the file through stdio, in pieces of the file's block size
+            # (4 KB): with coreutils' stdbuf library preloaded it writes its standard
+            # output through a CAPTURE_WRITE_BYTES buffer instead (one write per ~2,000
+            # headers, flushed when tcpdump exits: its -c cap or the stop's SIGTERM).
+            # The library, not the stdbuf program: that would be one more process start.
             argv = ["tcpdump", "-n", "-i", intf, "-s", str(snaplen), "-B", "4096",
-                    "-Z", "root", "-c", str(max_packets), "-w", str(path), "tcp or icmp"]
-            proc = self.node(link.b.node).popen(argv, text=True, stdout=subprocess.DEVNULL,
-                                                stderr=subprocess.PIPE)
+                    "-Z", "root", "-c", str(max_packets)]
+            if STDBUF_LIBRARY.exists():
+                with path.open("wb") as out:
+                    proc = self.node(link.b.node).popen(
+                        [*argv, "-w", "-", "tcp or icmp"], text=True, stdout=out,
+                        stderr=subprocess.PIPE, env=capture_env(os.environ))
+            else:
+                proc = self.node(link.b.node).popen(
+                    [*argv, "-w", str(path), "tcp or icmp"], text=True,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             self.captures.append((intf, proc, path))
         for intf, proc, _ in self.captures:
             wait_for_line(proc, proc.stderr, "listening on", 15,
@@ -437,8 +487,17 @@ class Network(StartStop):
 
     # ---- measurements ------------------------------------------------------------
     def counters(self, switch: str) -> dict[str, Any]:
+        """The switch's port counters. The kernel plane's ports are the namespace's
+        interfaces: read from /proc/<its shell>/net/dev here, not by a process run in
+        the switch (wait_quiet asks every switch several times per run, and a process
+        start costs tens of milliseconds in the lab kernel)."""
         try:
+            if getattr(self.dp, "name", "") == "kernel":
+                return parse_proc_net_dev(
+                    Path(f"/proc/{self.node(switch).pid}/net/dev").read_text())
             return self.dp.port_counters(switch)
+        except OSError as exc:
+            raise NetworkError(f"{switch}: cannot read its interface counters: {exc}") from exc
         except DataPlaneError as exc:
             raise NetworkError(str(exc)) from exc
 
@@ -464,24 +523,13 @@ class Network(StartStop):
         return False
 
     def ping_all(self, timeout_s: float = 2.0) -> list[tuple[str, str]]:
-        """Ping every ordered host pair (in parallel per source); return failed pairs."""
-        failed: list[tuple[str, str]] = []
-        procs = []
-        for src in self.topo.hosts:
-            dsts = [d for d in self.topo.hosts if d != src]
-            addrs = " ".join(self.topo.nodes[d].address for d in dsts)
-            # a lossy link (loss_pct) may lose one ping: a pair fails when no reply came
-            # to one ping and then to any of five more
-            script = (f"for a in {addrs}; do ping -n -c1 -W{timeout_s:g} $a >/dev/null "
-                      f"|| ping -n -c5 -i0.2 -W{timeout_s:g} $a >/dev/null "
-                      "|| echo FAIL $a; done")
-            procs.append((src, self.popen(src, ["sh", "-c", script])))
-        for src, proc in procs:
-            out, _ = proc.communicate(timeout=60 + timeout_s * len(self.topo.hosts))
-            for line in out.splitlines():
-                if line.startswith("FAIL "):
-                    failed.append((src, self.topo.address_owner[line.split()[1]]))
-        return failed
+        """Ping every ordered host pair; return the pairs that never answered (a lossy
+        link may lose an echo: a pair is asked up to five more times). The echoes are
+        sent from this process through a raw socket in each host's namespace
+        (`fabric/reach.py`), not by a `ping` per pair."""
+        hosts = self.topo.hosts
+        return ping_pairs({h: int(self.node(h).pid) for h in hosts},
+                          {h: self.topo.nodes[h].address for h in hosts}, timeout_s)
 
 
 MPTCP_PARAMETERS = Path("/sys/module/mptcp/parameters")
@@ -492,6 +540,17 @@ def set_mptcp_d_parameters(alpha: float, beta: float) -> None:
     one kernel for every host of the network, so one setting)."""
     for name, value in (("mptcp_d_alpha_pct", alpha), ("mptcp_d_beta_pct", beta)):
         (MPTCP_PARAMETERS / name).write_text(f"{round(value * 100)}\n")
+
+
+CAPTURE_WRITE_BYTES = 256 * 1024  # tcpdump's output buffer (start_capture)
+STDBUF_LIBRARY = Path("/usr/libexec/coreutils/libstdbuf.so")  # what `stdbuf` preloads
+
+
+def capture_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a capture: stdbuf's library preloaded, standard output
+    buffered by CAPTURE_WRITE_BYTES (what `stdbuf -o N` sets before it executes)."""
+    preload = " ".join(p for p in (str(STDBUF_LIBRARY), environ.get("LD_PRELOAD", "")) if p)
+    return {**environ, "LD_PRELOAD": preload, "_STDBUF_O": str(CAPTURE_WRITE_BYTES)}
 
 
 def shell_fd_limit(soft: int, highest_fd: int, nodes: int) -> int | None:

@@ -60,6 +60,7 @@ class Rate:
     per_mb_s: float      # per MB of payload (the virtual clock: packets cost CPU)
     per_sim_s: float     # per simulated second of traffic (the real clock: 1 / fraction)
     rate_fraction: float = 1.0  # goodput / configured link rate of one transfer
+    build_s: float = 0.0  # more, at k=4, for a run that builds its network (not reused)
 
 
 # Fitted to the reference reproductions' wall times (docs/reproduction/{noisy,silent}/
@@ -67,12 +68,15 @@ class Rate:
 # a k=4 run costs ~26 s besides its traffic and ~0.1 s per MB of payload (noisy long:
 # 700 MB in 97 s, silent long: 400 MB in 63 s). The real-clock figures are
 # benchmarks/run_timing.py's (docs/benchmarks.md).
+# A run that builds its network pays build_s on top of fixed_s (the build and the
+# reachability check: 4.4-4.8 s on the host kernel, ~16 s in the lab kernel).
 DEFAULT_RATES: dict[tuple[str, str], Rate] = {
-    ("host", "real"): Rate(fixed_s=15.0, per_round_s=1.0, per_mb_s=0.0,
-                           per_sim_s=1.0, rate_fraction=0.95),
-    ("lab", "real"): Rate(fixed_s=70.0, per_round_s=2.0, per_mb_s=0.0,
-                          per_sim_s=1.0, rate_fraction=0.4),
-    ("lab", "virtual"): Rate(fixed_s=26.0, per_round_s=0.0, per_mb_s=0.1, per_sim_s=0.0),
+    ("host", "real"): Rate(fixed_s=10.5, per_round_s=1.0, per_mb_s=0.0,
+                           per_sim_s=1.0, rate_fraction=0.95, build_s=4.5),
+    ("lab", "real"): Rate(fixed_s=54.0, per_round_s=2.0, per_mb_s=0.0,
+                          per_sim_s=1.0, rate_fraction=0.4, build_s=16.0),
+    ("lab", "virtual"): Rate(fixed_s=10.0, per_round_s=0.0, per_mb_s=0.1, per_sim_s=0.0,
+                             build_s=16.0),
 }
 BOOT_S = 5.0  # one boot of the lab kernel (docs/benchmarks.md: 4.6 s)
 
@@ -149,13 +153,23 @@ def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
     return Work(nodes, len(plan), transfers * size / 1e6, sim, len(topo.hosts))
 
 
-def parts(work: Work, key: Key) -> tuple[float, float]:
-    """(fixed, traffic) seconds of a run of `work` by the default rates of `key`."""
+def reuses(cfg: Config, plane: str | None = None) -> bool:
+    """Whether runs of `cfg` after the first of a lane use the network the run before
+    built (network.reuse on the kernel data plane: experiments/execute/keeper.py). A plan
+    whose factors change the topology builds more often than this assumes."""
+    return bool(cfg.data.get("network", {}).get("reuse", False)) and \
+        (plane or "kernel") == "kernel"
+
+
+def parts(work: Work, key: Key, builds: bool = True) -> tuple[float, float]:
+    """(fixed, traffic) seconds of a run of `work` by the default rates of `key`;
+    `builds`: the run builds its network (else it reuses the one before, reset)."""
     rate = rate_of(key)
     factor = plane_factor(key[0], key[2])
     size = (NODE_SHARE * work.nodes / REFERENCE_NODES
             + (1 - NODE_SHARE) * work.pairs / REFERENCE_PAIRS)
-    fixed = rate.fixed_s * size + rate.per_round_s * work.rounds
+    fixed = (rate.fixed_s + (rate.build_s if builds else 0.0)) * size \
+        + rate.per_round_s * work.rounds
     traffic = rate.per_mb_s * work.payload_mb + rate.per_sim_s * work.sim_s / rate.rate_fraction
     return fixed * factor, traffic * factor
 
@@ -230,7 +244,7 @@ def calibrate(records: Iterable[dict[str, Any]], recent: int = RECENT_RUNS) -> d
         if key is None or work is None or not isinstance(wall, (int, float)) \
                 or not math.isfinite(wall) or wall <= 0:
             continue
-        fixed, traffic = parts(work, key)
+        fixed, traffic = parts(work, key, bool(rec.get("built", True)))
         by_key.setdefault(key, []).append((fixed, traffic, float(wall)))
     return {key: fit_scales(samples[-recent:]) for key, samples in by_key.items()}
 
@@ -248,8 +262,11 @@ class Estimator:
         return self.fits.get(key) or self.fits.get((key[0], key[1], "kernel"))
 
     def run_s(self, run: Run, plane: str | None = None) -> float:
+        """A run's expected wall seconds; with network reuse, as one that reuses the
+        network (a lane's first run builds it: `boot_of`)."""
         key = key_of(run, plane)
-        fixed, traffic = parts(run_work(run.config, run.flow_type, run.workload_seed), key)
+        fixed, traffic = parts(run_work(run.config, run.flow_type, run.workload_seed), key,
+                               builds=not reuses(run.config, plane))
         fit = self.fit_of(key)
         return round(fit.apply(fixed, traffic) if fit else fixed + traffic, 3)
 
@@ -319,8 +336,14 @@ def phases_s(phases: Phases, cost: Callable[[Run], float], boot_s: Callable[[Run
 
 
 def boot_of(run: Run) -> float:
-    """The boot a lane of `run`'s kind pays once (the lab kernel's)."""
-    return BOOT_S if run.config.host_kernel == "lab" else 0.0
+    """What a lane starting with `run` pays once: the lab kernel's boot, and with network
+    reuse the first build (by the default rates: a run's own estimate leaves it out)."""
+    boot = BOOT_S if run.config.host_kernel == "lab" else 0.0
+    if not reuses(run.config):
+        return boot
+    work = run_work(run.config, run.flow_type, run.workload_seed)
+    key = key_of(run)
+    return boot + parts(work, key, True)[0] - parts(work, key, False)[0]
 
 
 # ---- the ETA ---------------------------------------------------------------------------

@@ -46,9 +46,10 @@ def history_file() -> Path | None:
 
 
 def record(run: Run, wall_s: float, plane: str | None, jobs: int, load: float | None,
-           git: str = "", host: str | None = None, now: datetime | None = None
-           ) -> dict[str, Any]:
-    """The history line of a complete run (pure)."""
+           git: str = "", host: str | None = None, now: datetime | None = None,
+           built: bool = True) -> dict[str, Any]:
+    """The history line of a complete run (pure); `built`: it built its network (False:
+    it reused the run before's, reset)."""
     cfg = run.config
     return {"t": (now or datetime.now(UTC)).isoformat(timespec="seconds"),
             "host": host or socket.gethostname(), "kernel": cfg.host_kernel,
@@ -56,7 +57,7 @@ def record(run: Run, wall_s: float, plane: str | None, jobs: int, load: float | 
             **run_work(cfg, run.flow_type, run.workload_seed).to_dict(),
             "wall_s": round(wall_s, 2), "jobs": jobs,
             "load": None if load is None else round(load, 2), "config": cfg.name,
-            "run_id": run.run_id, "git": git}
+            "run_id": run.run_id, "git": git, "built": built}
 
 
 def parse(lines: list[str], host: str) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
+from pathdiv.experiments.fabric.environment import virtual_clock
 from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
 from pathdiv.experiments.plan.designations import Request, Round
 from pathdiv.experiments.traffic.placement import Placement, place_argv
@@ -181,13 +182,27 @@ def read_cpu_logs(logdir: Path, hosts: list[str]) -> dict[str, list[dict[str, An
 
 
 def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = "server") -> None:
-    """One transfer server per host, each waited on until it listens."""
+    """One transfer server per host, each waited on until it listens; on the virtual
+    clock one server process for every host (`serve --namespace`: a listening socket
+    in each host's namespace), unless the servers must accept joins under the userspace
+    path manager. The lab kernel's process starts cost tens of milliseconds of host
+    time each, and on the virtual clock one process's threads take no more guest time
+    than sixteen processes."""
     logdir.mkdir(parents=True, exist_ok=True)
     args = ["serve", "--port", str(traffic.port)]
+    joins = traffic.placement is not None and traffic.placement.active
     if traffic.transport == "mptcp":
         args.append("--mptcp")
-        if traffic.placement is not None and traffic.placement.active:
+        if joins:
             args.append("--userspace-pm")
+    if virtual_clock() and not (traffic.transport == "mptcp" and joins):
+        spaces = [f"--namespace={net.node(h).pid}:{logdir / f'{label}-{h}.cpu.jsonl'}"
+                  for h in net.topo.hosts]
+        with (logdir / f"{label}.log").open("w") as err:
+            proc = net.transfer_here(args + spaces, stderr=err)
+        wait_for_line(proc, proc.stdout, "ready", SERVER_READY_S,
+                      f"{label} for every host (log: {logdir / f'{label}.log'})")
+        return
     procs = []
     for host in net.topo.hosts:
         cpu_log = ["--cpu-log", str(logdir / f"{label}-{host}.cpu.jsonl")]

@@ -23,8 +23,10 @@ time of the thread that sent it.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import errno
 import json
+import os
 import socket
 import struct
 import sys
@@ -38,9 +40,11 @@ except ImportError:  # pragma: no cover - exercised by the integration tests
     import mptcp_pm  # type: ignore[no-redef]
 
 SOL_MPTCP = 284
+CLONE_NEWNET = 0x40000000
 MPTCP_INFO = 1
 CHUNK = 64 * 1024
-_ZEROS = memoryview(bytes(CHUNK))
+BODY_PIECE = 1 << 20  # bytes one receive of a body waits for in the kernel (one send, too)
+_ZEROS = memoryview(bytes(BODY_PIECE))
 
 
 def make_socket(mptcp: bool) -> socket.socket:
@@ -119,25 +123,64 @@ def _answer(conn: socket.socket) -> int:
             f"HTTP/1.0 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n".encode()
         )
         left = size
-        while left > 0:
-            n = conn.send(_ZEROS[: min(CHUNK, left)])
+        while left > 0:  # a blocking send waits in the kernel until its piece is queued
+            n = conn.send(_ZEROS[: min(BODY_PIECE, left)])
             left -= n
         return size
 
 
-def serve(address: str, port: int, mptcp: bool, userspace_pm: bool = False,
-          cpu_log: str | None = None) -> None:
-    if userspace_pm:
-        mptcp_pm.EventDrain()  # lives as long as the server
-    log = CpuLog(cpu_log)
-    srv = make_socket(mptcp)
+def socket_in_namespace(pid: int, mptcp: bool) -> socket.socket:
+    """A new TCP or MPTCP socket in the network namespace of process `pid`: this thread
+    enters the namespace (setns) to create it and returns; the socket, and every
+    connection it accepts, stays in that namespace."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        if libc.setns(target, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"cannot enter the namespace of pid {pid}")
+        try:
+            return make_socket(mptcp)
+        finally:
+            if libc.setns(own, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "cannot return to this namespace")
+    finally:
+        os.close(own)
+        os.close(target)
+
+
+def _listen(srv: socket.socket, address: str, port: int) -> socket.socket:
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind((address, port))
     srv.listen(256)
-    print(f"ready {address}:{port}", flush=True)
+    return srv
+
+
+def _accept_loop(srv: socket.socket, log: CpuLog) -> None:
     while True:
         conn, _ = srv.accept()
         threading.Thread(target=_serve_one, args=(conn, log), daemon=True).start()
+
+
+def serve(address: str, port: int, mptcp: bool, userspace_pm: bool = False,
+          cpu_log: str | None = None,
+          namespaces: list[tuple[int, str | None]] | None = None) -> None:
+    """Answer requests on `port` in this process's namespace, or, with `namespaces`
+    ((pid, CPU log) each), in the namespace of each pid: one process serving every
+    host (a process start costs tens of milliseconds in the lab kernel)."""
+    if namespaces:
+        listeners = [(_listen(socket_in_namespace(pid, mptcp), address, port), CpuLog(log))
+                     for pid, log in namespaces]
+        print(f"ready {address}:{port} in {len(listeners)} namespaces", flush=True)
+        for srv, log in listeners[1:]:
+            threading.Thread(target=_accept_loop, args=(srv, log), daemon=True).start()
+        _accept_loop(*listeners[0])
+        return
+    if userspace_pm:
+        mptcp_pm.EventDrain()  # lives as long as the server
+    srv = _listen(make_socket(mptcp), address, port)
+    print(f"ready {address}:{port}", flush=True)
+    _accept_loop(srv, CpuLog(cpu_log))
 
 
 @dataclass
@@ -213,6 +256,27 @@ def _open_subflows(sock: socket.socket, extra: list[PlannedSubflow],
         pm.close()
 
 
+def _wait_in_kernel(sock: socket.socket, timeout_s: float) -> bool:
+    """Make `sock` blocking with the kernel's own receive timeout, so a receive waits in
+    the kernel until its piece has arrived; False (sock unchanged) where the socket
+    refuses SO_RCVTIMEO.
+
+    With Python's socket timeout every receive returns whatever has arrived, so a
+    client wakes and returns to user space for about every segment; in the lab kernel
+    (User-Mode Linux) each such return costs host system calls and context switches.
+    A blocking receive with MSG_WAITALL still copies each segment as it arrives (the
+    receive buffer drains as before), but returns once per BODY_PIECE.
+    """
+    whole, frac = divmod(max(timeout_s, 0.001), 1.0)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                        struct.pack("ll", int(whole), int(frac * 1e6)))
+    except OSError:
+        return False
+    sock.settimeout(None)
+    return True
+
+
 def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
               place: list[PlannedSubflow] | None = None) -> Result:
     res = Result(server, port, size)
@@ -229,17 +293,26 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
             sock.connect((server, port))
         res.client_port = sock.getsockname()[1]
         sock.sendall(f"GET /{size} HTTP/1.0\r\nHost: {server}\r\n\r\n".encode())
+        waitall = _wait_in_kernel(sock, timeout_s)
         pending = place[1:] if place and mptcp else []
         buf = bytearray()
         header_done = False
         body = 0
         most = 1
+        piece = bytearray(BODY_PIECE if waitall else CHUNK)
         while True:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"not done after {timeout_s:g} s")
-            chunk = sock.recv(CHUNK)
-            if not chunk:
+            if header_done and waitall and body < size:
+                # the body up to its last byte; the server's FIN is read after it, as
+                # before (the transfer ends there), once the subflows were counted
+                want = min(BODY_PIECE, size - body)
+                got = sock.recv_into(piece, want, socket.MSG_WAITALL)
+            else:
+                got = sock.recv_into(piece, CHUNK)
+            if not got:
                 break
+            chunk = piece[:got]
             if pending:  # data arrived: the connection is fully established
                 opened = _open_subflows(sock, pending, (server, port))
                 res.placed = ";".join([res.placed, *opened])
@@ -247,7 +320,7 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
             if mptcp:
                 most = max(most, mptcp_subflows(sock))
             if header_done:
-                body += len(chunk)
+                body += got
                 continue
             buf += chunk
             if b"\r\n\r\n" in buf:
@@ -262,6 +335,9 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
         res.ok = body == size
         if not res.ok:
             res.error = f"short read: {body} of {size} bytes"
+    except BlockingIOError:  # the kernel's receive timeout (SO_RCVTIMEO) expired
+        res.end_s = time.time()
+        res.error = f"TimeoutError: nothing received for {timeout_s:g} s"
     except (OSError, TimeoutError, ConnectionError) as exc:
         res.end_s = time.time()
         res.error = f"{type(exc).__name__}: {exc}"
@@ -292,6 +368,14 @@ def fetch_many(
     return [r for r in results if r is not None]
 
 
+def parse_namespace(text: str) -> tuple[int, str | None]:
+    """'1234:/x/server-h1.cpu.jsonl' -> (1234, '/x/server-h1.cpu.jsonl'); '1234' -> no log."""
+    pid, _, log = text.partition(":")
+    if not pid.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected PID[:CPU_LOG]")
+    return int(pid), log or None
+
+
 def parse_target(text: str) -> tuple[str, int, int]:
     try:
         addr, port, size = text.rsplit(":", 2)
@@ -311,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="listen to MPTCP path-manager events so joins are accepted "
                    "under net.mptcp.pm_type=1")
     s.add_argument("--cpu-log", metavar="FILE", help="append one JSON line per request")
+    s.add_argument("--namespace", action="append", default=[], type=parse_namespace,
+                   metavar="PID[:CPU_LOG]", help="serve in the network namespace of PID "
+                   "(repeatable: one process for several hosts), its CPU log beside")
     f = sub.add_parser("fetch", help="fetch from several servers at once, print JSON lines")
     f.add_argument("targets", nargs="+", type=parse_target, metavar="ADDR:PORT:BYTES")
     f.add_argument("--mptcp", action="store_true")
@@ -320,7 +407,10 @@ def main(argv: list[str] | None = None) -> int:
                    "comma-separated (the first is the initial subflow)")
     args = ap.parse_args(argv)
     if args.cmd == "serve":
-        serve(args.address, args.port, args.mptcp, args.userspace_pm, args.cpu_log)
+        if args.namespace and args.userspace_pm:
+            ap.error("--namespace and --userspace-pm: one process per host with joins")
+        serve(args.address, args.port, args.mptcp, args.userspace_pm, args.cpu_log,
+              args.namespace)
         return 0
     if args.place and len(args.place) != len(args.targets):
         ap.error(f"{len(args.place)} --place for {len(args.targets)} targets; give one "

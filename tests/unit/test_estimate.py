@@ -21,7 +21,10 @@ from pathdiv.experiments.plan.estimate import (
     fit_scales,
     format_duration,
     key_of,
+    parts,
     phases_s,
+    record_key,
+    record_work,
     run_work,
 )
 from pathdiv.experiments.plan.lanes import (
@@ -273,3 +276,32 @@ def test_recorded_runs_of_one_plan_predict_the_next_within_a_quarter(history_of,
     runs = recorded(plan_of)
     actual = sum(w for _, w in runs)
     assert abs(sum(est.run_s(r) for r, _ in runs) / actual - 1) < 0.25
+
+
+def test_with_network_reuse_a_lane_pays_one_build_and_its_runs_a_reset():
+    def plan_with(reuse: bool):
+        cfg = load(REPO / "configs/noisy.yaml").with_overrides([("network.reuse", reuse)])
+        return [r for r in expand(cfg, repetitions=1) if r.flow_type == "query"]
+
+    fresh, kept = plan_with(False), plan_with(True)
+    assert len(fresh) == len(kept) > 2
+    build = boot_of(kept[0]) - BOOT_S
+    assert build > 0 and boot_of(fresh[0]) == BOOT_S
+    for a, b in zip(fresh, kept, strict=True):  # every fresh run builds, a reused one not
+        assert expected_run_s(a) == pytest.approx(expected_run_s(b) + build, abs=1e-3)
+    one = lambda runs: phases_s([[runs]], expected_run_s, boot_of)  # noqa: E731
+    assert one(fresh) - one(kept) == pytest.approx(build * (len(kept) - 1), abs=1e-2)
+
+
+def test_calibration_reads_which_recorded_runs_built_their_network():
+    runs = [r for r in lab_plan(reps=1) if r.flow_type == "query"]
+    recs = []
+    for i, run in enumerate(runs * 3):
+        built = i % 3 == 0
+        rec = history.record(run, 0.0, None, 1, 0.0, host="h", built=built)
+        fixed, _ = parts(record_work(rec), record_key(rec), built)
+        rec["wall_s"] = 0.5 * fixed  # the machine is twice as fast as the defaults
+        recs.append(rec)
+    fit = calibrate(recs)[key_of(runs[0])]
+    assert fit.fixed_scale == pytest.approx(0.5, rel=0.05)
+

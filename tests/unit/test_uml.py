@@ -109,3 +109,9 @@ def test_a_share_under_tmp_is_mounted_again_over_the_guests_own_tmp():
                             share=Path("/tmp/s"))
     assert script.index("mount -t tmpfs -o mode=1777 tmpfs /tmp") < script.index(
         "mkdir -p /tmp/s && mount -t hostfs -o /tmp/s hostfs /tmp/s\n")
+
+
+def test_a_pinned_command_runs_on_one_cpu_and_an_unpinned_one_is_unchanged():
+    assert uml.pinned(["python3", "jail"], None) == ["python3", "jail"]
+    assert uml.pinned(["python3", "jail"], 1) == ["taskset", "--cpu-list", "1", "python3",
+                                                  "jail"]
