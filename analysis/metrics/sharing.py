@@ -22,6 +22,16 @@
   What the CPU time leaves out: softirq work the kernel ran outside the two threads
   (e.g. in ksoftirqd or on behalf of forwarding), the switches, and everything else
   on the machine; RAPL, where it exists, is read by benchmarks/subflow_cpu.py.
+  Per host this is the host's own share: the client's receive thread, the server's
+  send thread (with the softirq work run in their context, which on veth pairs
+  includes some forwarding of the switches on the path).
+- Per run (`run_cpu_s`, `run_softirq_s`, `run_energy_j`): the whole machine's busy
+  CPU over the run's traffic phase, from /proc/stat (the fidelity monitor's figures
+  `cpu_busy_core_s`, `cpu_softirq_core_s`): every process of every host and switch,
+  the captures, pathdiv, and all softirq work. It is the run's own only while no other
+  work shares the machine (real-clock plans hold `flock -x /tmp/pathdiv-cpu.lock`);
+  `run_energy_j` is the same power model over it, with idle watts for every host of
+  the run over the traffic phase. NaN on the virtual clock.
 """
 
 from __future__ import annotations
@@ -60,6 +70,20 @@ def energy_j(cpu_ms: float, fct_s: float, hosts: int, busy_watts_per_core: float
         return float("nan")
     idle = idle_watts * fct_s * hosts if idle_watts else 0.0
     return float(busy_watts_per_core * cpu_ms / 1000 + idle)
+
+
+def run_energy(figures: dict, clock: str, hosts: int, busy_watts_per_core: float,
+               idle_watts: float) -> dict[str, float]:
+    """run_cpu_s, run_softirq_s and run_energy_j of one run from its fidelity figures
+    (NaN in virtual time or where the monitor recorded no CPU)."""
+    nan = float("nan")
+    busy, softirq = figures.get("cpu_busy_core_s"), figures.get("cpu_softirq_core_s")
+    duration = figures.get("duration_s")
+    if clock == "virtual" or busy is None or softirq is None or duration is None:
+        return {"run_cpu_s": nan, "run_softirq_s": nan, "run_energy_j": nan}
+    return {"run_cpu_s": float(busy), "run_softirq_s": float(softirq),
+            "run_energy_j": energy_j(1000.0 * float(busy), float(duration), hosts,
+                                     busy_watts_per_core, idle_watts)}
 
 
 def cpu_ms_per_mb(client_ms: float, server_ms: float, payload_bytes: float,

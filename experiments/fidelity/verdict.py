@@ -129,6 +129,13 @@ def figures_of(samples: Samples, th: Thresholds) -> dict[str, Any]:
         "steal_pct": None if steal is None else round(100 * steal, 2),
         "busiest_core": None if not cores else max(cores, key=lambda c: c.busy).core,
         "busy_max_pct": None if not cores else round(100 * max(c.busy for c in cores), 2),
+        # the whole machine's CPU over the traffic phase, in core-seconds: every process
+        # (hosts, switches, captures, pathdiv) and the kernel's softirq work; the run's
+        # own when it holds the machine (flock -x /tmp/pathdiv-cpu.lock)
+        "cpu_busy_core_s": None if not cores
+        else round(sum(c.busy for c in cores) * samples.duration_s, 3),
+        "cpu_softirq_core_s": None if not cores
+        else round(sum(c.softirq for c in cores) * samples.duration_s, 3),
         "softirq_max_pct": None if not cores else round(100 * max(c.softirq for c in cores), 2),
         "links_judged": len(judged),
         "worst_link": None if worst is None else worst.link,

@@ -103,3 +103,38 @@ def test_group_energy_follows_the_configs_power_model() -> None:
     (energy,) = group_metrics(rows, {"config": config})["energy_j"]
     # 40 ms of CPU at 10 W, plus 3 hosts (h1, h2, h3) for the group's FCT of 2 s at 1 W
     assert energy == pytest.approx(0.4 + 6.0)
+
+
+def test_the_runs_machine_cpu_gives_its_energy_on_every_row_and_nan_in_virtual_time() -> None:
+    import pandas as pd
+
+    from pathdiv.analysis.metrics.table import group_metrics
+    from pathdiv.experiments.fidelity.verdict import CoreShare, Samples, Thresholds, judge
+
+    # two cores, busy 50 % and 30 % (10 % of it softirq each) over 4 s of traffic
+    figures = judge(Samples(4.0, [CoreShare("cpu0", 0.5, 0.1, 0.0),
+                                  CoreShare("cpu1", 0.3, 0.1, 0.0)]), Thresholds()).figures
+    assert figures["cpu_busy_core_s"] == pytest.approx(3.2)
+    assert figures["cpu_softirq_core_s"] == pytest.approx(0.8)
+    rows = pd.DataFrame({
+        "group_id": [0, 1], "flow_type": ["long", "long"], "ok": [True, True],
+        "measured": [True, True], "payload_bytes": [1_000_000, 1_000_000],
+        "client": ["h1", "h3"], "server": ["h2", "h4"],
+        "cpu_ms_per_mb": [10.0, 30.0], "fct_s": [1.0, 2.0], "error": ["", ""],
+    })
+    for col in ("wire_bytes", "data_bytes_sent", "retrans_bytes", "data_pkts_received",
+                "reordered_pkts", "ect_pkts_received", "ce_pkts", "utilization", "subflows",
+                "shared_subflows", "distinct_paths", "subflows_opened", "paths",
+                "paths_used"):
+        rows[col] = 1.0
+    config = {"energy": {"busy_watts_per_core": 10.0, "idle_watts": 1.0}}
+    real = group_metrics(rows, {"config": config, "clock": "real",
+                                "fidelity": {"figures": figures}})
+    # 3.2 core-seconds at 10 W, plus the run's 4 hosts idling at 1 W for its 4 s
+    assert list(real["run_energy_j"]) == pytest.approx([32.0 + 16.0] * 2)
+    assert list(real["run_cpu_s"]) == pytest.approx([3.2, 3.2])
+    virtual = group_metrics(rows, {"config": config, "clock": "virtual",
+                                   "fidelity": {"figures": figures}})
+    assert virtual["run_energy_j"].isna().all() and virtual["run_cpu_s"].isna().all()
+    unmonitored = group_metrics(rows, {"config": config, "clock": "real"})
+    assert unmonitored["run_energy_j"].isna().all()
