@@ -75,15 +75,19 @@ def energy_j(cpu_ms: float, fct_s: float, hosts: int, busy_watts_per_core: float
 def run_energy(figures: dict, clock: str, hosts: int, busy_watts_per_core: float,
                idle_watts: float) -> dict[str, float]:
     """run_cpu_s, run_softirq_s and run_energy_j of one run from its fidelity figures
-    (NaN in virtual time or where the monitor recorded no CPU)."""
+    (NaN in virtual time or where the monitor recorded no CPU), and run_windows_closed:
+    the subflow windows mptcp-d closed in the run on every host (NaN where the kernel
+    does not count them)."""
     nan = float("nan")
+    closed = figures.get("windows_closed")
+    closed_col = {"run_windows_closed": nan if closed is None else float(closed)}
     busy, softirq = figures.get("cpu_busy_core_s"), figures.get("cpu_softirq_core_s")
     duration = figures.get("duration_s")
     if clock == "virtual" or busy is None or softirq is None or duration is None:
-        return {"run_cpu_s": nan, "run_softirq_s": nan, "run_energy_j": nan}
+        return {"run_cpu_s": nan, "run_softirq_s": nan, "run_energy_j": nan, **closed_col}
     return {"run_cpu_s": float(busy), "run_softirq_s": float(softirq),
             "run_energy_j": energy_j(1000.0 * float(busy), float(duration), hosts,
-                                     busy_watts_per_core, idle_watts)}
+                                     busy_watts_per_core, idle_watts), **closed_col}
 
 
 def cpu_ms_per_mb(client_ms: float, server_ms: float, payload_bytes: float,

@@ -8,7 +8,9 @@ per link.
   where that fails, one `tc -s -j qdisc show` per namespace per sample;
 - TCP retransmission timeouts (TcpExt TCPTimeouts) per host from
   `/proc/<host pid>/net/netstat`, and the kernel input-backlog drops from
-  `/proc/net/softnet_stat`, at start and stop.
+  `/proc/net/softnet_stat`, at start and stop; from the same file the subflow windows
+  mptcp-d's extra subflow elimination closed (MPTcpExt MptcpDClosed, lab kernel patch
+  0012; absent elsewhere).
 
 An egress is backlogged over a sample interval when its queue held packets at both
 ends of it; the bytes it sent over such intervals, against their length, give its
@@ -305,6 +307,8 @@ class Monitor:
         self._cpu1: dict[str, tuple[int, ...]] = {}
         self._rto0: dict[str, int] = {}
         self._rto1: dict[str, int] = {}
+        self._closed0: dict[str, int] = {}
+        self._closed1: dict[str, int] = {}
         self._softnet = (0, 0)
         self._psi: tuple[int | None, int | None] = (None, None)
 
@@ -312,10 +316,20 @@ class Monitor:
         return {h: parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/netstat"))
                 .get("TCPTimeouts", 0) for h in self.hosts}
 
+    def _closed(self) -> dict[str, int]:
+        """Per host, MPTcpExt MptcpDClosed where the kernel counts it."""
+        out = {}
+        for h in self.hosts:
+            mptcp = parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/netstat"), "MPTcpExt")
+            if "MptcpDClosed" in mptcp:
+                out[h] = mptcp["MptcpDClosed"]
+        return out
+
     def start(self) -> Monitor:
         self._t0 = time.monotonic()
         self._cpu0 = parse_proc_stat(read_text("/proc/stat"))
         self._rto0 = self._rtos()
+        self._closed0 = self._closed()
         self._softnet = (parse_softnet_drops(read_text("/proc/net/softnet_stat")), 0)
         self._psi = (parse_pressure(read_text("/proc/pressure/cpu")), None)
         self._thread = threading.Thread(target=self._loop, name="fidelity-monitor",
@@ -330,6 +344,7 @@ class Monitor:
         self._duration = time.monotonic() - self._t0
         self._cpu1 = parse_proc_stat(read_text("/proc/stat"))
         self._rto1 = self._rtos()
+        self._closed1 = self._closed()
         self._softnet = (self._softnet[0],
                          parse_softnet_drops(read_text("/proc/net/softnet_stat")))
         self._psi = (self._psi[0], parse_pressure(read_text("/proc/pressure/cpu")))
@@ -349,9 +364,12 @@ class Monitor:
         p0, p1 = self._psi
         waited = None if p0 is None or p1 is None or self._duration <= 0 \
             else (p1 - p0) / 1e6 / self._duration
+        closed = {h: self._closed1[h] - self._closed0.get(h, 0) for h in self._closed1}
         return Samples(self._duration, core_shares(self._cpu0, self._cpu1), links,
                        {h: n for h, n in rtos.items() if n > 0},
-                       max(0, self._softnet[1] - self._softnet[0]), waited)
+                       max(0, self._softnet[1] - self._softnet[0]), waited,
+                       None if not self._closed1 else
+                       {h: n for h, n in closed.items() if n > 0})
 
     def cost(self) -> dict[str, Any]:
         return {"method": self.method, "interval_s": self.interval_s,

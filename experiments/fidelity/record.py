@@ -52,6 +52,7 @@ def build_record(samples: Samples, monitor: Monitor | None, section: dict[str, A
         "links": [{**asdict(lk), "ratio": None if lk.ratio is None else round(lk.ratio, 4)}
                   for lk in samples.links],
         "rtos": samples.rtos,
+        "windows_closed": samples.windows_closed,
         "monitor": None if monitor is None else monitor.cost(),
     }
 

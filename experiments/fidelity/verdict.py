@@ -71,6 +71,9 @@ class Samples:
     rtos: dict[str, int] = field(default_factory=dict)
     backlog_drops: int = 0  # /proc/net/softnet_stat: packets the kernel's input queue lost
     cpu_wait: float | None = None  # PSI: share of the time some task waited for a CPU
+    # per host, subflow windows mptcp-d closed (MPTcpExt MptcpDClosed); None where the
+    # kernel has no such counter
+    windows_closed: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,8 @@ def figures_of(samples: Samples, th: Thresholds) -> dict[str, Any]:
         "rtos_unexplained": max(0, rtos - drops),
         "backlog_drops": samples.backlog_drops,
         "cpu_wait_pct": None if samples.cpu_wait is None else round(100 * samples.cpu_wait, 2),
+        "windows_closed": None if samples.windows_closed is None
+        else sum(samples.windows_closed.values()),
     }
 
 

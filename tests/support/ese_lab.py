@@ -162,7 +162,8 @@ def summary(samples: list[tuple[float, dict[str, dict[str, int]]]]) -> dict:
     For a closed subflow, from the first sample with a one-packet window on: when that
     was (closed_at_s), the largest and the mean of the bytes queued on it but not sent
     (notsent: what the scheduler handed it), the share of those samples with any, and
-    the bytes it sent from then on."""
+    the bytes it sent from then on, and those the scheduler queued on it from then on
+    (handed_after_close: sent or held at the end beyond what it held at the closure)."""
     if not samples:
         return {"subflows": {}}
     half = samples[len(samples) // 2:]
@@ -196,7 +197,11 @@ def after_closing(series: list[tuple[float, dict[str, int]]]) -> dict:
             "notsent_max_after_close": max(notsent),
             "notsent_mean_after_close": round(sum(notsent) / len(notsent)),
             "notsent_share_after_close": round(sum(1 for n in notsent if n) / len(notsent), 3),
-            "sent_after_close": rest[-1]["bytes_sent"] - rest[0]["bytes_sent"]}
+            "sent_after_close": rest[-1]["bytes_sent"] - rest[0]["bytes_sent"],
+            # bytes the scheduler queued on it after the closure: what it sent or held
+            # at the end beyond what it held when its window closed
+            "handed_after_close": (rest[-1]["bytes_sent"] + rest[-1]["notsent"]
+                                   - rest[0]["bytes_sent"] - rest[0]["notsent"])}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

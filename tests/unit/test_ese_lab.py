@@ -62,6 +62,8 @@ def test_a_closed_subflow_that_kept_being_fed_shows_its_unsent_queue():
     assert got["notsent_max_after_close"] == 64_000
     assert got["notsent_share_after_close"] == 0.75
     assert got["sent_after_close"] == 4_344
+    # 64 kB queued after the closure, of which three packets went out
+    assert got["handed_after_close"] == 24_344 + 61_104 - 20_000
 
 
 def test_a_closed_subflow_left_alone_has_nothing_queued():
@@ -69,6 +71,11 @@ def test_a_closed_subflow_left_alone_has_nothing_queued():
             (0.3, _sample(1, 20_000, 0))]
     got = ese_lab.after_closing(idle)
     assert got["notsent_max_after_close"] == 0 and got["sent_after_close"] == 0
+    assert got["handed_after_close"] == 0
+    # what it held when it closed drains without anything new being queued
+    draining = [(0.1, _sample(1, 10_000, 4_344)), (0.2, _sample(1, 12_896, 1_448)),
+                (0.3, _sample(1, 14_344, 0))]
+    assert ese_lab.after_closing(draining)["handed_after_close"] == 0
     assert ese_lab.after_closing([(0.1, _sample(5, 1, 0))]) == {}
 
 

@@ -138,3 +138,22 @@ def test_the_runs_machine_cpu_gives_its_energy_on_every_row_and_nan_in_virtual_t
     assert virtual["run_energy_j"].isna().all() and virtual["run_cpu_s"].isna().all()
     unmonitored = group_metrics(rows, {"config": config, "clock": "real"})
     assert unmonitored["run_energy_j"].isna().all()
+    # no mptcp-d counter in this kernel: the closures are unknown, not 0
+    assert virtual["run_windows_closed"].isna().all()
+
+
+def test_windows_mptcp_d_closed_are_counted_per_run_on_either_clock() -> None:
+    from pathdiv.analysis.metrics.sharing import run_energy
+    from pathdiv.experiments.fidelity.monitor import parse_netstat
+    from pathdiv.experiments.fidelity.verdict import Samples, Thresholds, judge
+
+    netstat = ("TcpExt: TCPTimeouts\nTcpExt: 3\n"
+               "MPTcpExt: MPCapableSYNRX SubflowRecover MptcpDClosed MptcpDReinject\n"
+               "MPTcpExt: 9 0 2 2\n")
+    assert parse_netstat(netstat, "MPTcpExt")["MptcpDClosed"] == 2
+    assert parse_netstat(netstat)["TCPTimeouts"] == 3
+    counted = judge(Samples(2.0, windows_closed={"h1": 2, "h5": 1}), Thresholds(), "virtual")
+    assert counted.figures["windows_closed"] == 3
+    assert judge(Samples(2.0), Thresholds()).figures["windows_closed"] is None
+    run = run_energy(counted.figures, "virtual", 16, 15.0, 0.0)
+    assert run["run_windows_closed"] == 3 and math.isnan(run["run_energy_j"])
