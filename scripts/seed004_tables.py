@@ -10,7 +10,12 @@ ESE per transfer, from open_subflows (analysis/metrics/transfer.py): the subflow
 should stay open are one per path the connection's subflows were given (one-path: 1;
 disjoint: min(subflows, paths)). A transfer with that many open is a success; with fewer,
 a window was closed that should not have been (a false positive where the paths did
-not share a bottleneck); with more, an extra subflow stayed open (a miss).
+not share a bottleneck); with more, an extra subflow stayed open (a miss). Per run, the
+kernel's own count of closed windows (run_windows_closed, MPTcpExt MptcpDClosed of every
+host) beside the closures that were due (subflows minus one per path, summed).
+
+p-values are Welch's t-tests: over the transfers, and over the runs (each repetition's
+mean, or the run's own figure for the per-run CPU and energy columns).
 """
 
 from __future__ import annotations
@@ -21,25 +26,95 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+from scipy import stats
 
 REFERENCE = Path(__file__).resolve().parents[1] / "analysis" / "references" / "seed004.yaml"
 
 
+def welch_p(a: pd.Series, b: pd.Series) -> float:
+    """Welch's t-test p-value; NaN with fewer than two values on a side."""
+    a, b = a.dropna(), b.dropna()
+    if len(a) < 2 or len(b) < 2:
+        return float("nan")
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def fmt_p(p: float) -> str:
+    return "-" if not np.isfinite(p) else "< .001" if p < 0.001 else f"{p:.3f}"
+
+
+def per_run(metrics: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: its level, the mean of each group measure, the run's columns,
+    and the whole machine's CPU per MB of the run's payload (run_cpu_ms_per_mb)."""
+    m = metrics[metrics["ok"]]
+    runs = m.groupby("run_id").agg(
+        subflow_count=("subflow_count", "first"), rtt_ms=("rtt_ms", "mean"),
+        throughput_mbps=("throughput_mbps", "mean"), cpu_ms_per_mb=("cpu_ms_per_mb", "mean"),
+        payload_bytes=("payload_bytes", "sum"), energy_j=("energy_j", "sum"),
+        **{c: (c, "first") for c in ("run_cpu_s", "run_softirq_s", "run_energy_j")
+           if c in m})
+    if "run_cpu_s" in runs:
+        runs["run_cpu_ms_per_mb"] = runs["run_cpu_s"] * 1000 / (runs["payload_bytes"] / 1e6)
+    return runs
+
+
 def table_iv(metrics: pd.DataFrame, paper: list[list[float]]) -> str:
-    ours = metrics[metrics["ok"]].groupby("subflow_count")
+    ok = metrics[metrics["ok"]]
+    ours = ok.groupby("subflow_count")
+    runs = per_run(metrics).groupby("subflow_count")
     rows = ["| subflows | paper RTT ms | ours RTT ms (n, sd) | paper Mbit/s | ours Mbit/s |",
             "| --- | --- | --- | --- | --- |"]
     mean_rtt = {}
     for n, tput, rtt in paper:
         level = f"sf{int(n)}"
-        g = ours.get_group(level) if level in ours.groups else metrics.iloc[0:0]
+        g = ours.get_group(level) if level in ours.groups else ok.iloc[0:0]
         mean_rtt[int(n)] = (rtt, g["rtt_ms"].mean())
         rows.append(f"| {int(n)} | {rtt:.3f} | {g['rtt_ms'].mean():.3f} ({len(g)}, "
                     f"{g['rtt_ms'].std():.3f}) | {tput:.1f} | {g['throughput_mbps'].mean():.2f} |")
-    rows += ["", "| ratio | paper | ours |", "| --- | --- | --- |"]
+    rows += ["", "| ratio | paper | ours | p (transfers) | p (runs) |",
+             "| --- | --- | --- | --- | --- |"]
+
+    def level(frame: pd.core.groupby.DataFrameGroupBy, n: int, col: str) -> pd.Series:
+        name = f"sf{n}"
+        return frame.get_group(name)[col] if name in frame.groups else pd.Series(dtype=float)
+
     for a, b in ((2, 1), (4, 1), (8, 1), (4, 2), (8, 2), (8, 4)):
         (pa, oa), (pb, ob) = mean_rtt[a], mean_rtt[b]
-        rows.append(f"| D{a}/D{b} | {pa / pb:.2f} | {oa / ob:.2f} |")
+        rows.append(f"| D{a}/D{b} | {pa / pb:.2f} | {oa / ob:.2f} | "
+                    f"{fmt_p(welch_p(level(ours, a, 'rtt_ms'), level(ours, b, 'rtt_ms')))} | "
+                    f"{fmt_p(welch_p(level(runs, a, 'rtt_ms'), level(runs, b, 'rtt_ms')))} |")
+    return "\n".join(rows)
+
+
+# the paper's CPU power against one subflow per path (III.C Fig. 7(d), V.C Fig. 20)
+PAPER_CPU = {2: "+20 % (Fig. 20)", 8: "+50 % (Fig. 7(d))"}
+
+
+def table_cpu(metrics: pd.DataFrame) -> str:
+    """CPU per MB and energy per subflow count: the transfer threads (per transfer) and
+    the whole machine over each run (per run), each against one subflow."""
+    runs = per_run(metrics)
+    if "run_cpu_ms_per_mb" not in runs:
+        return "(no per-run CPU in this metrics.csv)"
+    ok = metrics[metrics["ok"]]
+    rows = ["| subflows | threads CPU ms/MB (n) | vs 1, p | machine CPU ms/MB per run (runs) "
+            "| vs 1, p (runs) | softirq share | run energy J | paper (power vs 1) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    base_t = ok[ok["subflow_count"] == "sf1"]["cpu_ms_per_mb"]
+    base_r = runs[runs["subflow_count"] == "sf1"]["run_cpu_ms_per_mb"]
+    for name in sorted(runs["subflow_count"].unique(), key=lambda x: int(x[2:])):
+        t = ok[ok["subflow_count"] == name]["cpu_ms_per_mb"]
+        r = runs[runs["subflow_count"] == name]
+        n = int(name[2:])
+        vs_t = "-" if n == 1 else (f"{100 * (t.mean() / base_t.mean() - 1):+.1f} %, "
+                                   f"{fmt_p(welch_p(t, base_t))}")
+        vs_r = "-" if n == 1 else (
+            f"{100 * (r['run_cpu_ms_per_mb'].mean() / base_r.mean() - 1):+.1f} %, "
+            f"{fmt_p(welch_p(r['run_cpu_ms_per_mb'], base_r))}")
+        soft = (r["run_softirq_s"] / r["run_cpu_s"]).mean()
+        rows.append(f"| {n} | {t.mean():.2f} ({len(t)}) | {vs_t} | "
+                    f"{r['run_cpu_ms_per_mb'].mean():.1f} ({len(r)}) | {vs_r} | "
+                    f"{soft:.2f} | {r['run_energy_j'].mean():.1f} | {PAPER_CPU.get(n, '')} |")
     return "\n".join(rows)
 
 
@@ -70,6 +145,28 @@ def table_v(metrics: pd.DataFrame, reference: dict) -> str:
     return "\n".join(rows)
 
 
+def table_closures(metrics: pd.DataFrame) -> str:
+    """Per cell: windows the kernel closed (MptcpDClosed, summed over the runs) against
+    the closures due, over the runs' transfers (one-path: subflows - 1 each; disjoint:
+    subflows beyond one per path)."""
+    if "run_windows_closed" not in metrics:
+        return "(no run_windows_closed in this metrics.csv)"
+    m = ese_outcomes(metrics)
+    m["due"] = m["subflow_count"].str[2:].astype(int) - m["expected_open"]
+    rows = ["| subflows | placement | runs | transfers | closures due | windows closed "
+            "(kernel) | per run | closed / due |", "| --- | --- | --- | --- | --- | --- | --- "
+            "| --- |"]
+    for (level, placement), g in m.groupby(["subflow_count", "placement"], sort=True):
+        closed = g.groupby("run_id")["run_windows_closed"].first()
+        due = int(g["due"].sum())
+        total = closed.sum(min_count=1)
+        ratio = "-" if not due or not np.isfinite(total) else f"{total / due:.3f}"
+        rows.append(f"| {level[2:]} | {placement} | {len(closed)} | {len(g)} | {due} | "
+                    f"{'-' if not np.isfinite(total) else int(total)} | "
+                    f"{', '.join(str(int(x)) for x in closed.dropna())} | {ratio} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sweep", type=Path, help="seed004-sweep's metrics.csv")
@@ -78,11 +175,17 @@ def main() -> None:
     tables = yaml.safe_load(REFERENCE.read_text())["tables"]
     if args.sweep:
         print("Table IV (V.A) beside seed004-sweep\n")
-        print(table_iv(pd.read_csv(args.sweep), tables["table_iv"]["values"]))
+        sweep = pd.read_csv(args.sweep)
+        print(table_iv(sweep, tables["table_iv"]["values"]))
+        print("\nCPU per MB and energy per subflow count (III.C Fig. 7(d), V.C Fig. 20)\n")
+        print(table_cpu(sweep))
         print()
     if args.ese:
         print("Tables V-VI (V.A, V.C) beside seed004-ese\n")
-        print(table_v(pd.read_csv(args.ese), tables))
+        ese = pd.read_csv(args.ese)
+        print(table_v(ese, tables))
+        print("\nWindows closed, by the kernel's count\n")
+        print(table_closures(ese))
 
 
 if __name__ == "__main__":
