@@ -25,13 +25,18 @@
   Per host this is the host's own share: the client's receive thread, the server's
   send thread (with the softirq work run in their context, which on veth pairs
   includes some forwarding of the switches on the path).
-- Per run (`run_cpu_s`, `run_softirq_s`, `run_energy_j`): the whole machine's busy
-  CPU over the run's traffic phase, from /proc/stat (the fidelity monitor's figures
-  `cpu_busy_core_s`, `cpu_softirq_core_s`): every process of every host and switch,
-  the captures, pathdiv, and all softirq work. It is the run's own only while no other
-  work shares the machine (real-clock plans hold `flock -x /tmp/pathdiv-cpu.lock`);
-  `run_energy_j` is the same power model over it, with idle watts for every host of
-  the run over the traffic phase. NaN on the virtual clock.
+- Per run, over its traffic phase (the fidelity monitor's figures), NaN on the virtual
+  clock:
+  - `run_hosts_cpu_s`: the CPU time of every host's processes (one cgroup per host,
+    experiments/fabric/cpuacct.py; per host in fidelity.json's `host_cpu_s`), with the
+    softirq work the kernel ran while they were on the CPU: the run's own even on a
+    shared machine;
+  - `run_energy_j`: the power model over it, with idle watts for every host of the run
+    over the traffic phase;
+  - `run_cpu_s`, `run_softirq_s`: the whole machine's busy and softirq CPU from
+    /proc/stat (`cpu_busy_core_s`, `cpu_softirq_core_s`): every host's and switch's
+    work, the captures, pathdiv, all softirq work, and whatever else the machine runs
+    (the run's own only while it holds the machine: `flock -x /tmp/pathdiv-cpu.lock`).
 """
 
 from __future__ import annotations
@@ -74,20 +79,24 @@ def energy_j(cpu_ms: float, fct_s: float, hosts: int, busy_watts_per_core: float
 
 def run_energy(figures: dict, clock: str, hosts: int, busy_watts_per_core: float,
                idle_watts: float) -> dict[str, float]:
-    """run_cpu_s, run_softirq_s and run_energy_j of one run from its fidelity figures
-    (NaN in virtual time or where the monitor recorded no CPU), and run_windows_closed:
+    """run_cpu_s, run_softirq_s, run_hosts_cpu_s and run_energy_j of one run from its
+    fidelity figures (NaN in virtual time or where the monitor recorded no CPU), and
+    run_windows_closed:
     the subflow windows mptcp-d closed in the run on every host (NaN where the kernel
     does not count them)."""
     nan = float("nan")
+
+    def num(key: str) -> float:
+        value = figures.get(key)
+        return nan if value is None or clock == "virtual" else float(value)
+
     closed = figures.get("windows_closed")
-    closed_col = {"run_windows_closed": nan if closed is None else float(closed)}
-    busy, softirq = figures.get("cpu_busy_core_s"), figures.get("cpu_softirq_core_s")
-    duration = figures.get("duration_s")
-    if clock == "virtual" or busy is None or softirq is None or duration is None:
-        return {"run_cpu_s": nan, "run_softirq_s": nan, "run_energy_j": nan, **closed_col}
-    return {"run_cpu_s": float(busy), "run_softirq_s": float(softirq),
-            "run_energy_j": energy_j(1000.0 * float(busy), float(duration), hosts,
-                                     busy_watts_per_core, idle_watts), **closed_col}
+    hosts_cpu, duration = num("hosts_cpu_s"), num("duration_s")
+    return {"run_cpu_s": num("cpu_busy_core_s"), "run_softirq_s": num("cpu_softirq_core_s"),
+            "run_hosts_cpu_s": hosts_cpu,
+            "run_energy_j": energy_j(1000.0 * hosts_cpu, duration, hosts, busy_watts_per_core,
+                                     idle_watts) if np.isfinite(duration) else nan,
+            "run_windows_closed": nan if closed is None else float(closed)}
 
 
 def cpu_ms_per_mb(client_ms: float, server_ms: float, payload_bytes: float,

@@ -77,7 +77,8 @@ GROUP_COLUMNS = [
 
 # Columns of the whole run, the same on each of its rows (sharing.run_energy): compare
 # them over runs (one value per run_id), not over the rows.
-RUN_COLUMNS = ["run_cpu_s", "run_softirq_s", "run_energy_j", "run_windows_closed"]
+RUN_COLUMNS = ["run_hosts_cpu_s", "run_energy_j", "run_cpu_s", "run_softirq_s",
+               "run_windows_closed"]
 
 
 class RunLayoutError(ValueError):

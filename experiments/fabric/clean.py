@@ -15,6 +15,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass, field
 
+from pathdiv.experiments.fabric.cpuacct import remove_orphans
 from pathdiv.experiments.fabric.environment import (
     namespace_owner,
     restore_orphaned_settings,
@@ -34,6 +35,7 @@ class CleanReport:
     namespaces: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     unmarked: list[str] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         parts = [f"killed {len(self.killed)} leftover lab process(es)"
@@ -42,6 +44,8 @@ class CleanReport:
             parts.append(f"deleted namespace(s) {', '.join(self.namespaces)}")
         if self.restored:
             parts.append(f"restored {'; '.join(self.restored)}")
+        if self.cgroups:
+            parts.append(f"removed the per-host CPU cgroups {', '.join(self.cgroups)}")
         if self.unmarked:
             parts.append(f"left {len(self.unmarked)} namespace(s) pathdiv did not make "
                          f"alone ({', '.join(self.unmarked)})")
@@ -68,4 +72,5 @@ def clean() -> CleanReport:
         elif subprocess.run(["ip", "netns", "delete", ns], capture_output=True).returncode == 0:
             deleted.append(ns)
     return CleanReport(killed=killed, live_owners=sorted(live), namespaces=deleted,
-                       restored=restore_orphaned_settings(), unmarked=unmarked)
+                       restored=restore_orphaned_settings(), unmarked=unmarked,
+                       cgroups=remove_orphans())

@@ -74,6 +74,9 @@ class Samples:
     # per host, subflow windows mptcp-d closed (MPTcpExt MptcpDClosed); None where the
     # kernel has no such counter
     windows_closed: dict[str, int] | None = None
+    # per host, CPU seconds of its processes over the traffic phase (fabric/cpuacct.py);
+    # None where not accounted
+    host_cpu_s: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,9 @@ def figures_of(samples: Samples, th: Thresholds) -> dict[str, Any]:
         "cpu_wait_pct": None if samples.cpu_wait is None else round(100 * samples.cpu_wait, 2),
         "windows_closed": None if samples.windows_closed is None
         else sum(samples.windows_closed.values()),
+        # every host's processes (and the softirq work run in them), the run's own
+        "hosts_cpu_s": None if samples.host_cpu_s is None
+        else round(sum(samples.host_cpu_s.values()), 4),
     }
 
 

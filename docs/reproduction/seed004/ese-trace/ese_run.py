@@ -1,7 +1,9 @@
 """Run tests/support/ese_lab.py in a given lab kernel image (evidence for patch 0012)."""
-import json, sys
+import sys
 from pathlib import Path
+
 from pathdiv.kernels import uml
+
 image, out, *args = sys.argv[1:]
 share = Path(out).parent / (Path(out).stem + "-share")
 share.mkdir(parents=True, exist_ok=True)
