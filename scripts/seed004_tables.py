@@ -51,10 +51,12 @@ def per_run(metrics: pd.DataFrame) -> pd.DataFrame:
         subflow_count=("subflow_count", "first"), rtt_ms=("rtt_ms", "mean"),
         throughput_mbps=("throughput_mbps", "mean"), cpu_ms_per_mb=("cpu_ms_per_mb", "mean"),
         payload_bytes=("payload_bytes", "sum"), energy_j=("energy_j", "sum"),
-        **{c: (c, "first") for c in ("run_cpu_s", "run_softirq_s", "run_energy_j")
-           if c in m})
-    if "run_cpu_s" in runs:
-        runs["run_cpu_ms_per_mb"] = runs["run_cpu_s"] * 1000 / (runs["payload_bytes"] / 1e6)
+        **{c: (c, "first") for c in ("run_cpu_s", "run_softirq_s", "run_hosts_cpu_s",
+                                     "run_energy_j") if c in m})
+    for col in ("run_cpu_s", "run_hosts_cpu_s"):
+        if col in runs:
+            runs[col.replace("_s", "_ms_per_mb", 1)] = (
+                runs[col] * 1000 / (runs["payload_bytes"] / 1e6))
     return runs
 
 
@@ -91,30 +93,38 @@ PAPER_CPU = {2: "+20 % (Fig. 20)", 8: "+50 % (Fig. 7(d))"}
 
 
 def table_cpu(metrics: pd.DataFrame) -> str:
-    """CPU per MB and energy per subflow count: the transfer threads (per transfer) and
-    the whole machine over each run (per run), each against one subflow."""
+    """CPU per MB and energy per subflow count, each against one subflow: the transfer
+    threads (per transfer), every host's processes (per run, cgroups) and the whole
+    machine (per run, /proc/stat)."""
     runs = per_run(metrics)
     if "run_cpu_ms_per_mb" not in runs:
         return "(no per-run CPU in this metrics.csv)"
+    if "run_hosts_cpu_ms_per_mb" not in runs:
+        runs["run_hosts_cpu_ms_per_mb"] = float("nan")
     ok = metrics[metrics["ok"]]
-    rows = ["| subflows | threads CPU ms/MB (n) | vs 1, p | machine CPU ms/MB per run (runs) "
-            "| vs 1, p (runs) | softirq share | run energy J | paper (power vs 1) |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = ["| subflows | threads CPU ms/MB (n) | vs 1, p | hosts CPU ms/MB, per run (runs) "
+            "| vs 1, p (runs) | machine CPU ms/MB, per run | vs 1, p (runs) | machine softirq "
+            "share | run energy J | paper (power vs 1) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     base_t = ok[ok["subflow_count"] == "sf1"]["cpu_ms_per_mb"]
-    base_r = runs[runs["subflow_count"] == "sf1"]["run_cpu_ms_per_mb"]
+    base = runs[runs["subflow_count"] == "sf1"]
+
+    def against(values: pd.Series, ref: pd.Series, n: int) -> str:
+        if n == 1:
+            return "-"
+        return f"{100 * (values.mean() / ref.mean() - 1):+.1f} %, {fmt_p(welch_p(values, ref))}"
+
     for name in sorted(runs["subflow_count"].unique(), key=lambda x: int(x[2:])):
         t = ok[ok["subflow_count"] == name]["cpu_ms_per_mb"]
         r = runs[runs["subflow_count"] == name]
         n = int(name[2:])
-        vs_t = "-" if n == 1 else (f"{100 * (t.mean() / base_t.mean() - 1):+.1f} %, "
-                                   f"{fmt_p(welch_p(t, base_t))}")
-        vs_r = "-" if n == 1 else (
-            f"{100 * (r['run_cpu_ms_per_mb'].mean() / base_r.mean() - 1):+.1f} %, "
-            f"{fmt_p(welch_p(r['run_cpu_ms_per_mb'], base_r))}")
+        hosts, machine = r["run_hosts_cpu_ms_per_mb"], r["run_cpu_ms_per_mb"]
         soft = (r["run_softirq_s"] / r["run_cpu_s"]).mean()
-        rows.append(f"| {n} | {t.mean():.2f} ({len(t)}) | {vs_t} | "
-                    f"{r['run_cpu_ms_per_mb'].mean():.1f} ({len(r)}) | {vs_r} | "
-                    f"{soft:.2f} | {r['run_energy_j'].mean():.1f} | {PAPER_CPU.get(n, '')} |")
+        rows.append(f"| {n} | {t.mean():.2f} ({len(t)}) | {against(t, base_t, n)} | "
+                    f"{hosts.mean():.2f} ({len(r)}) | "
+                    f"{against(hosts, base['run_hosts_cpu_ms_per_mb'], n)} | "
+                    f"{machine.mean():.1f} | {against(machine, base['run_cpu_ms_per_mb'], n)} | "
+                    f"{soft:.2f} | {r['run_energy_j'].mean():.2f} | {PAPER_CPU.get(n, '')} |")
     return "\n".join(rows)
 
 

@@ -81,13 +81,16 @@ def test_sweep_cpu_is_compared_per_run_and_the_ratios_get_p_values() -> None:
                              "rtt_ms": rtt + jitter + g / 10, "throughput_mbps": 19.0,
                              "cpu_ms_per_mb": cpu_s + jitter, "payload_bytes": 2e6,
                              "energy_j": 1.0, "run_cpu_s": cpu_s + jitter,
-                             "run_softirq_s": (cpu_s + jitter) / 4, "run_energy_j": 10 * cpu_s})
+                             "run_softirq_s": (cpu_s + jitter) / 4, "run_energy_j": 10 * cpu_s,
+                             "run_hosts_cpu_s": (cpu_s + jitter) / 2})
     m = pd.DataFrame(rows)
     runs = tables.per_run(m)
     # 2 core-seconds over a run's 4 x 2 MB: 250 ms per MB
     assert runs.loc["sf1_1", "run_cpu_ms_per_mb"] == 250.0
+    assert runs.loc["sf1_1", "run_hosts_cpu_ms_per_mb"] == 125.0
     cpu = tables.table_cpu(m)
-    assert "| 2 | " in cpu and "+50.0 %" in cpu and "0.25" in cpu  # softirq share
+    sf2 = next(line for line in cpu.splitlines() if line.startswith("| 2 |"))
+    assert sf2.count("+50.0 %") == 3 and "| 0.25 |" in sf2  # softirq share
     iv = tables.table_iv(m, [[1, 96.1, 2.4649], [2, 93.1, 2.8816], [4, 98.5, 3.42],
                              [8, 100.7, 4.31]])
     d21 = next(line for line in iv.splitlines() if line.startswith("| D2/D1"))
