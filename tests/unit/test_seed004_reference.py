@@ -3,6 +3,8 @@ and every claim names a factor level one of the seed004 configs runs."""
 
 from __future__ import annotations
 
+import sys
+
 import yaml
 
 from pathdiv.analysis.stats.claims import REFERENCE_DIR, load_reference
@@ -111,3 +113,29 @@ def test_closures_counted_by_the_kernel_are_set_against_those_due() -> None:
     out = tables.table_closures(m)
     assert "| 4 | one-path | 1 | 2 | 6 | 5 | 5 | 0.833 |" in out
     assert "| 4 | disjoint | 1 | 2 | 0 | 1 | 1 | - |" in out
+
+
+def test_the_ese_replay_closes_a_subflow_rising_through_the_reference_only() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seed004_ese_rtts",
+                                                  REPO / "scripts" / "seed004_ese_rtts.py")
+    assert spec and spec.loader
+    rtts = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = rtts  # its dataclasses look their module up there
+    spec.loader.exec_module(rtts)
+    rising = [1.5, 1.6, 1.8, 2.0, 2.2, 2.4, 2.6]
+    # subflow 1 starts on an empty path and triggers at 2.0 ms (above 1.3 x 1.5); subflow
+    # 2, on an empty path of its own, rises through 2.0 ms later: closed, as on a shared
+    # link (ESE compares RTT levels, not their moves in time)
+    twin = [(t / 10, 1, r) for t, r in enumerate(rising)] + \
+           [(1 + t / 10, 2, r) for t, r in enumerate(rising)]
+    subs = rtts.replay(sorted(twin))
+    assert (subs[1].verdict, subs[2].verdict) == ("trigger", "closed")
+    # subflow 2 joins a queue subflow 1 already built: its base is 2.0 ms, and by the time
+    # it is 30 % above that (2.8 ms) it is 0.8 ms past the reference: beta's band is 0.2 ms
+    late = [(t / 10, 1, r) for t, r in enumerate(rising)] + \
+           [(1 + t / 10, 2, r) for t, r in enumerate([2.0, 2.2, 2.4, 2.6, 2.8, 3.0])]
+    subs = rtts.replay(sorted(late))
+    assert (subs[2].verdict, subs[2].significant) == ("kept", 2)  # 2.8 and 3.0 ms
+    assert subs[2].base == 2.0
