@@ -140,18 +140,33 @@ def ese_outcomes(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def table_v(metrics: pd.DataFrame, reference: dict) -> str:
+    """Per cell: the share of transfers with each outcome, per repetition too, and a
+    binomial test of ours against the paper's rate (one-path: success against Table V;
+    disjoint: a window closed too many against Table VI's false positives)."""
     m = ese_outcomes(metrics)
     paper = {r["num_subflows"]: r["rate"][1] for r in reference["table_v"]["rows"]}
-    rows = ["| subflows | placement | paper (alpha 1.3) | ours: success | closed too many "
-            "| extra left open | n |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    false_pos = float(reference["table_vi"]["false_positive"])
+    rows = ["| subflows | placement | paper (alpha 1.3) | ours: success | per repetition "
+            "| closed too many | extra left open | n | p (binomial, ours = paper's) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for (level, placement), g in m.groupby(["subflow_count", "placement"], sort=True):
         share = g["outcome"].value_counts(normalize=True)
         n = int(level[2:])
-        where = (f"{paper.get(n, float('nan')):.3f}" if placement == "one-path" else
-                 f"FP {reference['table_vi']['false_positive']:.3f} (Table VI)")
+        if placement == "one-path":
+            rate, outcome = paper.get(n, float("nan")), "success"
+            where = f"{rate:.3f}"
+        else:
+            rate, outcome = false_pos, "closed too many"
+            where = f"FP {rate:.3f} (Table VI)"
+        hits = int((g["outcome"] == outcome).sum())
+        p = (stats.binomtest(hits, len(g), rate).pvalue if np.isfinite(rate) and len(g)
+             else float("nan"))
+        reps = (g.groupby("repetition")["outcome"].apply(lambda o: (o == "success").mean())
+                if "repetition" in g else pd.Series(dtype=float))
         rows.append(f"| {n} | {placement} | {where} | {share.get('success', 0):.3f} | "
+                    f"{', '.join(f'{r:.2f}' for r in reps)} | "
                     f"{share.get('closed too many', 0):.3f} | "
-                    f"{share.get('extra left open', 0):.3f} | {len(g)} |")
+                    f"{share.get('extra left open', 0):.3f} | {len(g)} | {fmt_p(p)} |")
     return "\n".join(rows)
 
 
