@@ -10,7 +10,12 @@ ESE per transfer, from open_subflows (analysis/metrics/transfer.py): the subflow
 should stay open are one per path the connection's subflows were given (one-path: 1;
 disjoint: min(subflows, paths)). A transfer with that many open is a success; with fewer,
 a window was closed that should not have been (a false positive where the paths did
-not share a bottleneck); with more, an extra subflow stayed open (a miss).
+not share a bottleneck); with more, an extra subflow stayed open (a miss). Per run, the
+kernel's own count of closed windows (run_windows_closed, MPTcpExt MptcpDClosed of every
+host) beside the closures that were due (subflows minus one per path, summed).
+
+p-values are Welch's t-tests: over the transfers, and over the runs (each repetition's
+mean, or the run's own figure for the per-run CPU and energy columns).
 """
 
 from __future__ import annotations
@@ -21,25 +26,105 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+from scipy import stats
 
 REFERENCE = Path(__file__).resolve().parents[1] / "analysis" / "references" / "seed004.yaml"
 
 
+def welch_p(a: pd.Series, b: pd.Series) -> float:
+    """Welch's t-test p-value; NaN with fewer than two values on a side."""
+    a, b = a.dropna(), b.dropna()
+    if len(a) < 2 or len(b) < 2:
+        return float("nan")
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def fmt_p(p: float) -> str:
+    return "-" if not np.isfinite(p) else "< .001" if p < 0.001 else f"{p:.3f}"
+
+
+def per_run(metrics: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: its level, the mean of each group measure, the run's columns,
+    and the whole machine's CPU per MB of the run's payload (run_cpu_ms_per_mb)."""
+    m = metrics[metrics["ok"]]
+    runs = m.groupby("run_id").agg(
+        subflow_count=("subflow_count", "first"), rtt_ms=("rtt_ms", "mean"),
+        throughput_mbps=("throughput_mbps", "mean"), cpu_ms_per_mb=("cpu_ms_per_mb", "mean"),
+        payload_bytes=("payload_bytes", "sum"), energy_j=("energy_j", "sum"),
+        **{c: (c, "first") for c in ("run_cpu_s", "run_softirq_s", "run_hosts_cpu_s",
+                                     "run_energy_j") if c in m})
+    for col in ("run_cpu_s", "run_hosts_cpu_s"):
+        if col in runs:
+            runs[col.replace("_s", "_ms_per_mb", 1)] = (
+                runs[col] * 1000 / (runs["payload_bytes"] / 1e6))
+    return runs
+
+
 def table_iv(metrics: pd.DataFrame, paper: list[list[float]]) -> str:
-    ours = metrics[metrics["ok"]].groupby("subflow_count")
+    ok = metrics[metrics["ok"]]
+    ours = ok.groupby("subflow_count")
+    runs = per_run(metrics).groupby("subflow_count")
     rows = ["| subflows | paper RTT ms | ours RTT ms (n, sd) | paper Mbit/s | ours Mbit/s |",
             "| --- | --- | --- | --- | --- |"]
     mean_rtt = {}
     for n, tput, rtt in paper:
         level = f"sf{int(n)}"
-        g = ours.get_group(level) if level in ours.groups else metrics.iloc[0:0]
+        g = ours.get_group(level) if level in ours.groups else ok.iloc[0:0]
         mean_rtt[int(n)] = (rtt, g["rtt_ms"].mean())
         rows.append(f"| {int(n)} | {rtt:.3f} | {g['rtt_ms'].mean():.3f} ({len(g)}, "
                     f"{g['rtt_ms'].std():.3f}) | {tput:.1f} | {g['throughput_mbps'].mean():.2f} |")
-    rows += ["", "| ratio | paper | ours |", "| --- | --- | --- |"]
+    rows += ["", "| ratio | paper | ours | p (transfers) | p (runs) |",
+             "| --- | --- | --- | --- | --- |"]
+
+    def level(frame: pd.core.groupby.DataFrameGroupBy, n: int, col: str) -> pd.Series:
+        name = f"sf{n}"
+        return frame.get_group(name)[col] if name in frame.groups else pd.Series(dtype=float)
+
     for a, b in ((2, 1), (4, 1), (8, 1), (4, 2), (8, 2), (8, 4)):
         (pa, oa), (pb, ob) = mean_rtt[a], mean_rtt[b]
-        rows.append(f"| D{a}/D{b} | {pa / pb:.2f} | {oa / ob:.2f} |")
+        rows.append(f"| D{a}/D{b} | {pa / pb:.2f} | {oa / ob:.2f} | "
+                    f"{fmt_p(welch_p(level(ours, a, 'rtt_ms'), level(ours, b, 'rtt_ms')))} | "
+                    f"{fmt_p(welch_p(level(runs, a, 'rtt_ms'), level(runs, b, 'rtt_ms')))} |")
+    return "\n".join(rows)
+
+
+# the paper's CPU power against one subflow per path (III.C Fig. 7(d), V.C Fig. 20)
+PAPER_CPU = {2: "+20 % (Fig. 20)", 8: "+50 % (Fig. 7(d))"}
+
+
+def table_cpu(metrics: pd.DataFrame) -> str:
+    """CPU per MB and energy per subflow count, each against one subflow: the transfer
+    threads (per transfer), every host's processes (per run, cgroups) and the whole
+    machine (per run, /proc/stat)."""
+    runs = per_run(metrics)
+    if "run_cpu_ms_per_mb" not in runs:
+        return "(no per-run CPU in this metrics.csv)"
+    if "run_hosts_cpu_ms_per_mb" not in runs:
+        runs["run_hosts_cpu_ms_per_mb"] = float("nan")
+    ok = metrics[metrics["ok"]]
+    rows = ["| subflows | threads CPU ms/MB (n) | vs 1, p | hosts CPU ms/MB, per run (runs) "
+            "| vs 1, p (runs) | machine CPU ms/MB, per run | vs 1, p (runs) | machine softirq "
+            "share | run energy J | paper (power vs 1) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    base_t = ok[ok["subflow_count"] == "sf1"]["cpu_ms_per_mb"]
+    base = runs[runs["subflow_count"] == "sf1"]
+
+    def against(values: pd.Series, ref: pd.Series, n: int) -> str:
+        if n == 1:
+            return "-"
+        return f"{100 * (values.mean() / ref.mean() - 1):+.1f} %, {fmt_p(welch_p(values, ref))}"
+
+    for name in sorted(runs["subflow_count"].unique(), key=lambda x: int(x[2:])):
+        t = ok[ok["subflow_count"] == name]["cpu_ms_per_mb"]
+        r = runs[runs["subflow_count"] == name]
+        n = int(name[2:])
+        hosts, machine = r["run_hosts_cpu_ms_per_mb"], r["run_cpu_ms_per_mb"]
+        soft = (r["run_softirq_s"] / r["run_cpu_s"]).mean()
+        rows.append(f"| {n} | {t.mean():.2f} ({len(t)}) | {against(t, base_t, n)} | "
+                    f"{hosts.mean():.2f} ({len(r)}) | "
+                    f"{against(hosts, base['run_hosts_cpu_ms_per_mb'], n)} | "
+                    f"{machine.mean():.1f} | {against(machine, base['run_cpu_ms_per_mb'], n)} | "
+                    f"{soft:.2f} | {r['run_energy_j'].mean():.2f} | {PAPER_CPU.get(n, '')} |")
     return "\n".join(rows)
 
 
@@ -55,18 +140,55 @@ def ese_outcomes(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def table_v(metrics: pd.DataFrame, reference: dict) -> str:
+    """Per cell: the share of transfers with each outcome, per repetition too, and a
+    binomial test of ours against the paper's rate (one-path: success against Table V;
+    disjoint: a window closed too many against Table VI's false positives)."""
     m = ese_outcomes(metrics)
     paper = {r["num_subflows"]: r["rate"][1] for r in reference["table_v"]["rows"]}
-    rows = ["| subflows | placement | paper (alpha 1.3) | ours: success | closed too many "
-            "| extra left open | n |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    false_pos = float(reference["table_vi"]["false_positive"])
+    rows = ["| subflows | placement | paper (alpha 1.3) | ours: success | per repetition "
+            "| closed too many | extra left open | n | p (binomial, ours = paper's) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for (level, placement), g in m.groupby(["subflow_count", "placement"], sort=True):
         share = g["outcome"].value_counts(normalize=True)
         n = int(level[2:])
-        where = (f"{paper.get(n, float('nan')):.3f}" if placement == "one-path" else
-                 f"FP {reference['table_vi']['false_positive']:.3f} (Table VI)")
+        if placement == "one-path":
+            rate, outcome = paper.get(n, float("nan")), "success"
+            where = f"{rate:.3f}"
+        else:
+            rate, outcome = false_pos, "closed too many"
+            where = f"FP {rate:.3f} (Table VI)"
+        hits = int((g["outcome"] == outcome).sum())
+        p = (stats.binomtest(hits, len(g), rate).pvalue if np.isfinite(rate) and len(g)
+             else float("nan"))
+        reps = (g.groupby("repetition")["outcome"].apply(lambda o: (o == "success").mean())
+                if "repetition" in g else pd.Series(dtype=float))
         rows.append(f"| {n} | {placement} | {where} | {share.get('success', 0):.3f} | "
+                    f"{', '.join(f'{r:.2f}' for r in reps)} | "
                     f"{share.get('closed too many', 0):.3f} | "
-                    f"{share.get('extra left open', 0):.3f} | {len(g)} |")
+                    f"{share.get('extra left open', 0):.3f} | {len(g)} | {fmt_p(p)} |")
+    return "\n".join(rows)
+
+
+def table_closures(metrics: pd.DataFrame) -> str:
+    """Per cell: windows the kernel closed (MptcpDClosed, summed over the runs) against
+    the closures due, over the runs' transfers (one-path: subflows - 1 each; disjoint:
+    subflows beyond one per path)."""
+    if "run_windows_closed" not in metrics:
+        return "(no run_windows_closed in this metrics.csv)"
+    m = ese_outcomes(metrics)
+    m["due"] = m["subflow_count"].str[2:].astype(int) - m["expected_open"]
+    rows = ["| subflows | placement | runs | transfers | closures due | windows closed "
+            "(kernel) | per run | closed / due |", "| --- | --- | --- | --- | --- | --- | --- "
+            "| --- |"]
+    for (level, placement), g in m.groupby(["subflow_count", "placement"], sort=True):
+        closed = g.groupby("run_id")["run_windows_closed"].first()
+        due = int(g["due"].sum())
+        total = closed.sum(min_count=1)
+        ratio = "-" if not due or not np.isfinite(total) else f"{total / due:.3f}"
+        rows.append(f"| {level[2:]} | {placement} | {len(closed)} | {len(g)} | {due} | "
+                    f"{'-' if not np.isfinite(total) else int(total)} | "
+                    f"{', '.join(str(int(x)) for x in closed.dropna())} | {ratio} |")
     return "\n".join(rows)
 
 
@@ -78,11 +200,17 @@ def main() -> None:
     tables = yaml.safe_load(REFERENCE.read_text())["tables"]
     if args.sweep:
         print("Table IV (V.A) beside seed004-sweep\n")
-        print(table_iv(pd.read_csv(args.sweep), tables["table_iv"]["values"]))
+        sweep = pd.read_csv(args.sweep)
+        print(table_iv(sweep, tables["table_iv"]["values"]))
+        print("\nCPU per MB and energy per subflow count (III.C Fig. 7(d), V.C Fig. 20)\n")
+        print(table_cpu(sweep))
         print()
     if args.ese:
         print("Tables V-VI (V.A, V.C) beside seed004-ese\n")
-        print(table_v(pd.read_csv(args.ese), tables))
+        ese = pd.read_csv(args.ese)
+        print(table_v(ese, tables))
+        print("\nWindows closed, by the kernel's count\n")
+        print(table_closures(ese))
 
 
 if __name__ == "__main__":

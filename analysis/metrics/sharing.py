@@ -22,6 +22,21 @@
   What the CPU time leaves out: softirq work the kernel ran outside the two threads
   (e.g. in ksoftirqd or on behalf of forwarding), the switches, and everything else
   on the machine; RAPL, where it exists, is read by benchmarks/subflow_cpu.py.
+  Per host this is the host's own share: the client's receive thread, the server's
+  send thread (with the softirq work run in their context, which on veth pairs
+  includes some forwarding of the switches on the path).
+- Per run, over its traffic phase (the fidelity monitor's figures), NaN on the virtual
+  clock:
+  - `run_hosts_cpu_s`: the CPU time of every host's processes (one cgroup per host,
+    experiments/fabric/cpuacct.py; per host in fidelity.json's `host_cpu_s`), with the
+    softirq work the kernel ran while they were on the CPU: the run's own even on a
+    shared machine;
+  - `run_energy_j`: the power model over it, with idle watts for every host of the run
+    over the traffic phase;
+  - `run_cpu_s`, `run_softirq_s`: the whole machine's busy and softirq CPU from
+    /proc/stat (`cpu_busy_core_s`, `cpu_softirq_core_s`): every host's and switch's
+    work, the captures, pathdiv, all softirq work, and whatever else the machine runs
+    (the run's own only while it holds the machine: `flock -x /tmp/pathdiv-cpu.lock`).
 """
 
 from __future__ import annotations
@@ -60,6 +75,28 @@ def energy_j(cpu_ms: float, fct_s: float, hosts: int, busy_watts_per_core: float
         return float("nan")
     idle = idle_watts * fct_s * hosts if idle_watts else 0.0
     return float(busy_watts_per_core * cpu_ms / 1000 + idle)
+
+
+def run_energy(figures: dict, clock: str, hosts: int, busy_watts_per_core: float,
+               idle_watts: float) -> dict[str, float]:
+    """run_cpu_s, run_softirq_s, run_hosts_cpu_s and run_energy_j of one run from its
+    fidelity figures (NaN in virtual time or where the monitor recorded no CPU), and
+    run_windows_closed:
+    the subflow windows mptcp-d closed in the run on every host (NaN where the kernel
+    does not count them)."""
+    nan = float("nan")
+
+    def num(key: str) -> float:
+        value = figures.get(key)
+        return nan if value is None or clock == "virtual" else float(value)
+
+    closed = figures.get("windows_closed")
+    hosts_cpu, duration = num("hosts_cpu_s"), num("duration_s")
+    return {"run_cpu_s": num("cpu_busy_core_s"), "run_softirq_s": num("cpu_softirq_core_s"),
+            "run_hosts_cpu_s": hosts_cpu,
+            "run_energy_j": energy_j(1000.0 * hosts_cpu, duration, hosts, busy_watts_per_core,
+                                     idle_watts) if np.isfinite(duration) else nan,
+            "run_windows_closed": nan if closed is None else float(closed)}
 
 
 def cpu_ms_per_mb(client_ms: float, server_ms: float, payload_bytes: float,

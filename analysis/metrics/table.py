@@ -39,7 +39,7 @@ from pathdiv.analysis.metrics.paths_run import (
     series_rows,
 )
 from pathdiv.analysis.metrics.registry import METRICS, as_number
-from pathdiv.analysis.metrics.sharing import cpu_ms_per_mb, energy_j
+from pathdiv.analysis.metrics.sharing import cpu_ms_per_mb, energy_j, run_energy
 from pathdiv.analysis.metrics.slowdown import slowdown_table, slowdowns
 from pathdiv.analysis.metrics.timeline import goodput_timeline
 from pathdiv.analysis.metrics.transfer import (
@@ -74,6 +74,11 @@ GROUP_COLUMNS = [
     "wire_bytes",
     "error",
 ]
+
+# Columns of the whole run, the same on each of its rows (sharing.run_energy): compare
+# them over runs (one value per run_id), not over the rows.
+RUN_COLUMNS = ["run_hosts_cpu_s", "run_energy_j", "run_cpu_s", "run_softirq_s",
+               "run_windows_closed"]
 
 
 class RunLayoutError(ValueError):
@@ -289,13 +294,19 @@ def group_metrics(transfers: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataF
     per_path = path_columns(n_paths)
     model = config.get("energy") or {}
     power = (float(model.get("busy_watts_per_core", 15.0)), float(model.get("idle_watts", 0.0)))
+    hosts = (set(transfers["client"].astype(str)) | set(transfers["server"].astype(str))
+             if "client" in transfers and "server" in transfers else set())
+    fidelity = manifest.get("fidelity") or {}
+    run = run_energy(fidelity.get("figures") or {},
+                     str(manifest.get("clock") or fidelity.get("clock") or "real"),
+                     len(hosts), *power)
     rows = [
-        {**lead, "group_id": gid, **_group_row(g, power),
+        {**lead, "group_id": gid, **_group_row(g, power), **run,
          **dict(zip(per_path, path_shares(g, n_paths), strict=True)), **registered_values(g)}
         for gid, g in transfers.groupby("group_id", sort=True)
     ]
-    return pd.DataFrame(rows, columns=[*lead, "group_id", *GROUP_COLUMNS, *per_path,
-                                       *METRICS])
+    return pd.DataFrame(rows, columns=[*lead, "group_id", *GROUP_COLUMNS, *RUN_COLUMNS,
+                                       *per_path, *METRICS])
 
 
 def paths_group(run_dir: Path, manifest: dict[str, Any]) -> pd.DataFrame:

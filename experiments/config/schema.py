@@ -473,7 +473,8 @@ SCHEMA = Section(
                                             check=_watts),
             },
             "energy_j = busy_watts_per_core x CPU seconds + idle_watts x FCT x hosts of "
-            "the group, on the real clock only (NaN on the virtual clock, where CPU work "
+            "the group (per run, run_energy_j: the hosts' CPU seconds and the traffic "
+            "phase), on the real clock only (NaN on the virtual clock, where CPU work "
             "takes no time)",
         ),
         "lab": Section(

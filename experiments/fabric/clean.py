@@ -16,6 +16,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass, field
 
+from pathdiv.experiments.fabric.cpuacct import remove_orphans
 from pathdiv.experiments.fabric.environment import (
     namespace_owner,
     restore_orphaned_settings,
@@ -43,6 +44,7 @@ class CleanReport:
     restored: list[str] = field(default_factory=list)
     unmarked: list[str] = field(default_factory=list)
     scratch: list[str] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         parts = [f"killed {len(self.killed)} leftover lab process(es)"
@@ -54,6 +56,8 @@ class CleanReport:
                          f"({', '.join(self.scratch)})")
         if self.restored:
             parts.append(f"restored {'; '.join(self.restored)}")
+        if self.cgroups:
+            parts.append(f"removed the per-host CPU cgroups {', '.join(self.cgroups)}")
         if self.unmarked:
             parts.append(f"left {len(self.unmarked)} namespace(s) pathdiv did not make "
                          f"alone ({', '.join(self.unmarked)})")
@@ -84,4 +88,5 @@ def clean() -> CleanReport:
         remove_scratch(folder)
     return CleanReport(killed=killed, live_owners=sorted(live), namespaces=deleted,
                        restored=restore_orphaned_settings(), unmarked=unmarked,
-                       scratch=[str(folder) for folder in scratch])
+                       scratch=[str(folder) for folder in scratch],
+                       cgroups=remove_orphans())

@@ -27,6 +27,7 @@ from typing import Any
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError, parse_proc_net_dev
 from pathdiv.experiments.fabric.conditions import node_commands, program_queues
+from pathdiv.experiments.fabric.cpuacct import HostCgroups
 from pathdiv.experiments.fabric.environment import allow_cc, restore_allowed_cc, virtual_clock
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
@@ -95,6 +96,8 @@ class Network(StartStop):
         self.net: Any = None
         self.procs: list[subprocess.Popen[str]] = []
         self.captures: list[tuple[str, subprocess.Popen[str], Path]] = []
+        # CPU time per host: a cgroup each for its shell and what pathdiv starts in it
+        self.host_cpu = HostCgroups(list(self.topo.hosts))
         self.build_s = 0.0
         self._cc_restore: str | None = None
         # one network for several runs (`reset_for`): a fresh namespace's values, every
@@ -121,6 +124,9 @@ class Network(StartStop):
                 self.net.addSwitch(name, cls=self.dp.switch_class(), inNamespace=True)
             for name in self.topo.hosts:
                 self.net.addHost(name, ip=None)
+        if self.host_cpu.create():
+            for name in self.topo.hosts:
+                self.host_cpu.attach(name, self.net[name].pid)
         self._add_links()
         spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler,
                         self.cfg.subflow_paths, self.cfg.reordering,
@@ -173,6 +179,7 @@ class Network(StartStop):
                 self.net.stop()
             self.net = None
         sweep(os.getpid())
+        self.host_cpu.remove()
         os.environ.pop(OWNER_ENV, None)
         with contextlib.suppress(OSError):
             restore_allowed_cc(self._cc_restore)
@@ -383,6 +390,7 @@ class Network(StartStop):
         kw.setdefault("stdout", subprocess.PIPE)
         kw.setdefault("stderr", subprocess.PIPE)
         proc = self.node(name).popen(argv, text=True, **kw)
+        self.host_cpu.attach(name, proc.pid)
         self.procs.append(proc)
         return proc
 

@@ -8,7 +8,10 @@ per link.
   where that fails, one `tc -s -j qdisc show` per namespace per sample;
 - TCP retransmission timeouts (TcpExt TCPTimeouts) per host from
   `/proc/<host pid>/net/netstat`, and the kernel input-backlog drops from
-  `/proc/net/softnet_stat`, at start and stop.
+  `/proc/net/softnet_stat`, at start and stop; from the same file the subflow windows
+  mptcp-d's extra subflow elimination closed (MPTcpExt MptcpDClosed, lab kernel patch
+  0015; absent elsewhere); each host's CPU time (`fabric/cpuacct.py`: a cgroup per
+  host), at start and stop.
 
 An egress is backlogged over a sample interval when its queue held packets at both
 ends of it; the bytes it sent over such intervals, against their length, give its
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pathdiv.experiments.fabric.cpuacct import cpu_seconds
 from pathdiv.experiments.fidelity.verdict import CoreShare, LinkShare, Samples
 
 log = logging.getLogger("pathdiv")
@@ -283,13 +287,16 @@ class Monitor:
     """Samples one lab between `start()` and `stop()` (a context manager too).
 
     nodes: node name -> pid of a process in its namespace; rates: 'node:intf' -> the
-    configured egress rate in bit/s (None: unshaped); hosts: nodes whose RTOs count.
+    configured egress rate in bit/s (None: unshaped); hosts: nodes whose RTOs count;
+    host_cpu: the network's per-host CPU accounting (`fabric.cpuacct.HostCgroups`, its
+    `usage_ns()`), or None.
     """
 
     nodes: dict[str, int]
     rates: dict[str, float | None]
     hosts: list[str]
     interval_s: float = 0.2
+    host_cpu: Any = None
     tracks: dict[str, EgressTrack] = field(default_factory=dict)
     method: str = "netlink"
     samples: int = 0
@@ -305,6 +312,9 @@ class Monitor:
         self._cpu1: dict[str, tuple[int, ...]] = {}
         self._rto0: dict[str, int] = {}
         self._rto1: dict[str, int] = {}
+        self._closed0: dict[str, int] = {}
+        self._closed1: dict[str, int] = {}
+        self._hostcpu: tuple[dict[str, int] | None, dict[str, int] | None] = (None, None)
         self._softnet = (0, 0)
         self._psi: tuple[int | None, int | None] = (None, None)
 
@@ -312,10 +322,24 @@ class Monitor:
         return {h: parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/netstat"))
                 .get("TCPTimeouts", 0) for h in self.hosts}
 
+    def _host_cpu(self) -> dict[str, int] | None:
+        return None if self.host_cpu is None else self.host_cpu.usage_ns()
+
+    def _closed(self) -> dict[str, int]:
+        """Per host, MPTcpExt MptcpDClosed where the kernel counts it."""
+        out = {}
+        for h in self.hosts:
+            mptcp = parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/netstat"), "MPTcpExt")
+            if "MptcpDClosed" in mptcp:
+                out[h] = mptcp["MptcpDClosed"]
+        return out
+
     def start(self) -> Monitor:
         self._t0 = time.monotonic()
         self._cpu0 = parse_proc_stat(read_text("/proc/stat"))
         self._rto0 = self._rtos()
+        self._closed0 = self._closed()
+        self._hostcpu = (self._host_cpu(), None)
         self._softnet = (parse_softnet_drops(read_text("/proc/net/softnet_stat")), 0)
         self._psi = (parse_pressure(read_text("/proc/pressure/cpu")), None)
         self._thread = threading.Thread(target=self._loop, name="fidelity-monitor",
@@ -330,6 +354,8 @@ class Monitor:
         self._duration = time.monotonic() - self._t0
         self._cpu1 = parse_proc_stat(read_text("/proc/stat"))
         self._rto1 = self._rtos()
+        self._closed1 = self._closed()
+        self._hostcpu = (self._hostcpu[0], self._host_cpu())
         self._softnet = (self._softnet[0],
                          parse_softnet_drops(read_text("/proc/net/softnet_stat")))
         self._psi = (self._psi[0], parse_pressure(read_text("/proc/pressure/cpu")))
@@ -349,9 +375,13 @@ class Monitor:
         p0, p1 = self._psi
         waited = None if p0 is None or p1 is None or self._duration <= 0 \
             else (p1 - p0) / 1e6 / self._duration
+        closed = {h: self._closed1[h] - self._closed0.get(h, 0) for h in self._closed1}
         return Samples(self._duration, core_shares(self._cpu0, self._cpu1), links,
                        {h: n for h, n in rtos.items() if n > 0},
-                       max(0, self._softnet[1] - self._softnet[0]), waited)
+                       max(0, self._softnet[1] - self._softnet[0]), waited,
+                       None if not self._closed1 else
+                       {h: n for h, n in closed.items() if n > 0},
+                       cpu_seconds(*self._hostcpu))
 
     def cost(self) -> dict[str, Any]:
         return {"method": self.method, "interval_s": self.interval_s,

@@ -39,7 +39,8 @@ def lab_monitor(net: RunningNetwork, section: dict[str, Any]) -> Monitor:
     """A monitor over every node of a running `fabric.network.Network` (not started)."""
     nodes = {name: int(net.node(name).pid) for name in net.topo.nodes}
     return Monitor(nodes, egress_rates(net.topo), list(net.topo.hosts),
-                   float(section.get("sample_interval_s", 0.2)))
+                   float(section.get("sample_interval_s", 0.2)),
+                   host_cpu=getattr(net, "host_cpu", None))
 
 
 def build_record(samples: Samples, monitor: Monitor | None, section: dict[str, Any],
@@ -52,6 +53,9 @@ def build_record(samples: Samples, monitor: Monitor | None, section: dict[str, A
         "links": [{**asdict(lk), "ratio": None if lk.ratio is None else round(lk.ratio, 4)}
                   for lk in samples.links],
         "rtos": samples.rtos,
+        "windows_closed": samples.windows_closed,
+        "host_cpu_s": None if samples.host_cpu_s is None
+        else {h: round(v, 4) for h, v in samples.host_cpu_s.items()},
         "monitor": None if monitor is None else monitor.cost(),
     }
 

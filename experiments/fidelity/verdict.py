@@ -71,6 +71,12 @@ class Samples:
     rtos: dict[str, int] = field(default_factory=dict)
     backlog_drops: int = 0  # /proc/net/softnet_stat: packets the kernel's input queue lost
     cpu_wait: float | None = None  # PSI: share of the time some task waited for a CPU
+    # per host, subflow windows mptcp-d closed (MPTcpExt MptcpDClosed); None where the
+    # kernel has no such counter
+    windows_closed: dict[str, int] | None = None
+    # per host, CPU seconds of its processes over the traffic phase (fabric/cpuacct.py);
+    # None where not accounted
+    host_cpu_s: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,13 @@ def figures_of(samples: Samples, th: Thresholds) -> dict[str, Any]:
         "steal_pct": None if steal is None else round(100 * steal, 2),
         "busiest_core": None if not cores else max(cores, key=lambda c: c.busy).core,
         "busy_max_pct": None if not cores else round(100 * max(c.busy for c in cores), 2),
+        # the whole machine's CPU over the traffic phase, in core-seconds: every process
+        # (hosts, switches, captures, pathdiv) and the kernel's softirq work; the run's
+        # own when it holds the machine (flock -x /tmp/pathdiv-cpu.lock)
+        "cpu_busy_core_s": None if not cores
+        else round(sum(c.busy for c in cores) * samples.duration_s, 3),
+        "cpu_softirq_core_s": None if not cores
+        else round(sum(c.softirq for c in cores) * samples.duration_s, 3),
         "softirq_max_pct": None if not cores else round(100 * max(c.softirq for c in cores), 2),
         "links_judged": len(judged),
         "worst_link": None if worst is None else worst.link,
@@ -139,6 +152,11 @@ def figures_of(samples: Samples, th: Thresholds) -> dict[str, Any]:
         "rtos_unexplained": max(0, rtos - drops),
         "backlog_drops": samples.backlog_drops,
         "cpu_wait_pct": None if samples.cpu_wait is None else round(100 * samples.cpu_wait, 2),
+        "windows_closed": None if samples.windows_closed is None
+        else sum(samples.windows_closed.values()),
+        # every host's processes (and the softirq work run in them), the run's own
+        "hosts_cpu_s": None if samples.host_cpu_s is None
+        else round(sum(samples.host_cpu_s.values()), 4),
     }
 
 

@@ -12,7 +12,10 @@ addresses share path 1 (one queue), the third has path 2 to itself, with a longe
 Per congestion control (net.ipv4.tcp_congestion_control of both namespaces; mptcp-d's
 alpha and beta from the module parameters) one transfer of ``--size`` bytes runs while
 the server's subflows are sampled every ``--sample-ms`` with ``ss -tin``: each
-subflow's congestion window and bytes acked over time. Prints one JSON object.
+subflow's congestion window, bytes sent and acked, and bytes the MPTCP scheduler queued
+on it that TCP has not sent yet (``notsent``), over time. The server's MPTCP counters
+(MPTcpExt*, e.g. MptcpDClosed and MptcpDReinject where the kernel has them) are read
+before and after each transfer. Prints one JSON object.
 
     python tests/support/ese_lab.py [--ccs mptcp-d lia] [--size 20000000] [--alpha 1.3] [--beta 0.1]
 """
@@ -83,8 +86,12 @@ def two_paths(rate_mbit: float, delays_ms: tuple[float, float], queue_pkts: int,
 SOCKET_RE = re.compile(r"\s(\d+\.\d+\.\d+\.\d+):(\d+)\s+(\d+\.\d+\.\d+\.\d+):(\d+)")
 
 
+SS_FIELDS = ("cwnd", "bytes_acked", "bytes_sent", "notsent")
+
+
 def subflow_states(ss_output: str) -> dict[str, dict[str, int]]:
-    """client address -> {cwnd, bytes_acked} of the server's subflows in `ss -tin` output."""
+    """client address -> {cwnd, bytes_acked, bytes_sent, notsent} of the server's
+    subflows in `ss -tin` output (ss leaves notsent out when it is 0)."""
     out: dict[str, dict[str, int]] = {}
     peer = None
     for line in ss_output.splitlines():
@@ -94,10 +101,21 @@ def subflow_states(ss_output: str) -> dict[str, dict[str, int]]:
             continue
         if peer and "cwnd:" in line:
             fields = dict(re.findall(r"(\w+):(\d+)", line))
-            out[peer] = {"cwnd": int(fields.get("cwnd", 0)),
-                         "bytes_acked": int(fields.get("bytes_acked", 0))}
+            out[peer] = {k: int(fields.get(k, 0)) for k in SS_FIELDS}
             peer = None
     return out
+
+
+def mptcp_counters(netstat: str) -> dict[str, int]:
+    """The MPTcpExt counters in /proc/net/netstat text (a header line, a value line)."""
+    rows = [line.split() for line in netstat.splitlines() if line.startswith("MPTcpExt:")]
+    if len(rows) < 2:
+        return {}
+    return {k: int(v) for k, v in zip(rows[0][1:], rows[1][1:], strict=False)}
+
+
+def server_counters() -> dict[str, int]:
+    return mptcp_counters(ml.sh("cat", "/proc/net/netstat", ns=ml.NS_SERVER, check=False))
 
 
 def run(cc: str, size: int, sample_ms: float) -> dict:
@@ -108,6 +126,7 @@ def run(cc: str, size: int, sample_ms: float) -> dict:
     server = subprocess.Popen(ml.server_cmd(1, len(PATH_OF)), stdout=subprocess.PIPE,
                               text=True)
     samples: list[tuple[float, dict[str, dict[str, int]]]] = []
+    before = server_counters()
     try:
         ml.wait_listening()
         client = subprocess.Popen(ml.client_cmd(size, 1), stdout=subprocess.PIPE,
@@ -127,12 +146,24 @@ def run(cc: str, size: int, sample_ms: float) -> dict:
     finally:
         if server.poll() is None:
             server.kill()
-    return {"cc": cc, **fetched, **summary(samples)}
+    after = server_counters()
+    counters = {k: after[k] - before.get(k, 0) for k in after
+                if after[k] - before.get(k, 0) and k in WATCHED}
+    return {"cc": cc, **fetched, "counters": counters, **summary(samples)}
+
+
+# server counters reported per transfer (deltas), where the kernel has them
+WATCHED = ("MptcpDClosed", "MptcpDReinject", "RetransSegs", "SubflowStale", "MPJoinAckRx")
 
 
 def summary(samples: list[tuple[float, dict[str, dict[str, int]]]]) -> dict:
     """Per client address: cwnd over the second half of the transfer (max), bytes acked
-    at the end and in the second half; closed = the window held at 1 packet there."""
+    at the end and in the second half; closed = the window held at 1 packet there.
+    For a closed subflow, from the first sample with a one-packet window on: when that
+    was (closed_at_s), the largest and the mean of the bytes queued on it but not sent
+    (notsent: what the scheduler handed it), the share of those samples with any, and
+    the bytes it sent from then on, and those the scheduler queued on it from then on
+    (handed_after_close: sent or held at the end beyond what it held at the closure)."""
     if not samples:
         return {"subflows": {}}
     half = samples[len(samples) // 2:]
@@ -149,7 +180,28 @@ def summary(samples: list[tuple[float, dict[str, dict[str, int]]]]) -> dict:
             "bytes_second_half": (late[-1]["bytes_acked"] - first_late) if late else 0,
         }
         per[addr]["closed"] = bool(late) and per[addr]["cwnd_max_second_half"] <= 1
+        if per[addr]["closed"]:
+            per[addr].update(after_closing(
+                [(t, s[addr]) for t, s in samples if addr in s]))
     return {"samples": len(samples), "subflows": per}
+
+
+def after_closing(series: list[tuple[float, dict[str, int]]]) -> dict:
+    """What a closed subflow was given from its first one-packet window on."""
+    start = next((i for i, (_, x) in enumerate(series) if x["cwnd"] <= 1), None)
+    if start is None:
+        return {}
+    rest = [x for _, x in series[start:]]
+    notsent = [x["notsent"] for x in rest]
+    return {"closed_at_s": series[start][0],
+            "notsent_max_after_close": max(notsent),
+            "notsent_mean_after_close": round(sum(notsent) / len(notsent)),
+            "notsent_share_after_close": round(sum(1 for n in notsent if n) / len(notsent), 3),
+            "sent_after_close": rest[-1]["bytes_sent"] - rest[0]["bytes_sent"],
+            # bytes the scheduler queued on it after the closure: what it sent or held
+            # at the end beyond what it held when its window closed
+            "handed_after_close": (rest[-1]["bytes_sent"] + rest[-1]["notsent"]
+                                   - rest[0]["bytes_sent"] - rest[0]["notsent"])}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

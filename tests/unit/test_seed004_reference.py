@@ -3,6 +3,8 @@ and every claim names a factor level one of the seed004 configs runs."""
 
 from __future__ import annotations
 
+import sys
+
 import yaml
 
 from pathdiv.analysis.stats.claims import REFERENCE_DIR, load_reference
@@ -56,3 +58,84 @@ def test_ese_outcomes_count_one_open_window_per_path_as_success() -> None:
     })
     assert tables.ese_outcomes(m)["outcome"].tolist() == [
         "success", "extra left open", "success", "closed too many", "success", "success"]
+
+
+def _tables():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seed004_tables",
+                                                  REPO / "scripts" / "seed004_tables.py")
+    assert spec and spec.loader
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    return tables
+
+
+def test_sweep_cpu_is_compared_per_run_and_the_ratios_get_p_values() -> None:
+    import pandas as pd
+
+    tables = _tables()
+    rows = []
+    for level, cpu_s, rtt in (("sf1", 2.0, 10.0), ("sf2", 3.0, 12.0)):
+        for rep, jitter in enumerate((-0.1, 0.0, 0.1)):
+            for g in range(4):
+                rows.append({"ok": True, "subflow_count": level, "run_id": f"{level}_{rep}",
+                             "rtt_ms": rtt + jitter + g / 10, "throughput_mbps": 19.0,
+                             "cpu_ms_per_mb": cpu_s + jitter, "payload_bytes": 2e6,
+                             "energy_j": 1.0, "run_cpu_s": cpu_s + jitter,
+                             "run_softirq_s": (cpu_s + jitter) / 4, "run_energy_j": 10 * cpu_s,
+                             "run_hosts_cpu_s": (cpu_s + jitter) / 2})
+    m = pd.DataFrame(rows)
+    runs = tables.per_run(m)
+    # 2 core-seconds over a run's 4 x 2 MB: 250 ms per MB
+    assert runs.loc["sf1_1", "run_cpu_ms_per_mb"] == 250.0
+    assert runs.loc["sf1_1", "run_hosts_cpu_ms_per_mb"] == 125.0
+    cpu = tables.table_cpu(m)
+    sf2 = next(line for line in cpu.splitlines() if line.startswith("| 2 |"))
+    assert sf2.count("+50.0 %") == 3 and "| 0.25 |" in sf2  # softirq share
+    iv = tables.table_iv(m, [[1, 96.1, 2.4649], [2, 93.1, 2.8816], [4, 98.5, 3.42],
+                             [8, 100.7, 4.31]])
+    d21 = next(line for line in iv.splitlines() if line.startswith("| D2/D1"))
+    assert "| 1.17 | 1.20 |" in d21 and "< .001" in d21
+
+
+def test_closures_counted_by_the_kernel_are_set_against_those_due() -> None:
+    import pandas as pd
+
+    tables = _tables()
+    m = pd.DataFrame({
+        "ok": True, "run_id": ["a", "a", "b", "b"],
+        "subflow_count": ["sf4", "sf4", "sf4", "sf4"],
+        "placement": ["one-path", "one-path", "disjoint", "disjoint"],
+        "paths": [1.0, 1.0, 4.0, 4.0], "open_subflows": [1.0, 2.0, 4.0, 4.0],
+        "run_windows_closed": [5.0, 5.0, 1.0, 1.0],
+    })
+    out = tables.table_closures(m)
+    assert "| 4 | one-path | 1 | 2 | 6 | 5 | 5 | 0.833 |" in out
+    assert "| 4 | disjoint | 1 | 2 | 0 | 1 | 1 | - |" in out
+
+
+def test_the_ese_replay_closes_a_subflow_rising_through_the_reference_only() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("seed004_ese_rtts",
+                                                  REPO / "scripts" / "seed004_ese_rtts.py")
+    assert spec and spec.loader
+    rtts = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = rtts  # its dataclasses look their module up there
+    spec.loader.exec_module(rtts)
+    rising = [1.5, 1.6, 1.8, 2.0, 2.2, 2.4, 2.6]
+    # subflow 1 starts on an empty path and triggers at 2.0 ms (above 1.3 x 1.5); subflow
+    # 2, on an empty path of its own, rises through 2.0 ms later: closed, as on a shared
+    # link (ESE compares RTT levels, not their moves in time)
+    twin = [(t / 10, 1, r) for t, r in enumerate(rising)] + \
+           [(1 + t / 10, 2, r) for t, r in enumerate(rising)]
+    subs = rtts.replay(sorted(twin))
+    assert (subs[1].verdict, subs[2].verdict) == ("trigger", "closed")
+    # subflow 2 joins a queue subflow 1 already built: its base is 2.0 ms, and by the time
+    # it is 30 % above that (2.8 ms) it is 0.8 ms past the reference: beta's band is 0.2 ms
+    late = [(t / 10, 1, r) for t, r in enumerate(rising)] + \
+           [(1 + t / 10, 2, r) for t, r in enumerate([2.0, 2.2, 2.4, 2.6, 2.8, 3.0])]
+    subs = rtts.replay(sorted(late))
+    assert (subs[2].verdict, subs[2].significant) == ("kept", 2)  # 2.8 and 3.0 ms
+    assert subs[2].base == 2.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import socket
 import struct
 
@@ -103,3 +104,105 @@ def test_group_energy_follows_the_configs_power_model() -> None:
     (energy,) = group_metrics(rows, {"config": config})["energy_j"]
     # 40 ms of CPU at 10 W, plus 3 hosts (h1, h2, h3) for the group's FCT of 2 s at 1 W
     assert energy == pytest.approx(0.4 + 6.0)
+
+
+def test_the_runs_host_cpu_gives_its_energy_on_every_row_and_nan_in_virtual_time() -> None:
+    import pandas as pd
+
+    from pathdiv.analysis.metrics.table import group_metrics
+    from pathdiv.experiments.fidelity.verdict import CoreShare, Samples, Thresholds, judge
+
+    # two cores, busy 50 % and 30 % (10 % of it softirq each) over 4 s of traffic, of
+    # which the four hosts' processes used 1.2 s
+    figures = judge(Samples(4.0, [CoreShare("cpu0", 0.5, 0.1, 0.0),
+                                  CoreShare("cpu1", 0.3, 0.1, 0.0)],
+                            host_cpu_s={"h1": 0.5, "h2": 0.4, "h3": 0.2, "h4": 0.1}),
+                    Thresholds()).figures
+    assert figures["cpu_busy_core_s"] == pytest.approx(3.2)
+    assert figures["cpu_softirq_core_s"] == pytest.approx(0.8)
+    assert figures["hosts_cpu_s"] == pytest.approx(1.2)
+    rows = pd.DataFrame({
+        "group_id": [0, 1], "flow_type": ["long", "long"], "ok": [True, True],
+        "measured": [True, True], "payload_bytes": [1_000_000, 1_000_000],
+        "client": ["h1", "h3"], "server": ["h2", "h4"],
+        "cpu_ms_per_mb": [10.0, 30.0], "fct_s": [1.0, 2.0], "error": ["", ""],
+    })
+    for col in ("wire_bytes", "data_bytes_sent", "retrans_bytes", "data_pkts_received",
+                "reordered_pkts", "ect_pkts_received", "ce_pkts", "utilization", "subflows",
+                "shared_subflows", "distinct_paths", "subflows_opened", "paths",
+                "paths_used"):
+        rows[col] = 1.0
+    config = {"energy": {"busy_watts_per_core": 10.0, "idle_watts": 1.0}}
+    real = group_metrics(rows, {"config": config, "clock": "real",
+                                "fidelity": {"figures": figures}})
+    # the hosts' 1.2 CPU seconds at 10 W, plus the run's 4 hosts idling at 1 W for its 4 s
+    assert list(real["run_energy_j"]) == pytest.approx([12.0 + 16.0] * 2)
+    assert list(real["run_hosts_cpu_s"]) == pytest.approx([1.2, 1.2])
+    assert list(real["run_cpu_s"]) == pytest.approx([3.2, 3.2])  # the whole machine
+    virtual = group_metrics(rows, {"config": config, "clock": "virtual",
+                                   "fidelity": {"figures": figures}})
+    assert virtual["run_energy_j"].isna().all() and virtual["run_cpu_s"].isna().all()
+    unmonitored = group_metrics(rows, {"config": config, "clock": "real"})
+    assert unmonitored["run_energy_j"].isna().all()
+    # no mptcp-d counter in this kernel: the closures are unknown, not 0
+    assert virtual["run_windows_closed"].isna().all()
+
+
+def test_windows_mptcp_d_closed_are_counted_per_run_on_either_clock() -> None:
+    from pathdiv.analysis.metrics.sharing import run_energy
+    from pathdiv.experiments.fidelity.monitor import parse_netstat
+    from pathdiv.experiments.fidelity.verdict import Samples, Thresholds, judge
+
+    netstat = ("TcpExt: TCPTimeouts\nTcpExt: 3\n"
+               "MPTcpExt: MPCapableSYNRX SubflowRecover MptcpDClosed MptcpDReinject\n"
+               "MPTcpExt: 9 0 2 2\n")
+    assert parse_netstat(netstat, "MPTcpExt")["MptcpDClosed"] == 2
+    assert parse_netstat(netstat)["TCPTimeouts"] == 3
+    counted = judge(Samples(2.0, windows_closed={"h1": 2, "h5": 1}), Thresholds(), "virtual")
+    assert counted.figures["windows_closed"] == 3
+    assert judge(Samples(2.0), Thresholds()).figures["windows_closed"] is None
+    run = run_energy(counted.figures, "virtual", 16, 15.0, 0.0)
+    assert run["run_windows_closed"] == 3 and math.isnan(run["run_energy_j"])
+
+
+def test_host_cgroups_count_each_hosts_cpu_in_either_cgroup_version(tmp_path) -> None:
+    from pathdiv.experiments.fabric.cpuacct import HostCgroups, cpu_seconds, parse_usage_ns
+
+    assert parse_usage_ns("cpuacct.usage", "1500000000\n") == 1_500_000_000
+    assert parse_usage_ns("cpu.stat", "usage_usec 2500\nuser_usec 2000\n") == 2_500_000
+    with pytest.raises(ValueError):
+        parse_usage_ns("cpu.stat", "user_usec 1\n")
+    # a cgroup v1 cpuacct hierarchy, as a folder: the kernel would make the files
+    root = tmp_path / "cpuacct"
+    root.mkdir()
+    (root / "cpuacct.usage").write_text("0\n")
+    (root / "cgroup.procs").write_text("")
+    groups = HostCgroups(["h1", "h2"], root=root, owner=7)
+    for host in ("h1", "h2"):
+        (root / "pathdiv-7" / host).mkdir(parents=True)
+        (root / "pathdiv-7" / host / "cpuacct.usage").write_text("1000000000\n")
+    assert groups.create()
+    groups.attach("h1", 4242)
+    assert (root / "pathdiv-7" / "h1" / "cgroup.procs").read_text() == "4242\n"
+    before = groups.usage_ns()
+    (root / "pathdiv-7" / "h2" / "cpuacct.usage").write_text("3500000000\n")
+    assert cpu_seconds(before, groups.usage_ns()) == {"h1": 0.0, "h2": 2.5}
+    assert cpu_seconds(None, groups.usage_ns()) is None
+    # no hierarchy at all: unknown, not zero
+    missing = HostCgroups(["h1"], root=tmp_path / "nowhere" / "cpuacct", owner=7)
+    missing.usage_file = "cpuacct.usage"
+    (tmp_path / "nowhere").mkdir()
+    (tmp_path / "nowhere" / "cpuacct").write_text("")  # not a folder: mkdir fails
+    assert not missing.create() and missing.usage_ns() is None
+    missing.attach("h1", 1)  # nothing to do, no error
+
+
+def test_clean_removes_the_cgroups_of_runs_that_are_gone(tmp_path) -> None:
+    from pathdiv.experiments.fabric.cpuacct import remove_orphans
+
+    gone, alive = tmp_path / "pathdiv-999999999", tmp_path / f"pathdiv-{os.getpid()}"
+    for base in (gone, alive):
+        (base / "h1").mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    assert remove_orphans(tmp_path) == [str(gone)]
+    assert not gone.exists() and alive.exists() and (tmp_path / "other").exists()
