@@ -1,7 +1,8 @@
 """A run's fidelity record: start the monitor on a running net, judge, write it down.
 
 `fidelity.json` in the run folder holds everything (verdict, reasons, key figures, per
-core and per backlogged link shares, RTOs per host, the monitor's own cost); the
+core and per backlogged link shares, RTOs and retransmitted segments per host, CPU
+seconds per software switch, packets lost per switch, the monitor's own cost); the
 manifest's `fidelity` section holds the verdict, reasons and key figures.
 """
 
@@ -39,7 +40,8 @@ def lab_monitor(net: RunningNetwork, section: dict[str, Any]) -> Monitor:
     """A monitor over every node of a running `fabric.network.Network` (not started)."""
     nodes = {name: int(net.node(name).pid) for name in net.topo.nodes}
     return Monitor(nodes, egress_rates(net.topo), list(net.topo.hosts),
-                   float(section.get("sample_interval_s", 0.2)))
+                   float(section.get("sample_interval_s", 0.2)),
+                   switches=list(net.topo.switches))
 
 
 def build_record(samples: Samples, monitor: Monitor | None, section: dict[str, Any],
@@ -52,6 +54,9 @@ def build_record(samples: Samples, monitor: Monitor | None, section: dict[str, A
         "links": [{**asdict(lk), "ratio": None if lk.ratio is None else round(lk.ratio, 4)}
                   for lk in samples.links],
         "rtos": samples.rtos,
+        "retrans": samples.retrans,
+        "switch_cpu_s": samples.switch_cpu_s,
+        "switch_lost": samples.switch_lost,
         "monitor": None if monitor is None else monitor.cost(),
     }
 

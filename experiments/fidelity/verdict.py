@@ -9,7 +9,11 @@ Inputs are what `experiments.fidelity.monitor` sampled over the traffic phase:
   while backlogged and for how long, against its configured rate; its drops and
   overlimits;
 - per host, TCP retransmission timeouts (RTOs); the qdisc drops of the whole network
-  explain up to as many RTOs, the rest are counted as unexplained.
+  explain up to as many RTOs, the rest are counted as unexplained;
+- recorded, not judged: per host the retransmitted segments, per software switch the
+  CPU its processes used, per switch the packets it lost outside the emulated queues
+  and the captures' CPU (figures `retrans_segs`, `switch_cpu_s`, `switch_cpu_cores`,
+  `switch_lost_packets`, `capture_cpu_s`).
 
 A backlogged HTB egress must send at its configured rate: when it sends less, the
 kernel did not get the CPU to drain it, so every rate and FCT of the run is the host's,
@@ -71,6 +75,12 @@ class Samples:
     rtos: dict[str, int] = field(default_factory=dict)
     backlog_drops: int = 0  # /proc/net/softnet_stat: packets the kernel's input queue lost
     cpu_wait: float | None = None  # PSI: share of the time some task waited for a CPU
+    retrans: dict[str, int] = field(default_factory=dict)  # per host: Tcp RetransSegs
+    # per switch with processes (a software switch): their CPU seconds over the phase
+    switch_cpu_s: dict[str, float] = field(default_factory=dict)
+    # per switch: packets received less those its egress qdiscs sent, dropped or held
+    switch_lost: dict[str, int] = field(default_factory=dict)
+    capture_cpu_s: float | None = None  # the link captures' (tcpdump) CPU seconds
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,14 @@ def figures_of(samples: Samples, th: Thresholds) -> dict[str, Any]:
         "rtos_unexplained": max(0, rtos - drops),
         "backlog_drops": samples.backlog_drops,
         "cpu_wait_pct": None if samples.cpu_wait is None else round(100 * samples.cpu_wait, 2),
+        "retrans_segs": sum(samples.retrans.values()),
+        "switch_cpu_s": round(sum(samples.switch_cpu_s.values()), 3)
+        if samples.switch_cpu_s else None,
+        "switch_cpu_cores": round(sum(samples.switch_cpu_s.values()) / samples.duration_s, 3)
+        if samples.switch_cpu_s and samples.duration_s > 0 else None,
+        "switch_lost_packets": sum(samples.switch_lost.values())
+        if samples.switch_lost else None,
+        "capture_cpu_s": samples.capture_cpu_s,
     }
 
 
