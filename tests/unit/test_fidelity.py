@@ -358,6 +358,32 @@ def test_the_report_says_how_many_invalid_runs_it_left_out(tmp_path):
     assert json.loads((tmp_path / "stats.json").read_text())["n_observations"] == len(metrics)
 
 
+def test_each_runs_fidelity_figures_land_beside_metrics_csv(tmp_path):
+    from pathdiv.analysis.report.analyze import write_report
+    from tests.support.study_data import synthetic_metrics
+
+    metrics = synthetic_metrics(2, repetitions=4, conditions=["noisy"], flow_types=["long"])
+    metrics["fidelity"] = "ok"
+    metrics.to_csv(tmp_path / "metrics.csv", index=False)
+    run = str(metrics["run_id"].iloc[0])
+    (tmp_path / "runs" / run).mkdir(parents=True)
+    (tmp_path / "runs" / run / "manifest.json").write_text(json.dumps({
+        "run_id": run, "flow_type": "long", "factors": {"switching": "static-tcp"},
+        "repetition": 1, "status": "complete", "clock": "real",
+        "fidelity": {"verdict": "degraded", "clock": "real", "reasons": ["steal 4.0 %"],
+                     "figures": {"steal_pct": 4.0, "switch_cpu_s": 31.5,
+                                 "switch_lost_packets": 120, "qdisc_drops": 7}}}))
+    write_report(tmp_path)
+    table = pd.read_csv(tmp_path / "fidelity.csv")
+    assert table.to_dict("records") == [{
+        "run_id": run, "flow_type": "long", "switching": "static-tcp", "repetition": 1,
+        "clock": "real", "verdict": "degraded", "steal_pct": 4.0, "switch_cpu_s": 31.5,
+        "switch_lost_packets": 120, "qdisc_drops": 7, "reasons": "steal 4.0 %"}]
+    (tmp_path / "fidelity.csv").unlink()
+    write_report(tmp_path, stats_only=True)  # no manifests read: no table
+    assert not (tmp_path / "fidelity.csv").exists()
+
+
 def test_a_config_that_disturbs_links_on_purpose_is_judged_on_steal_only():
     from pathdiv.experiments.fidelity.verdict import (
         CoreShare,
