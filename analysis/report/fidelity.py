@@ -81,7 +81,7 @@ FIGURES_FILE = "fidelity.csv"
 
 
 def figures_table(manifests: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per run: its cell, clock, verdict and the monitor's key figures (steal,
+    """One row per run: its cell, data plane, clock, verdict and the monitor's key figures (steal,
     busiest core, qdisc drops, RTOs, retransmitted segments, software switches' CPU and
     the packets they lost, the captures' CPU; docs/fidelity.md) and reasons. Written
     beside metrics.csv as fidelity.csv: the evidence of real-clock runs, compact."""
@@ -90,6 +90,7 @@ def figures_table(manifests: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         section = m.get("fidelity") or {}
         rows.append({"run_id": m.get("run_id"), "flow_type": m.get("flow_type"),
                      **(m.get("factors") or {}), "repetition": m.get("repetition"),
+                     "dataplane": (m.get("dataplane") or {}).get("dataplane"),
                      "clock": section.get("clock", m.get("clock")),
                      "verdict": section.get("verdict", "unknown"),
                      **(section.get("figures") or {}),

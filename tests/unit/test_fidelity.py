@@ -370,6 +370,7 @@ def test_each_runs_fidelity_figures_land_beside_metrics_csv(tmp_path):
     (tmp_path / "runs" / run / "manifest.json").write_text(json.dumps({
         "run_id": run, "flow_type": "long", "factors": {"switching": "static-tcp"},
         "repetition": 1, "status": "complete", "clock": "real",
+        "dataplane": {"dataplane": "bmv2"},
         "fidelity": {"verdict": "degraded", "clock": "real", "reasons": ["steal 4.0 %"],
                      "figures": {"steal_pct": 4.0, "switch_cpu_s": 31.5,
                                  "switch_lost_packets": 120, "qdisc_drops": 7}}}))
@@ -377,7 +378,8 @@ def test_each_runs_fidelity_figures_land_beside_metrics_csv(tmp_path):
     table = pd.read_csv(tmp_path / "fidelity.csv")
     assert table.to_dict("records") == [{
         "run_id": run, "flow_type": "long", "switching": "static-tcp", "repetition": 1,
-        "clock": "real", "verdict": "degraded", "steal_pct": 4.0, "switch_cpu_s": 31.5,
+        "dataplane": "bmv2", "clock": "real", "verdict": "degraded", "steal_pct": 4.0,
+        "switch_cpu_s": 31.5,
         "switch_lost_packets": 120, "qdisc_drops": 7, "reasons": "steal 4.0 %"}]
     (tmp_path / "fidelity.csv").unlink()
     write_report(tmp_path, stats_only=True)  # no manifests read: no table
