@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run a reference config to the end and copy its compact results (metrics.csv,
-# stats.json, reference.json, report.md/html, plots/, config.yaml, plan.json, run.txt:
-# wall time, machine, commit) into docs/reproduction/<name>/, and write summary.md there
+# stats.json, reference.json, fidelity.csv: each run's fidelity figures, report.md/html,
+# plots/, config.yaml, plan.json, run.txt: wall time, machine, commit) into docs/reproduction/<name>/, and write summary.md there
 # (per cluster MANOVA and between-subjects effects, Table IV beside ours, every direction
 # of the study with our p-value). docs/reproduction.md says what to read there.
 #
@@ -120,7 +120,9 @@ printf '%s\n' "$checked" > "$work/check.txt"
 mkdir -p "$dest"
 rm -rf "$dest/plots"
 cp "$work"/{metrics.csv,stats.json,report.md,report.html,config.yaml,plan.json} "$dest/"
-if [[ -f "$work/reference.json" ]]; then cp "$work/reference.json" "$dest/"; fi
+for extra in reference.json fidelity.csv; do
+    if [[ -f "$work/$extra" ]]; then cp "$work/$extra" "$dest/"; fi
+done
 cp -r "$work/plots" "$dest/plots"
 {
     echo "config: $config${mode:+ ($mode)}"

@@ -202,6 +202,9 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
                              "and factor scopes), not the folder's config.yaml.")
     write_text_atomic(folder / "stats.json",
                       json.dumps(results.to_dict(), indent=2, allow_nan=False))
+    if prov.manifests:
+        write_text_atomic(folder / fidelity.FIGURES_FILE,
+                          fidelity.figures_table(prov.manifests).to_csv(index=False))
     log.info("analysis: plotting")
     plots, plot_notes = make_plots(chosen.kept, spec)
     if not stats_only:

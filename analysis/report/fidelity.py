@@ -77,6 +77,27 @@ def verdict_counts(metrics: pd.DataFrame, clusters: Sequence[str]) -> pd.DataFra
     return table.reset_index(drop=not cols).rename_axis(None, axis=1)
 
 
+FIGURES_FILE = "fidelity.csv"
+
+
+def figures_table(manifests: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per run: its cell, data plane, clock, verdict and the monitor's key figures (steal,
+    busiest core, qdisc drops, RTOs, retransmitted segments, software switches' CPU and
+    the packets they lost, the captures' CPU; docs/fidelity.md) and reasons. Written
+    beside metrics.csv as fidelity.csv: the evidence of real-clock runs, compact."""
+    rows = []
+    for m in sorted(manifests, key=lambda m: str(m.get("run_id"))):
+        section = m.get("fidelity") or {}
+        rows.append({"run_id": m.get("run_id"), "flow_type": m.get("flow_type"),
+                     **(m.get("factors") or {}), "repetition": m.get("repetition"),
+                     "dataplane": (m.get("dataplane") or {}).get("dataplane"),
+                     "clock": section.get("clock", m.get("clock")),
+                     "verdict": section.get("verdict", "unknown"),
+                     **(section.get("figures") or {}),
+                     "reasons": "; ".join(section.get("reasons", []))})
+    return pd.DataFrame(rows)
+
+
 def fidelity_blocks(metrics: pd.DataFrame, chosen: FidelitySplit, clusters: Sequence[str],
                     manifests: Sequence[Mapping[str, Any]] = ()) -> list[Block]:
     if not chosen.monitored:

@@ -35,6 +35,7 @@ from pathdiv.analysis.report.analyze import spec_from_config
 from pathdiv.analysis.report.claim_table import replace_block
 from pathdiv.analysis.stats import agreement, claims, stability
 from pathdiv.analysis.stats.spec import AnalysisSpec
+from pathdiv.analysis.stats.study import in_plan
 
 BEGIN = "<!-- stability:begin -->"
 END = "<!-- stability:end -->"
@@ -66,7 +67,9 @@ def load(folder: Path, design: Path | None = None) -> Folder:
     seed_of = yaml.safe_load(own.read_text()) if own.is_file() else {}
     spec = spec_from_config(config)
     metrics = pd.read_csv(folder / "metrics.csv")
-    kept = fidelity.split(metrics, False).kept
+    # as the analysis reads them: valid runs, and only where every level acts (a folder run
+    # before applies_to holds TCP x rb cells, which repeat TCP x vanilla under a new name)
+    kept = in_plan(fidelity.split(metrics, False).kept, spec)[0]
     names = [spec.reference] if isinstance(spec.reference, str) else list(spec.reference or [])
     tables = [agreement.mark_claims(claims.load_reference(n), kept, spec.clusters, spec.alpha,
                                     spec.lower_is_better, spec.min_effect_pct) for n in names]

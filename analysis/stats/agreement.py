@@ -34,6 +34,7 @@ from pathdiv.analysis.stats.claims import (
     side_label,
     side_rows,
 )
+from pathdiv.analysis.stats.effects import NOT_SIGNIFICANT, REAL, verdict
 from pathdiv.analysis.stats.posthoc import holm, welch
 
 SAME_SIGNIFICANT = "same direction and significant"
@@ -94,10 +95,12 @@ def agrees(claim: Claim, mark: str, effect_pct: float, best: bool | None = None)
 
 
 def practical(p: float, effect_pct: float, alpha: float, min_effect_pct: float) -> str:
-    """Whether a significant difference is large enough to matter (analysis.min_effect_pct)."""
-    if not (np.isfinite(p) and p < alpha):
+    """Whether a significant difference is large enough to matter (analysis.min_effect_pct):
+    the screen of pathdiv.analysis.stats.effects, worded for the claim table."""
+    kind = verdict(p, effect_pct, alpha, min_effect_pct)
+    if kind == NOT_SIGNIFICANT:
         return "not significant" if np.isfinite(p) else ""
-    if np.isfinite(effect_pct) and abs(effect_pct) >= min_effect_pct:
+    if kind == REAL:
         return f"significant, >= {min_effect_pct:g} %"
     return f"significant but negligible (< {min_effect_pct:g} %)"
 

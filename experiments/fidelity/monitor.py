@@ -6,12 +6,21 @@ per link.
   `interval_s`, through one netlink socket per network namespace, opened once by the
   sampler thread (it enters each namespace with setns(2) just to open the socket);
   where that fails, one `tc -s -j qdisc show` per namespace per sample;
-- TCP retransmission timeouts (TcpExt TCPTimeouts) per host from
-  `/proc/<host pid>/net/netstat`, and the kernel input-backlog drops from
-  `/proc/net/softnet_stat`, at start and stop; from the same file the subflow windows
-  mptcp-d's extra subflow elimination closed (MPTcpExt MptcpDClosed, lab kernel patch
-  0015; absent elsewhere); each host's CPU time (`fabric/cpuacct.py`: a cgroup per
-  host), at start and stop.
+- TCP retransmission timeouts (TcpExt TCPTimeouts) and retransmitted segments (Tcp
+  RetransSegs, subflows included) per host from `/proc/<host pid>/net/{netstat,snmp}`,
+  and the kernel input-backlog drops from `/proc/net/softnet_stat`, at start and stop;
+- for switches: the CPU time of every process in the switch's namespace (a software
+  switch such as bmv2's `simple_switch`; none on the kernel data plane, whose forwarding
+  is softirq work no process is charged for), the link captures (tcpdump, which run
+  there too) counted apart, at start and stop; and the packets a
+  switch received on its ports (`/proc/<pid>/net/dev`, at the first and last qdisc
+  sample) against what its egress qdiscs sent, dropped or still hold: the difference
+  is what the switch lost outside the emulated queues (a software switch that fell
+  behind its ports);
+- the subflow windows mptcp-d's extra subflow elimination closed (MPTcpExt
+  MptcpDClosed in each host's `/proc/<pid>/net/netstat`, lab kernel patch 0015; absent
+  elsewhere) and each host's CPU time (`fabric/cpuacct.py`: a cgroup per host), at
+  start and stop.
 
 An egress is backlogged over a sample interval when its queue held packets at both
 ends of it; the bytes it sent over such intervals, against their length, give its
@@ -37,12 +46,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pathdiv.experiments.dataplane.base import parse_proc_net_dev
 from pathdiv.experiments.fabric.cpuacct import cpu_seconds
 from pathdiv.experiments.fidelity.verdict import CoreShare, LinkShare, Samples
 
 log = logging.getLogger("pathdiv")
 
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+CAPTURE_COMMAND = "tcpdump"  # captures run in switch namespaces; their CPU is not the switch's
 
 
 # ---- pure parsers ----------------------------------------------------------------------
@@ -82,6 +93,50 @@ def parse_netstat(text: str, section: str = "TcpExt") -> dict[str, int]:
             keys, vals = names.split()[1:], values.split()[1:]
             return {k: int(v) for k, v in zip(keys, vals, strict=False)}
     return {}
+
+
+def parse_pid_cpu_ticks(text: str) -> int:
+    """/proc/<pid>/stat -> the process's user + system time (clock ticks, all threads).
+    The command name (field 2) may hold spaces and parentheses: fields are counted from
+    the last ')'."""
+    rest = text.rpartition(")")[2].split()
+    if len(rest) < 13:
+        return 0
+    return int(rest[11]) + int(rest[12])  # fields 14 and 15: utime, stime
+
+
+def group_by_namespace(namespace_of: Mapping[int, str],
+                       nodes: Mapping[str, int]) -> dict[str, list[int]]:
+    """Every process (pid -> its network namespace id) grouped under the node whose own
+    process (`nodes`: name -> pid) shares that namespace; nodes without a known
+    namespace get none."""
+    node_of = {namespace_of[pid]: name for name, pid in nodes.items() if pid in namespace_of}
+    out: dict[str, list[int]] = {name: [] for name in nodes}
+    for pid, ns in sorted(namespace_of.items()):
+        if ns in node_of:
+            out[node_of[ns]].append(pid)
+    return out
+
+
+def switch_losses(rx_first: Mapping[str, Mapping[str, int]],
+                  rx_last: Mapping[str, Mapping[str, int]],
+                  tracks: Mapping[str, EgressTrack]) -> dict[str, int]:
+    """Per switch: packets received on its ports between the first and last sample, less
+    what its egress qdiscs sent, dropped or still held more at the end than at the start.
+    A switch forwards all it receives, so what remains was lost inside the switch, not in
+    an emulated queue (a few packets either way are its own: ARP)."""
+    out: dict[str, int] = {}
+    for switch, last in rx_last.items():
+        first = rx_first.get(switch, {})
+        received = sum(last[i] - first.get(i, last[i]) for i in last)
+        left = 0
+        for key, track in tracks.items():
+            node, _, _ = key.partition(":")
+            if node == switch and track.first is not None and track.last is not None:
+                a, b = track.first, track.last
+                left += (b.packets - a.packets) + (b.drops - a.drops) + (b.qlen - a.qlen)
+        out[switch] = received - left
+    return out
 
 
 def parse_softnet_drops(text: str) -> int:
@@ -287,7 +342,8 @@ class Monitor:
     """Samples one lab between `start()` and `stop()` (a context manager too).
 
     nodes: node name -> pid of a process in its namespace; rates: 'node:intf' -> the
-    configured egress rate in bit/s (None: unshaped); hosts: nodes whose RTOs count;
+    configured egress rate in bit/s (None: unshaped); hosts: nodes whose RTOs and
+    retransmissions count; switches: nodes whose processes' CPU and internal losses count;
     host_cpu: the network's per-host CPU accounting (`fabric.cpuacct.HostCgroups`, its
     `usage_ns()`), or None.
     """
@@ -297,6 +353,7 @@ class Monitor:
     hosts: list[str]
     interval_s: float = 0.2
     host_cpu: Any = None
+    switches: list[str] = field(default_factory=list)
     tracks: dict[str, EgressTrack] = field(default_factory=dict)
     method: str = "netlink"
     samples: int = 0
@@ -317,6 +374,13 @@ class Monitor:
         self._hostcpu: tuple[dict[str, int] | None, dict[str, int] | None] = (None, None)
         self._softnet = (0, 0)
         self._psi: tuple[int | None, int | None] = (None, None)
+        self._retrans0: dict[str, int] = {}
+        self._retrans1: dict[str, int] = {}
+        self._switch_pids: dict[str, list[int]] = {}
+        self._capture_pids: list[int] = []
+        self._ticks0: dict[str, int] = {}
+        self._ticks1: dict[str, int] = {}
+        self._rx: list[dict[str, dict[str, int]]] = []
 
     def _rtos(self) -> dict[str, int]:
         return {h: parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/netstat"))
@@ -334,12 +398,50 @@ class Monitor:
                 out[h] = mptcp["MptcpDClosed"]
         return out
 
+    def _retrans(self) -> dict[str, int]:
+        return {h: parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/snmp"), "Tcp")
+                .get("RetransSegs", 0) for h in self.hosts}
+
+    def _find_switch_processes(self) -> None:
+        """The processes in each switch's namespace, the captures (tcpdump) apart."""
+        namespace_of: dict[int, str] = {}
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    namespace_of[int(entry.name)] = os.readlink(f"/proc/{entry.name}/ns/net")
+        grouped = group_by_namespace(namespace_of, {s: self.nodes[s] for s in self.switches
+                                                    if s in self.nodes})
+        for switch, pids in grouped.items():
+            names = {pid: read_text(f"/proc/{pid}/comm").strip() for pid in pids}
+            self._capture_pids += [p for p in pids if names[p] == CAPTURE_COMMAND]
+            self._switch_pids[switch] = [p for p in pids if names[p] != CAPTURE_COMMAND]
+
+    def _switch_ticks(self) -> dict[str, int]:
+        out = {s: sum(parse_pid_cpu_ticks(read_text(f"/proc/{pid}/stat")) for pid in pids)
+               for s, pids in self._switch_pids.items()}
+        out[CAPTURE_COMMAND] = sum(parse_pid_cpu_ticks(read_text(f"/proc/{pid}/stat"))
+                                   for pid in self._capture_pids)
+        return out
+
+    def _switch_rx(self) -> dict[str, dict[str, int]]:
+        return {s: {i: c.rx_packets for i, c in
+                    parse_proc_net_dev(read_text(f"/proc/{self.nodes[s]}/net/dev")).items()
+                    if i != "lo"}
+                for s in self.switches if s in self.nodes}
+
     def start(self) -> Monitor:
         self._t0 = time.monotonic()
         self._cpu0 = parse_proc_stat(read_text("/proc/stat"))
         self._rto0 = self._rtos()
         self._closed0 = self._closed()
         self._hostcpu = (self._host_cpu(), None)
+        self._retrans0 = self._retrans()
+        if self.switches:
+            try:
+                self._find_switch_processes()
+            except OSError as exc:
+                self.errors.append(f"switch processes: {exc}")
+            self._ticks0 = self._switch_ticks()
         self._softnet = (parse_softnet_drops(read_text("/proc/net/softnet_stat")), 0)
         self._psi = (parse_pressure(read_text("/proc/pressure/cpu")), None)
         self._thread = threading.Thread(target=self._loop, name="fidelity-monitor",
@@ -356,6 +458,8 @@ class Monitor:
         self._rto1 = self._rtos()
         self._closed1 = self._closed()
         self._hostcpu = (self._hostcpu[0], self._host_cpu())
+        self._retrans1 = self._retrans()
+        self._ticks1 = self._switch_ticks()
         self._softnet = (self._softnet[0],
                          parse_softnet_drops(read_text("/proc/net/softnet_stat")))
         self._psi = (self._psi[0], parse_pressure(read_text("/proc/pressure/cpu")))
@@ -375,13 +479,26 @@ class Monitor:
         p0, p1 = self._psi
         waited = None if p0 is None or p1 is None or self._duration <= 0 \
             else (p1 - p0) / 1e6 / self._duration
+        retrans = {h: self._retrans1.get(h, 0) - self._retrans0.get(h, 0) for h in self.hosts}
+        tick = os.sysconf("SC_CLK_TCK")
+        switch_cpu = {s: (self._ticks1.get(s, 0) - t0) / tick for s, t0 in self._ticks0.items()
+                      if self._switch_pids.get(s)}
+        capture_cpu = (self._ticks1.get(CAPTURE_COMMAND, 0)
+                       - self._ticks0.get(CAPTURE_COMMAND, 0)) / tick \
+            if self._capture_pids else None
+        lost = switch_losses(self._rx[0], self._rx[-1], self.tracks) \
+            if len(self._rx) >= 2 else {}
         closed = {h: self._closed1[h] - self._closed0.get(h, 0) for h in self._closed1}
         return Samples(self._duration, core_shares(self._cpu0, self._cpu1), links,
                        {h: n for h, n in rtos.items() if n > 0},
                        max(0, self._softnet[1] - self._softnet[0]), waited,
-                       None if not self._closed1 else
+                       windows_closed=None if not self._closed1 else
                        {h: n for h, n in closed.items() if n > 0},
-                       cpu_seconds(*self._hostcpu))
+                       host_cpu_s=cpu_seconds(*self._hostcpu),
+                       retrans={h: n for h, n in retrans.items() if n > 0},
+                       switch_cpu_s={s: round(v, 3) for s, v in switch_cpu.items()},
+                       switch_lost=lost,
+                       capture_cpu_s=None if capture_cpu is None else round(capture_cpu, 3))
 
     def cost(self) -> dict[str, Any]:
         return {"method": self.method, "interval_s": self.interval_s,
@@ -403,8 +520,12 @@ class Monitor:
                 readers[name] = TcQdiscs(pid)
         return readers
 
-    def _sample(self, readers: dict[str, Any]) -> None:
+    def _sample(self, readers: dict[str, Any], edge: bool = False) -> None:
+        """One qdisc sample of every node; at the first and last (`edge`) also the packets
+        each switch received, so both counts cover the same interval."""
         t = time.monotonic()
+        if edge and self.switches:
+            self._rx = [*self._rx[:1], self._switch_rx()]
         for name, reader in readers.items():
             try:
                 stats = reader.read()
@@ -423,10 +544,10 @@ class Monitor:
         readers: dict[str, Any] = {}
         try:
             readers = self._open()
-            self._sample(readers)
+            self._sample(readers, edge=True)
             while not self._stop.wait(self.interval_s):
                 self._sample(readers)
-            self._sample(readers)
+            self._sample(readers, edge=True)
         except Exception as exc:  # the monitor never fails a run; the record says why
             self.errors.append(f"sampler stopped: {type(exc).__name__}: {exc}")
         finally:

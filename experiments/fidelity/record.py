@@ -1,7 +1,8 @@
 """A run's fidelity record: start the monitor on a running net, judge, write it down.
 
 `fidelity.json` in the run folder holds everything (verdict, reasons, key figures, per
-core and per backlogged link shares, RTOs per host, the monitor's own cost); the
+core and per backlogged link shares, RTOs and retransmitted segments per host, CPU
+seconds per software switch, packets lost per switch, the monitor's own cost); the
 manifest's `fidelity` section holds the verdict, reasons and key figures.
 """
 
@@ -40,7 +41,8 @@ def lab_monitor(net: RunningNetwork, section: dict[str, Any]) -> Monitor:
     nodes = {name: int(net.node(name).pid) for name in net.topo.nodes}
     return Monitor(nodes, egress_rates(net.topo), list(net.topo.hosts),
                    float(section.get("sample_interval_s", 0.2)),
-                   host_cpu=getattr(net, "host_cpu", None))
+                   host_cpu=getattr(net, "host_cpu", None),
+                   switches=list(net.topo.switches))
 
 
 def build_record(samples: Samples, monitor: Monitor | None, section: dict[str, Any],
@@ -56,6 +58,9 @@ def build_record(samples: Samples, monitor: Monitor | None, section: dict[str, A
         "windows_closed": samples.windows_closed,
         "host_cpu_s": None if samples.host_cpu_s is None
         else {h: round(v, 4) for h, v in samples.host_cpu_s.items()},
+        "retrans": samples.retrans,
+        "switch_cpu_s": samples.switch_cpu_s,
+        "switch_lost": samples.switch_lost,
         "monitor": None if monitor is None else monitor.cost(),
     }
 

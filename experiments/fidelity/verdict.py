@@ -9,7 +9,11 @@ Inputs are what `experiments.fidelity.monitor` sampled over the traffic phase:
   while backlogged and for how long, against its configured rate; its drops and
   overlimits;
 - per host, TCP retransmission timeouts (RTOs); the qdisc drops of the whole network
-  explain up to as many RTOs, the rest are counted as unexplained.
+  explain up to as many RTOs, the rest are counted as unexplained;
+- recorded, not judged: per host the retransmitted segments, per software switch the
+  CPU its processes used, per switch the packets it lost outside the emulated queues
+  and the captures' CPU (figures `retrans_segs`, `switch_cpu_s`, `switch_cpu_cores`,
+  `switch_lost_packets`, `capture_cpu_s`).
 
 A backlogged HTB egress must send at its configured rate: when it sends less, the
 kernel did not get the CPU to drain it, so every rate and FCT of the run is the host's,
@@ -77,6 +81,12 @@ class Samples:
     # per host, CPU seconds of its processes over the traffic phase (fabric/cpuacct.py);
     # None where not accounted
     host_cpu_s: dict[str, float] | None = None
+    retrans: dict[str, int] = field(default_factory=dict)  # per host: Tcp RetransSegs
+    # per switch with processes (a software switch): their CPU seconds over the phase
+    switch_cpu_s: dict[str, float] = field(default_factory=dict)
+    # per switch: packets received less those its egress qdiscs sent, dropped or held
+    switch_lost: dict[str, int] = field(default_factory=dict)
+    capture_cpu_s: float | None = None  # the link captures' (tcpdump) CPU seconds
 
 
 @dataclass(frozen=True)
@@ -157,6 +167,14 @@ def figures_of(samples: Samples, th: Thresholds) -> dict[str, Any]:
         # every host's processes (and the softirq work run in them), the run's own
         "hosts_cpu_s": None if samples.host_cpu_s is None
         else round(sum(samples.host_cpu_s.values()), 4),
+        "retrans_segs": sum(samples.retrans.values()),
+        "switch_cpu_s": round(sum(samples.switch_cpu_s.values()), 3)
+        if samples.switch_cpu_s else None,
+        "switch_cpu_cores": round(sum(samples.switch_cpu_s.values()) / samples.duration_s, 3)
+        if samples.switch_cpu_s and samples.duration_s > 0 else None,
+        "switch_lost_packets": sum(samples.switch_lost.values())
+        if samples.switch_lost else None,
+        "capture_cpu_s": samples.capture_cpu_s,
     }
 
 

@@ -4,11 +4,12 @@
 its configured rate (its HTB class lowered behind the config's back): the symptom a
 starved data plane, or CPU steal, gives a link, planted deterministically.
 
-`CpuHog(policy)` starts one spinning process pinned to each core, at a priority above
-the lab's processes and the kernel's softirq threads, spinning `on_ms` then sleeping
-`off_ms`, until `stop()`. policy 'nice': SCHED_OTHER at nice -20; 'fifo': SCHED_FIFO
-priority 1 (the kernel still keeps 5 % of each second for everything else). It starves
-the data plane on purpose: that is what a hypervisor stealing the CPU does too.
+`CpuHog(policy)` starts one spinning process pinned to each core, spinning `on_ms` then
+sleeping `off_ms`, until `stop()`. policy 'nice': SCHED_OTHER at nice -20; 'fifo':
+SCHED_FIFO priority 1 (the kernel still keeps 5 % of each second for everything else):
+both above the lab's processes and the kernel's softirq threads, starving the data plane
+on purpose, as a hypervisor stealing the CPU does. 'normal': SCHED_OTHER at nice 0, an
+equal competitor of every other process (another job on the machine).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ cpu, policy, on_s, off_s = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), fl
 os.sched_setaffinity(0, {cpu})
 if policy == "fifo":
     os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-else:
+elif policy == "nice":
     os.nice(-20)
 while True:
     end = time.monotonic() + on_s
@@ -39,8 +40,8 @@ while True:
 class CpuHog:
     def __init__(self, policy: str = "nice", on_ms: float = 100, off_ms: float = 0,
                  cpus: list[int] | None = None) -> None:
-        if policy not in ("nice", "fifo"):
-            raise ValueError(f"policy {policy!r}: expected nice or fifo")
+        if policy not in ("nice", "fifo", "normal"):
+            raise ValueError(f"policy {policy!r}: expected nice, fifo or normal")
         self.args = (policy, on_ms / 1000, off_ms / 1000)
         self.cpus = sorted(os.sched_getaffinity(0)) if cpus is None else cpus
         self.procs: list[subprocess.Popen[bytes]] = []

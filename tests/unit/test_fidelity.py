@@ -2,7 +2,9 @@
 repeat of invalid runs and the report's exclusion of them."""
 
 import json
+import os
 import struct
+import time
 
 import pandas as pd
 import pytest
@@ -14,14 +16,18 @@ from pathdiv.experiments.dataplane.base import parse_proc_net_dev
 from pathdiv.experiments.fidelity import attempts
 from pathdiv.experiments.fidelity.monitor import (
     EgressTrack,
+    Monitor,
     QdiscStat,
     core_shares,
+    group_by_namespace,
     parse_netstat,
+    parse_pid_cpu_ticks,
     parse_pressure,
     parse_proc_stat,
     parse_qdisc_dump,
     parse_softnet_drops,
     parse_tc_json,
+    switch_losses,
 )
 from pathdiv.experiments.fidelity.record import egress_rates, machine_clock
 from pathdiv.experiments.fidelity.verdict import (
@@ -352,6 +358,34 @@ def test_the_report_says_how_many_invalid_runs_it_left_out(tmp_path):
     assert json.loads((tmp_path / "stats.json").read_text())["n_observations"] == len(metrics)
 
 
+def test_each_runs_fidelity_figures_land_beside_metrics_csv(tmp_path):
+    from pathdiv.analysis.report.analyze import write_report
+    from tests.support.study_data import synthetic_metrics
+
+    metrics = synthetic_metrics(2, repetitions=4, conditions=["noisy"], flow_types=["long"])
+    metrics["fidelity"] = "ok"
+    metrics.to_csv(tmp_path / "metrics.csv", index=False)
+    run = str(metrics["run_id"].iloc[0])
+    (tmp_path / "runs" / run).mkdir(parents=True)
+    (tmp_path / "runs" / run / "manifest.json").write_text(json.dumps({
+        "run_id": run, "flow_type": "long", "factors": {"switching": "static-tcp"},
+        "repetition": 1, "status": "complete", "clock": "real",
+        "dataplane": {"dataplane": "bmv2"},
+        "fidelity": {"verdict": "degraded", "clock": "real", "reasons": ["steal 4.0 %"],
+                     "figures": {"steal_pct": 4.0, "switch_cpu_s": 31.5,
+                                 "switch_lost_packets": 120, "qdisc_drops": 7}}}))
+    write_report(tmp_path)
+    table = pd.read_csv(tmp_path / "fidelity.csv")
+    assert table.to_dict("records") == [{
+        "run_id": run, "flow_type": "long", "switching": "static-tcp", "repetition": 1,
+        "dataplane": "bmv2", "clock": "real", "verdict": "degraded", "steal_pct": 4.0,
+        "switch_cpu_s": 31.5,
+        "switch_lost_packets": 120, "qdisc_drops": 7, "reasons": "steal 4.0 %"}]
+    (tmp_path / "fidelity.csv").unlink()
+    write_report(tmp_path, stats_only=True)  # no manifests read: no table
+    assert not (tmp_path / "fidelity.csv").exists()
+
+
 def test_a_config_that_disturbs_links_on_purpose_is_judged_on_steal_only():
     from pathdiv.experiments.fidelity.verdict import (
         CoreShare,
@@ -375,3 +409,66 @@ def test_a_config_that_disturbs_links_on_purpose_is_judged_on_steal_only():
                                "network on purpose (1 link event(s) and loss_pct)"]
     stolen = Samples(10.0, [CoreShare("cpu0", 0.5, 0.1, 0.2)], [], {})
     assert judge(stolen, Thresholds(), planned=planned).verdict == "invalid"
+
+
+# ---- software switches: CPU, packets lost outside the emulated queues, retransmissions --
+def test_a_process_cpu_is_read_past_a_command_name_with_spaces_and_parentheses():
+    stat = ("4242 (simple switch) (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 "
+            "731 269 0 0 20 0 5 0 123 456 78 18446744073709551615")
+    assert parse_pid_cpu_ticks(stat) == 731 + 269
+    assert parse_pid_cpu_ticks("") == 0
+
+
+def test_processes_are_grouped_by_the_namespace_of_each_node():
+    namespace_of = {10: "net:[1]", 11: "net:[1]", 12: "net:[2]", 20: "net:[2]",
+                    30: "net:[3]", 40: "net:[9]"}
+    groups = group_by_namespace(namespace_of, {"e1": 10, "a1": 20, "c1": 99})
+    assert groups == {"e1": [10, 11], "a1": [12, 20], "c1": []}
+
+
+def _track(*stats: QdiscStat) -> EgressTrack:
+    track = EgressTrack()
+    for t, stat in enumerate(stats):
+        track.add(float(t), stat)
+    return track
+
+
+def test_a_switch_loses_what_it_received_but_neither_sent_dropped_nor_queued():
+    # e1 received 1000 + 500 packets; its egresses sent 1390, dropped 20, hold 10 more
+    tracks = {"e1:e1-eth0": _track(QdiscStat(0, 100, 0, 0, 0, 0),
+                                   QdiscStat(0, 1000, 5, 0, 15140, 10)),
+              "e1:e1-eth1": _track(QdiscStat(0, 0, 0, 0, 0, 0),
+                                   QdiscStat(0, 490, 15, 0, 0, 0)),
+              "a1:a1-eth0": _track(QdiscStat(0, 0, 0, 0, 0, 0),
+                                   QdiscStat(0, 7, 0, 0, 0, 0))}
+    first = {"e1": {"e1-eth0": 100, "e1-eth1": 0}, "a1": {"a1-eth0": 0}}
+    last = {"e1": {"e1-eth0": 1100, "e1-eth1": 500}, "a1": {"a1-eth0": 7}}
+    assert switch_losses(first, last, tracks) == {"e1": 1500 - 1390 - 20 - 10, "a1": 0}
+
+
+def test_switch_cpu_losses_and_retransmissions_are_figures_not_verdicts():
+    samples = Samples(10.0, [CoreShare("cpu0", 1.0, 0.1, 0.0)], [link("e1:e1-eth0", 0.97)],
+                      retrans={"h1": 40, "h2": 2}, switch_cpu_s={"e1": 6.0, "a1": 9.0},
+                      switch_lost={"e1": 80, "a1": 0}, capture_cpu_s=1.5)
+    v = judge(samples, TH)
+    assert v.verdict == "ok"
+    assert (v.figures["retrans_segs"], v.figures["switch_cpu_s"],
+            v.figures["switch_cpu_cores"], v.figures["switch_lost_packets"],
+            v.figures["capture_cpu_s"]) == (42, 15.0, 1.5, 80, 1.5)
+    plain = judge(Samples(10.0), TH).figures
+    assert (plain["switch_cpu_s"], plain["switch_lost_packets"]) == (None, None)
+
+
+def test_the_monitor_reads_switch_processes_and_ports_from_proc():
+    """This process's own namespace stands in for a switch's: its processes are found,
+    their CPU counted, its ports' received packets read at the first and last sample."""
+    me = os.getpid()
+    monitor = Monitor({"s1": me}, {}, [], 0.05, switches=["s1"])
+    monitor.start()
+    end = time.monotonic() + 0.3
+    while time.monotonic() < end:
+        pass
+    samples = monitor.stop()
+    assert samples.switch_cpu_s["s1"] >= 0.2  # at least this test's own spinning
+    assert set(samples.switch_lost) == {"s1"}
+    assert not monitor.errors

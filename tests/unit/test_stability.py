@@ -185,6 +185,31 @@ def test_a_folder_can_be_marked_with_another_configs_design(tmp_path, runs):
                      r"[^|]*\| unstable \|", text)
 
 
+def test_cells_the_design_leaves_out_are_not_named_among_the_modes(tmp_path):
+    """A folder run before applies_to holds TCP x rb cells; marked with the scoped
+    design, its timeouts there are no cell of the analysis and need no repetitions."""
+    metrics = synthetic_metrics(3, repetitions=4, switching=("ps-tcp", "ps-mptcp"),
+                                hosts=("vanilla", "rb"), conditions=["noisy"],
+                                flow_types=["query"])
+    tcp_rb = (metrics.switching == "ps-tcp") & (metrics.host == "rb")
+    metrics.loc[tcp_rb & (metrics.index % 4 == 0), "fct_s"] *= 8  # timeouts, planted
+    folder = tmp_path / "old"
+    folder.mkdir()
+    metrics.to_csv(folder / "metrics.csv", index=False)
+    (folder / "config.yaml").write_text(json.dumps({"seed": 1, "analysis": {
+        "ivs": ["switching", "host"], "reference": "seed001"}}))
+    design = tmp_path / "scoped.yaml"
+    design.write_text(json.dumps({"factors": {
+        "switching": {"ps-tcp": {}, "ps-mptcp": {}},
+        "host": {"vanilla": {}, "rb": {"applies_to": {"switching": ["ps-mptcp"]}}}},
+        "analysis": {"ivs": ["switching", "host"], "reference": "seed001"}}))
+    plain = report.load(folder)
+    scoped = report.load(folder, design)
+    assert "ps-tcp / rb" in " ".join(report.modes(plain, plain)["cell"])
+    assert len(scoped.metrics) == len(metrics) - int(tcp_rb.sum())
+    assert "ps-tcp / rb" not in " ".join(report.modes(scoped, scoped)["cell"])
+
+
 def _one_row(agrees, mark, mean_a, kind="better", b="ecmp-mptcp"):
     return pd.DataFrame([{"reference": "seed001", "claim_id": "c", "cluster": "k",
                           "metric": "goodput_mbps", "a": "ps-mptcp", "b": b, "kind": kind,
