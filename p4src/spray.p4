@@ -5,9 +5,6 @@
  *   SPRAY_ROUNDROBIN  members in turn (next_member holds the turn per group);
  * any other value drops the packet.
  */
-#include <core.p4>
-#include <v1model.p4>
-
 #include "include/headers.p4"
 #include "include/parser.p4"
 
@@ -17,7 +14,28 @@ const bit<8> SPRAY_ROUNDROBIN = 1;
 
 control SelectMember(inout headers_t hdr,
                      inout metadata_t meta,
-                     inout standard_metadata_t standard_metadata) {
+                     PATHDIV_INGRESS_STD) {
+#ifdef PATHDIV_PSA
+    Register<bit<8>, bit<32>>(1) spray_policy;
+    Register<member_t, bit<32>>(MAX_GROUPS) next_member;
+    Random<bit<32>>(0, 0xFFFFFFFF) draw;   /* reduced modulo the group size */
+
+    apply {
+        bit<8> policy = spray_policy.read(0);
+        if (policy == SPRAY_RANDOM) {
+            meta.member = (member_t) (draw.read() % (bit<32>) meta.members);
+        } else if (policy == SPRAY_ROUNDROBIN) {
+            member_t turn = next_member.read((bit<32>) meta.group);
+            if (turn >= meta.members) {
+                turn = 0;
+            }
+            meta.member = turn;
+            next_member.write((bit<32>) meta.group, turn + 1);
+        } else {  /* an unknown policy: no such member, so group_member drops */
+            meta.member = meta.members;
+        }
+    }
+#else
     register<bit<8>>(1) spray_policy;
     register<member_t>(MAX_GROUPS) next_member;
 
@@ -38,11 +56,7 @@ control SelectMember(inout headers_t hdr,
             meta.member = meta.members;
         }
     }
+#endif
 }
 
-#include "include/ingress.p4"
-#include "include/egress.p4"
-#include "include/deparser.p4"
-
-V1Switch(PathdivParser(), PathdivVerifyChecksum(), PathdivIngress(), PathdivEgress(),
-         PathdivComputeChecksum(), PathdivDeparser()) main;
+#include "include/pipeline.p4"

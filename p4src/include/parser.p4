@@ -1,15 +1,14 @@
 /* pathdiv: parser and checksum verification (Ethernet, ARP, IPv4, TCP, UDP).
  *
- * L4 ports are copied into metadata so hashing reads one place whatever the
- * protocol. IPv4 with options is forwarded but its L4 header is not parsed.
+ * PathdivHeaderParser is the parser both architectures share; each wraps it in
+ * its own parser signature. L4 ports are copied into metadata so hashing reads
+ * one place whatever the protocol. IPv4 with options is forwarded but its L4
+ * header is not parsed.
  */
 #ifndef PATHDIV_PARSER_P4
 #define PATHDIV_PARSER_P4
 
-parser PathdivParser(packet_in packet,
-                     out headers_t hdr,
-                     inout metadata_t meta,
-                     inout standard_metadata_t standard_metadata) {
+parser PathdivHeaderParser(packet_in packet, out headers_t hdr, inout metadata_t meta) {
     state start {
         meta.l4_src_port = 0;
         meta.l4_dst_port = 0;
@@ -50,18 +49,64 @@ parser PathdivParser(packet_in packet,
     }
 }
 
+#ifdef PATHDIV_PSA
+
+/* A bad IPv4 header checksum (of a header without options) is a parser error;
+ * ingress drops on any parser error (IPV4_CHECKSUM_OK). Summed with its own
+ * checksum field, a correct header gives 0. */
+parser PathdivParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+                     in psa_ingress_parser_input_metadata_t istd,
+                     in empty_t resubmit_meta, in empty_t recirculate_meta) {
+    PathdivHeaderParser() headers;
+    InternetChecksum() ipv4_checksum;
+
+    state start {
+        headers.apply(packet, hdr, meta);
+        transition select(hdr.ipv4.isValid()) {
+            true: check_ipv4;
+            default: accept;
+        }
+    }
+
+    state check_ipv4 {
+        transition select(hdr.ipv4.ihl) {
+            IPV4_IHL_NO_OPTIONS: verify_ipv4;
+            default: accept;
+        }
+    }
+
+    state verify_ipv4 {
+        ipv4_checksum.clear();
+        ipv4_checksum.add(IPV4_CHECKSUM_FIELDS);
+        ipv4_checksum.add(hdr.ipv4.hdr_checksum);
+        verify(ipv4_checksum.get() == 0, error.BadIPv4HeaderChecksum);
+        transition accept;
+    }
+}
+
+#else /* v1model */
+
+parser PathdivParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+                     inout standard_metadata_t standard_metadata) {
+    PathdivHeaderParser() headers;
+
+    state start {
+        headers.apply(packet, hdr, meta);
+        transition accept;
+    }
+}
+
 /* A bad IPv4 header checksum sets standard_metadata.checksum_error; ingress drops. */
 control PathdivVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
         verify_checksum(
             hdr.ipv4.isValid() && hdr.ipv4.ihl == IPV4_IHL_NO_OPTIONS,
-            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
-              hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags,
-              hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol,
-              hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            IPV4_CHECKSUM_FIELDS,
             hdr.ipv4.hdr_checksum,
             HashAlgorithm.csum16);
     }
 }
+
+#endif /* PATHDIV_PSA */
 
 #endif /* PATHDIV_PARSER_P4 */
