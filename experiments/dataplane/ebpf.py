@@ -161,6 +161,7 @@ class EbpfDataPlane(DataPlane):
         except LibbpfError as exc:
             raise DataPlaneError(f"the p4-ebpf data plane cannot load programs: {exc}") from exc
         _mount_bpffs()
+        remove_stale_pins(PIN_ROOT)
         shutil.rmtree(self.pin_root, ignore_errors=True)
         self.ifindex = self._read_ifindexes()
         scrub = self._guard(lambda: self.bpf_.load_instructions(
@@ -321,6 +322,18 @@ class EbpfDataPlane(DataPlane):
             "tools": self._versions,
             "runtime": str(self.tools.runtime),
         }
+
+
+def remove_stale_pins(root: Path) -> list[Path]:
+    """Remove the pins of networks whose pathdiv process is gone (killed before its
+    teardown): `<root>/<pid>-<tag>` with no process `pid`. Returns what it removed."""
+    removed = []
+    for folder in root.glob("*-*") if root.is_dir() else []:
+        pid = folder.name.split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
 
 
 def _mount_bpffs() -> None:

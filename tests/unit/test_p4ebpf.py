@@ -318,3 +318,16 @@ def test_tools_missing_are_named_and_found_ones_say_where(tmp_path) -> None:
     else:
         assert tools.compiler == prefix / "bin" / "p4c-ebpf" and tools.runtime == runtime
         assert "p4c-ebpf" in reason
+
+
+def test_pins_of_a_killed_run_are_removed_and_a_living_ones_kept(tmp_path) -> None:
+    import os
+
+    from pathdiv.experiments.dataplane.ebpf import remove_stale_pins
+    alive = tmp_path / f"{os.getpid()}-abcd1234"
+    dead = tmp_path / "999999999-abcd1234"
+    for d in (alive, dead):
+        (d / "e1").mkdir(parents=True)
+    assert remove_stale_pins(tmp_path) == [dead]
+    assert alive.exists() and not dead.exists()
+    assert remove_stale_pins(tmp_path / "absent") == []
