@@ -229,6 +229,12 @@ class Libbpf:
 
     def run_once(self, program: Path, packet: bytes) -> int:
         """Run a pinned program once on `packet` (BPF_PROG_TEST_RUN); its return value."""
+        return self.test_run(program, packet)[0]
+
+    def test_run(self, program: Path, packet: bytes,
+                 ctx: bytes | None = None) -> tuple[int, bytes]:
+        """Run a pinned tc program once on `packet`, with `ctx` as the start of its
+        `struct __sk_buff` if given; (return value, the packet as the program left it)."""
         fd = self.open_pinned(program)
         try:
             data = ctypes.create_string_buffer(packet, len(packet))
@@ -238,10 +244,14 @@ class Libbpf:
                                 data_size_in=len(packet),
                                 data_out=ctypes.cast(out, ctypes.c_void_p),
                                 data_size_out=len(out), repeat=1)
+            if ctx is not None:
+                ctx_in = ctypes.create_string_buffer(ctx, len(ctx))
+                opts.ctx_in = ctypes.cast(ctx_in, ctypes.c_void_p)
+                opts.ctx_size_in = len(ctx)
             rc = self.lib.bpf_prog_test_run_opts(fd, ctypes.byref(opts))
             if rc != 0:
                 raise self._fail(f"running {program} once", rc)
-            return int(opts.retval)
+            return int(opts.retval), out.raw[:opts.data_size_out]
         finally:
             os.close(fd)
 
