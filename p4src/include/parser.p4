@@ -52,8 +52,7 @@ parser PathdivHeaderParser(packet_in packet, out headers_t hdr, inout metadata_t
 #ifdef PATHDIV_PSA
 
 /* A bad IPv4 header checksum (of a header without options) is a parser error;
- * ingress drops on any parser error (IPV4_CHECKSUM_OK). Summed with its own
- * checksum field, a correct header gives 0. */
+ * ingress drops on any parser error (IPV4_CHECKSUM_OK). */
 parser PathdivParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
                      in psa_ingress_parser_input_metadata_t istd,
                      in empty_t resubmit_meta, in empty_t recirculate_meta) {
@@ -78,8 +77,7 @@ parser PathdivParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
     state verify_ipv4 {
         ipv4_checksum.clear();
         ipv4_checksum.add(IPV4_CHECKSUM_FIELDS);
-        ipv4_checksum.add(hdr.ipv4.hdr_checksum);
-        verify(ipv4_checksum.get() == 0, error.BadIPv4HeaderChecksum);
+        verify(hdr.ipv4.hdr_checksum == ipv4_checksum.get(), error.BadIPv4HeaderChecksum);
         transition accept;
     }
 }
