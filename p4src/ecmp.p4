@@ -16,13 +16,15 @@ typedef bit<32> hash_t;
  * bijection per seed whose high bits differ non-linearly between seeds, unlike a
  * CRC over (seed, tuple) whose outputs for two seeds differ by a constant XOR. */
 const bit<32> MIX_MULTIPLIER = 0x9E3779B1;
+#ifndef PATHDIV_PSA
 const bit<64> HASH_SPACE = 0x100000000;   /* keep all 32 bits of the CRC */
+#endif
 
 control SelectMember(inout headers_t hdr,
                      inout metadata_t meta,
                      PATHDIV_INGRESS_STD) {
 #ifdef PATHDIV_PSA
-    Hash<hash_t>(PSA_HashAlgorithm_t.CRC32) flow_crc;
+    Hash<bit<32>>(PSA_HashAlgorithm_t.CRC32) flow_crc;  /* p4c-ebpf: no typedef here */
 
     apply {
         hash_t flow_hash = flow_crc.get_hash(

@@ -21,16 +21,21 @@ control SelectMember(inout headers_t hdr,
     Random<bit<32>>(0, 0xFFFFFFFF) draw;   /* reduced modulo the group size */
 
     apply {
-        bit<8> policy = spray_policy.read(0);
+        /* p4c-ebpf passes a register's index and value by address: variables, not
+         * expressions */
+        bit<32> first = 0;
+        bit<8> policy = spray_policy.read(first);
         if (policy == SPRAY_RANDOM) {
             meta.member = (member_t) (draw.read() % (bit<32>) meta.members);
         } else if (policy == SPRAY_ROUNDROBIN) {
-            member_t turn = next_member.read((bit<32>) meta.group);
+            bit<32> slot = (bit<32>) meta.group;
+            member_t turn = next_member.read(slot);
             if (turn >= meta.members) {
                 turn = 0;
             }
             meta.member = turn;
-            next_member.write((bit<32>) meta.group, turn + 1);
+            member_t next = turn + 1;
+            next_member.write(slot, next);
         } else {  /* an unknown policy: no such member, so group_member drops */
             meta.member = meta.members;
         }

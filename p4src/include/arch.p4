@@ -5,8 +5,8 @@
  * -DPATHDIV_PSA and attached at tc in each switch namespace). The shared files
  * (headers, parser, ingress, deparser) name what differs between them only
  * through the few words defined here: the port type, the ingress control's
- * architecture parameters, the ingress port, sending, dropping and the IPv4
- * checksum verdict.
+ * architecture parameters, the ingress port, sending, dropping and whether the
+ * parser found an error (a bad IPv4 checksum).
  */
 #ifndef PATHDIV_ARCH_P4
 #define PATHDIV_ARCH_P4
@@ -29,8 +29,10 @@ error { BadIPv4HeaderChecksum }
 #define INGRESS_PORT istd.ingress_port
 #define SEND_TO(port) send_to_port(ostd, (PortId_t) (port))
 #define DROP_PACKET() ingress_drop(ostd)
-/* the parser verifies the checksum (include/parser.p4) */
-#define IPV4_CHECKSUM_OK (istd.parser_error == error.NoError)
+/* The parser verifies the IPv4 checksum (include/parser.p4). Written with `!=`:
+ * p4c-ebpf 1.2.5.16 compiles a comparison of two `error` values to a bare memcmp(),
+ * true when they differ, for `==` as for `!=`. */
+#define PARSER_ERROR (istd.parser_error != error.NoError)
 
 #else /* v1model */
 #include <v1model.p4>
@@ -43,7 +45,7 @@ typedef bit<9> port_id_t;   /* v1model egress_spec / ingress_port width */
 #define SEND_TO(port) standard_metadata.egress_spec = (port)
 #define DROP_PACKET() mark_to_drop(standard_metadata)
 /* PathdivVerifyChecksum (include/parser.p4) sets checksum_error */
-#define IPV4_CHECKSUM_OK (standard_metadata.checksum_error == 0)
+#define PARSER_ERROR (standard_metadata.checksum_error != 0)
 
 #endif /* PATHDIV_PSA */
 

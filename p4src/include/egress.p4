@@ -7,6 +7,8 @@
 #define PATHDIV_EGRESS_P4
 
 typedef bit<19> qdepth_t;
+const bit<2> ECN_NOT_ECT = 0;
+const bit<2> ECN_CE = 3;
 
 control PathdivEgress(inout headers_t hdr,
                       inout metadata_t meta,

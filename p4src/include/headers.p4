@@ -14,8 +14,10 @@ typedef bit<32> ipv4_addr_t;
 typedef bit<16> group_id_t;     /* equal-cost group (one per switch: the up group) */
 typedef bit<16> member_t;       /* index of a member inside its group */
 typedef bit<32> seed_t;         /* per-switch hash seed, so tiers do not polarise */
-typedef bit<32> port_index_t;   /* index into the per-port counter and register arrays */
 /* port_id_t, the port type of the architecture, is defined in arch.p4 */
+#ifndef PATHDIV_PSA
+typedef bit<32> port_index_t;   /* index into v1model's per-port counter arrays */
+#endif
 
 /* ---- sizes ------------------------------------------------------------------ */
 const bit<32> NUM_PORTS = 64;        /* bmv2 port N is interface <switch>-eth<N> */
@@ -32,8 +34,6 @@ const bit<16> ARP_HTYPE_ETHERNET = 1;
 const bit<16> ARP_PTYPE_IPV4 = ETHERTYPE_IPV4;
 const bit<16> ARP_OPER_REQUEST = 1;
 const bit<16> ARP_OPER_REPLY = 2;
-const bit<2> ECN_NOT_ECT = 0;
-const bit<2> ECN_CE = 3;
 
 /* ---- headers ---------------------------------------------------------------- */
 header ethernet_t {

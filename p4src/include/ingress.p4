@@ -6,7 +6,7 @@
  * The including program defines, before this file:
  *   control SelectMember(inout headers_t hdr, inout metadata_t meta, PATHDIV_INGRESS_STD)
  * which sets meta.member in [0, meta.members). The architecture's words
- * (PATHDIV_INGRESS_STD, INGRESS_PORT, SEND_TO, DROP_PACKET, IPV4_CHECKSUM_OK)
+ * (PATHDIV_INGRESS_STD, INGRESS_PORT, SEND_TO, DROP_PACKET, PARSER_ERROR)
  * are defined in arch.p4.
  */
 #ifndef PATHDIV_INGRESS_P4
@@ -83,15 +83,16 @@ control PathdivIngress(inout headers_t hdr,
 #ifndef PATHDIV_PSA
         port_rx.count((port_index_t) standard_metadata.ingress_port);
 #endif
-        if (hdr.arp.isValid()) {
+        if (PARSER_ERROR) {  /* a bad IPv4 checksum */
+            drop();
+        } else if (hdr.arp.isValid()) {
             if (hdr.arp.oper == ARP_OPER_REQUEST && hdr.arp.htype == ARP_HTYPE_ETHERNET
                     && hdr.arp.ptype == ARP_PTYPE_IPV4) {
                 arp_responder.apply();
             } else {
                 drop();
             }
-        } else if (hdr.ipv4.isValid() && IPV4_CHECKSUM_OK
-                   && hdr.ipv4.ttl > TTL_EXPIRED) {
+        } else if (hdr.ipv4.isValid() && hdr.ipv4.ttl > TTL_EXPIRED) {
             meta.members = 0;
             ipv4_lpm.apply();
             if (meta.members != 0) {

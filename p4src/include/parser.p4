@@ -9,6 +9,12 @@
 #define PATHDIV_PARSER_P4
 
 parser PathdivHeaderParser(packet_in packet, out headers_t hdr, inout metadata_t meta) {
+#ifdef PATHDIV_PSA
+    /* PSA verifies the IPv4 checksum here (v1model: PathdivVerifyChecksum below); a
+     * bad one is a parser error, on which ingress drops (PARSER_ERROR). */
+    InternetChecksum() ipv4_checksum;
+#endif
+
     state start {
         meta.l4_src_port = 0;
         meta.l4_dst_port = 0;
@@ -27,6 +33,13 @@ parser PathdivHeaderParser(packet_in packet, out headers_t hdr, inout metadata_t
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
+#ifdef PATHDIV_PSA
+        if (hdr.ipv4.ihl == IPV4_IHL_NO_OPTIONS) {
+            ipv4_checksum.clear();
+            ipv4_checksum.add(IPV4_CHECKSUM_FIELDS);
+            verify(hdr.ipv4.hdr_checksum == ipv4_checksum.get(), error.BadIPv4HeaderChecksum);
+        }
+#endif
         transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
             (IPV4_IHL_NO_OPTIONS, 0, IP_PROTO_TCP): parse_tcp;
             (IPV4_IHL_NO_OPTIONS, 0, IP_PROTO_UDP): parse_udp;
@@ -51,33 +64,13 @@ parser PathdivHeaderParser(packet_in packet, out headers_t hdr, inout metadata_t
 
 #ifdef PATHDIV_PSA
 
-/* A bad IPv4 header checksum (of a header without options) is a parser error;
- * ingress drops on any parser error (IPV4_CHECKSUM_OK). */
 parser PathdivParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
                      in psa_ingress_parser_input_metadata_t istd,
                      in empty_t resubmit_meta, in empty_t recirculate_meta) {
     PathdivHeaderParser() headers;
-    InternetChecksum() ipv4_checksum;
 
     state start {
         headers.apply(packet, hdr, meta);
-        transition select(hdr.ipv4.isValid()) {
-            true: check_ipv4;
-            default: accept;
-        }
-    }
-
-    state check_ipv4 {
-        transition select(hdr.ipv4.ihl) {
-            IPV4_IHL_NO_OPTIONS: verify_ipv4;
-            default: accept;
-        }
-    }
-
-    state verify_ipv4 {
-        ipv4_checksum.clear();
-        ipv4_checksum.add(IPV4_CHECKSUM_FIELDS);
-        verify(hdr.ipv4.hdr_checksum == ipv4_checksum.get(), error.BadIPv4HeaderChecksum);
         transition accept;
     }
 }

@@ -45,7 +45,10 @@ def cache(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("program", PSA_PROGRAMS)
 def test_psa_program_compiles_and_holds_the_control_planes_maps(tools, cache, program) -> None:
     compiled = compile_program(program, tools, cache)
-    warnings = [ln for ln in compiled.log.read_text().splitlines() if "warning" in ln.lower()]
+    # p4c's warnings about our P4 (clang's about p4c's generated C are p4c's business);
+    # p4c-ebpf itself says every array-based Register's index type gets replaced by u32
+    warnings = [ln for ln in compiled.log.read_text().splitlines()
+                if "[--Wwarn=" in ln and "replacing with u32" not in ln]
     assert warnings == []
     layout = compiled.layout()
     for table in (pe.T_ARP, pe.T_LPM, pe.T_GROUP, pe.T_NEIGHBOR):
