@@ -100,6 +100,7 @@ class Libbpf:
         self.libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         self._declare()
         self.messages: list[str] = []
+        self.last_duration_ns = 0
         self._print = _PRINT_FN(self._on_print)
         self.lib.libbpf_set_print(self._print)
 
@@ -231,10 +232,11 @@ class Libbpf:
         """Run a pinned program once on `packet` (BPF_PROG_TEST_RUN); its return value."""
         return self.test_run(program, packet)[0]
 
-    def test_run(self, program: Path, packet: bytes,
-                 ctx: bytes | None = None) -> tuple[int, bytes]:
-        """Run a pinned tc program once on `packet`, with `ctx` as the start of its
-        `struct __sk_buff` if given; (return value, the packet as the program left it)."""
+    def test_run(self, program: Path, packet: bytes, ctx: bytes | None = None,
+                 repeat: int = 1) -> tuple[int, bytes]:
+        """Run a pinned tc program on `packet` (`repeat` times), with `ctx` as the start
+        of its `struct __sk_buff` if given; (return value, the packet as the program left
+        it). The kernel's mean time per run is then in `self.last_duration_ns`."""
         fd = self.open_pinned(program)
         try:
             data = ctypes.create_string_buffer(packet, len(packet))
@@ -243,14 +245,15 @@ class Libbpf:
                                 data_in=ctypes.cast(data, ctypes.c_void_p),
                                 data_size_in=len(packet),
                                 data_out=ctypes.cast(out, ctypes.c_void_p),
-                                data_size_out=len(out), repeat=1)
+                                data_size_out=len(out), repeat=repeat)
             if ctx is not None:
                 ctx_in = ctypes.create_string_buffer(ctx, len(ctx))
                 opts.ctx_in = ctypes.cast(ctx_in, ctypes.c_void_p)
                 opts.ctx_size_in = len(ctx)
             rc = self.lib.bpf_prog_test_run_opts(fd, ctypes.byref(opts))
             if rc != 0:
-                raise self._fail(f"running {program} once", rc)
+                raise self._fail(f"running {program}", rc)
+            self.last_duration_ns = int(opts.duration)
             return int(opts.retval), out.raw[:opts.data_size_out]
         finally:
             os.close(fd)
