@@ -91,3 +91,56 @@ def test_psa_program_loads_and_takes_every_switchs_entries(tools, cache, program
                     os.close(fd)
     finally:
         shutil.rmtree(pin_root, ignore_errors=True)
+
+
+class ScriptNode:
+    """A switch node as the plane sees it, without a namespace: `ip -o link` lists the
+    switch's ports with made-up ifindexes; node scripts are recorded, not run."""
+
+    def __init__(self, ports: list[str]) -> None:
+        self.ports, self.sent, self.out = ports, [], ""
+
+    def cmd(self, command: str) -> str:
+        assert command.startswith("ip -o link"), command
+        return "1: lo: <LOOPBACK,UP>\n" + "".join(
+            f"{100 + i}: {p}@if{900 + i}: <BROADCAST,UP>\n" for i, p in enumerate(self.ports))
+
+    def sendCmd(self, command: str) -> None:  # Mininet's name
+        self.sent.append(command)
+        self.out = "__rc=0"
+
+    def waitOutput(self) -> str:  # Mininet's name
+        return self.out
+
+
+@pytest.mark.root
+def test_the_plane_fills_every_switch_changes_mode_and_leaves_no_pins(tools, tmp_path) -> None:
+    """EbpfDataPlane's own steps on all 20 switches, short of tc in namespaces: compile,
+    load, initialise, fill and read back; a mode change loads the other program and
+    swaps the filter; a spray policy change writes the register; stop unpins."""
+    if os.geteuid() != 0:
+        pytest.skip("loading BPF programs needs root")
+    from pathdiv.experiments.dataplane.ebpf import EbpfDataPlane
+
+    topo = FatTree(4)
+    tables = forwarding_tables(topo, run_seed=9)
+    net = {sw: ScriptNode([h.intf for h in pe.switch_ports(tables[sw])])
+           for sw in topo.switches}
+    dp = EbpfDataPlane(topo, tables, tmp_path, tools)
+    dp.switching = {"spray": "random"}
+    dp.start(net, "ecmp", "random")
+    try:
+        assert len(dp.loaded) == 20 and dp.program == "ecmp"
+        attach = (tmp_path / "switches" / "e1.attach.2.tc").read_text()
+        assert str(dp.loaded["e1"].programs["tc_ingress_func"]) in attach
+        assert attach.count("clsact") == len(net["e1"].ports)
+        ecmp_pins = dp.loaded["e1"].pin_dir
+        dp.set_mode("spray", "roundrobin")
+        assert dp.program == "spray" and not ecmp_pins.exists()
+        swap = (tmp_path / "switches" / "e1.mode.1.tc").read_text()
+        assert "clsact" not in swap and str(dp.loaded["e1"].programs["tc_ingress_func"]) in swap
+        dp.set_mode("spray", "random")  # same program: one register
+        assert dp.mode == "spray" and dp.spray == "random"
+    finally:
+        dp.stop()
+    assert not dp.pin_root.exists()
