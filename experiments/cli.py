@@ -125,7 +125,7 @@ def _print_planes(runs: list[Run], planes: dict[str, tuple[str, str]]) -> None:
             continue
         lab = sum(1 for r in mine if r.config.host_kernel == "lab")
         note = (f"; {lab} in the lab kernel, whose P4 programs the host compiles before "
-                "it boots" if name == "bmv2" and lab else "")
+                "it boots" if name in ("bmv2", "p4-ebpf") and lab else "")
         print(f"data plane: {len(mine)} run(s) on {name} ({reason}){note}")
 
 

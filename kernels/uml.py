@@ -242,8 +242,10 @@ def guest_init(argv: Sequence[str], cwd: Path, control: Path,
 
 
 # Host environment variables the guest inherits: where tools are (PATH; p4lang's under
-# P4_PREFIX, experiments/dataplane/bmv2.py), the terminal's type, and pathdiv's own.
-PASSED_ENV = ("PATH", "P4_PREFIX", "TERM", "PATHDIV_P4_DEBUG", "PATHDIV_P4_CACHE")
+# P4_PREFIX, experiments/dataplane/bmv2.py; p4c-ebpf's runtime headers,
+# experiments/dataplane/p4ebpf/tools.py), the terminal's type, and pathdiv's own.
+PASSED_ENV = ("PATH", "P4_PREFIX", "P4C_EBPF_RUNTIME", "TERM", "PATHDIV_P4_DEBUG",
+              "PATHDIV_P4_CACHE")
 
 
 def passed_env(environ: Mapping[str, str]) -> dict[str, str]:

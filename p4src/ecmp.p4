@@ -2,11 +2,11 @@
  *
  * The member is a hash of the 5-tuple, mixed with the switch's seed (a
  * `set_group` parameter) so that edge, aggregation and core switches choose
- * independently instead of polarising onto the same member index.
+ * independently instead of polarising onto the same member index. Both
+ * architectures compute the same member: CRC-32 of the 13 bytes of the 5-tuple,
+ * XOR seed, times MIX_MULTIPLIER, high 16 bits modulo the group size
+ * (experiments/dataplane/p4/hashing.py).
  */
-#include <core.p4>
-#include <v1model.p4>
-
 #include "include/headers.p4"
 #include "include/parser.p4"
 
@@ -16,11 +16,24 @@ typedef bit<32> hash_t;
  * bijection per seed whose high bits differ non-linearly between seeds, unlike a
  * CRC over (seed, tuple) whose outputs for two seeds differ by a constant XOR. */
 const bit<32> MIX_MULTIPLIER = 0x9E3779B1;
+#ifndef PATHDIV_PSA
 const bit<64> HASH_SPACE = 0x100000000;   /* keep all 32 bits of the CRC */
+#endif
 
 control SelectMember(inout headers_t hdr,
                      inout metadata_t meta,
-                     inout standard_metadata_t standard_metadata) {
+                     PATHDIV_INGRESS_STD) {
+#ifdef PATHDIV_PSA
+    Hash<bit<32>>(PSA_HashAlgorithm_t.CRC32) flow_crc;  /* p4c-ebpf: no typedef here */
+
+    apply {
+        hash_t flow_hash = flow_crc.get_hash(
+            { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
+              meta.l4_src_port, meta.l4_dst_port });
+        hash_t mixed = (flow_hash ^ meta.seed) * MIX_MULTIPLIER;
+        meta.member = mixed[31:16] % meta.members;
+    }
+#else
     apply {
         hash_t flow_hash;
         hash(flow_hash, HashAlgorithm.crc32, (hash_t) 0,
@@ -30,11 +43,7 @@ control SelectMember(inout headers_t hdr,
         hash_t mixed = (flow_hash ^ meta.seed) * MIX_MULTIPLIER;
         hash(meta.member, HashAlgorithm.identity, (member_t) 0, { mixed[31:16] }, meta.members);
     }
+#endif
 }
 
-#include "include/ingress.p4"
-#include "include/egress.p4"
-#include "include/deparser.p4"
-
-V1Switch(PathdivParser(), PathdivVerifyChecksum(), PathdivIngress(), PathdivEgress(),
-         PathdivComputeChecksum(), PathdivDeparser()) main;
+#include "include/pipeline.p4"

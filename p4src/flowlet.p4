@@ -6,11 +6,12 @@
  * that long the next packet starts a new flowlet on a random member. State is
  * kept per hash slot of the 5-tuple, so colliding flows share a flowlet.
  */
-#include <core.p4>
-#include <v1model.p4>
-
 #include "include/headers.p4"
 #include "include/parser.p4"
+
+#ifdef PATHDIV_PSA
+#error "flowlet.p4 is v1model only (it reads bmv2's ingress timestamp in microseconds)"
+#endif
 
 typedef bit<48> time_us_t;          /* bmv2 timestamps are in microseconds */
 typedef bit<32> slot_t;
@@ -18,7 +19,7 @@ const bit<32> FLOWLET_SLOTS = 4096; /* flowlet state is kept per hash slot */
 
 control SelectMember(inout headers_t hdr,
                      inout metadata_t meta,
-                     inout standard_metadata_t standard_metadata) {
+                     PATHDIV_INGRESS_STD) {
     register<time_us_t>(1) flowlet_gap_us;
     register<time_us_t>(FLOWLET_SLOTS) last_seen_us;
     register<member_t>(FLOWLET_SLOTS) slot_member;
@@ -45,9 +46,4 @@ control SelectMember(inout headers_t hdr,
     }
 }
 
-#include "include/ingress.p4"
-#include "include/egress.p4"
-#include "include/deparser.p4"
-
-V1Switch(PathdivParser(), PathdivVerifyChecksum(), PathdivIngress(), PathdivEgress(),
-         PathdivComputeChecksum(), PathdivDeparser()) main;
+#include "include/pipeline.p4"

@@ -5,9 +5,6 @@
  *   SPRAY_ROUNDROBIN  members in turn (next_member holds the turn per group);
  * any other value drops the packet.
  */
-#include <core.p4>
-#include <v1model.p4>
-
 #include "include/headers.p4"
 #include "include/parser.p4"
 
@@ -17,7 +14,33 @@ const bit<8> SPRAY_ROUNDROBIN = 1;
 
 control SelectMember(inout headers_t hdr,
                      inout metadata_t meta,
-                     inout standard_metadata_t standard_metadata) {
+                     PATHDIV_INGRESS_STD) {
+#ifdef PATHDIV_PSA
+    Register<bit<8>, bit<32>>(1) spray_policy;
+    Register<member_t, bit<32>>(MAX_GROUPS) next_member;
+    Random<bit<32>>(0, 0xFFFFFFFF) draw;   /* reduced modulo the group size */
+
+    apply {
+        /* p4c-ebpf passes a register's index and value by address: variables, not
+         * expressions */
+        bit<32> first = 0;
+        bit<8> policy = spray_policy.read(first);
+        if (policy == SPRAY_RANDOM) {
+            meta.member = (member_t) (draw.read() % (bit<32>) meta.members);
+        } else if (policy == SPRAY_ROUNDROBIN) {
+            bit<32> slot = (bit<32>) meta.group;
+            member_t turn = next_member.read(slot);
+            if (turn >= meta.members) {
+                turn = 0;
+            }
+            meta.member = turn;
+            member_t next = turn + 1;
+            next_member.write(slot, next);
+        } else {  /* an unknown policy: no such member, so group_member drops */
+            meta.member = meta.members;
+        }
+    }
+#else
     register<bit<8>>(1) spray_policy;
     register<member_t>(MAX_GROUPS) next_member;
 
@@ -38,11 +61,7 @@ control SelectMember(inout headers_t hdr,
             meta.member = meta.members;
         }
     }
+#endif
 }
 
-#include "include/ingress.p4"
-#include "include/egress.p4"
-#include "include/deparser.p4"
-
-V1Switch(PathdivParser(), PathdivVerifyChecksum(), PathdivIngress(), PathdivEgress(),
-         PathdivComputeChecksum(), PathdivDeparser()) main;
+#include "include/pipeline.p4"

@@ -5,23 +5,15 @@
  * topologies/forwarding.py), so one destination always takes one path. Should a
  * group be installed anyway, its first member is used.
  */
-#include <core.p4>
-#include <v1model.p4>
-
 #include "include/headers.p4"
 #include "include/parser.p4"
 
 control SelectMember(inout headers_t hdr,
                      inout metadata_t meta,
-                     inout standard_metadata_t standard_metadata) {
+                     PATHDIV_INGRESS_STD) {
     apply {
         meta.member = 0;
     }
 }
 
-#include "include/ingress.p4"
-#include "include/egress.p4"
-#include "include/deparser.p4"
-
-V1Switch(PathdivParser(), PathdivVerifyChecksum(), PathdivIngress(), PathdivEgress(),
-         PathdivComputeChecksum(), PathdivDeparser()) main;
+#include "include/pipeline.p4"

@@ -566,13 +566,18 @@ def condition_problems(data: dict[str, Any]) -> list[str]:
     lossy = any((p or {}).get("loss_pct") for p in [
         *data["topology"]["links"].values(), *data["topology"]["link_overrides"].values(),
         *((e.get("set") or {}) for e in data.get("events") or [])])
-    if lossy and data["dataplane"] == "bmv2":
-        problems.append("loss_pct: loss is dropped by nftables on arrival, which bmv2 "
-                        "switches read before; use dataplane: kernel for lossy links")
+    if lossy and data["dataplane"] in ("bmv2", "p4-ebpf"):
+        problems.append(f"loss_pct: loss is dropped by nftables on arrival, which "
+                        f"{data['dataplane']} switches read before (bmv2 from a packet "
+                        "socket, p4-ebpf at tc ingress); use dataplane: kernel for lossy links")
     mode = MODES.get(str(data["switching"]["mode"]))
     if data["dataplane"] == "kernel" and mode is not None and mode.kernel_rules is None:
         problems.append(f"switching.mode: {mode.name!r} is not allowed with dataplane: "
                         f"kernel; {mode.kernel_refusal}")
+    if data["dataplane"] == "p4-ebpf" and mode is not None and not mode.psa:
+        problems.append(f"switching.mode: {mode.name!r} is not allowed with dataplane: "
+                        f"p4-ebpf; its P4 program has no PSA version ({mode.psa_refusal}); "
+                        "use dataplane: bmv2")
     return problems
 
 

@@ -388,8 +388,9 @@ SCHEMA = Section(
             }
         ),
         "dataplane": Leaf(
-            str, "auto", "switch implementation; auto = bmv2 when its tools are found",
-            choices=("kernel", "bmv2", "auto"),
+            str, "auto", "switch implementation: kernel (nftables), bmv2 (P4, simple_switch), "
+            "p4-ebpf (P4, PSA programs at tc); auto = bmv2 when its tools are found",
+            choices=("kernel", "bmv2", "p4-ebpf", "auto"),
         ),
         "switching": Section(
             {

@@ -1,6 +1,7 @@
 """The switching modes: one registry entry per mode, read by everything that knows modes.
 
-An entry names the mode's P4 program (`p4src/<program>.p4`, run by the bmv2 data plane),
+An entry names the mode's P4 program (`p4src/<program>.p4`, run by the bmv2 data plane,
+and by the p4-ebpf one when the program has a PSA version),
 how its switches route remote destinations (per destination, or into the equal-cost up
 group), the nftables rules that choose an up-group member on the kernel data plane (or
 why that plane cannot), the P4 registers it sets and the config keys it reads
@@ -60,6 +61,8 @@ class SwitchingMode:
     kernel_refusal: str = ""  # why not, when kernel_rules is None
     registers: Registers = _no_registers
     params: tuple[Param, ...] = field(default_factory=tuple)
+    psa: bool = True  # the program has a PSA top level (dataplane: p4-ebpf can run it)
+    psa_refusal: str = ""  # why not, when psa is False
 
 
 def _static_rules(group: UpGroup, switching: Mapping[str, Any]) -> list[str]:
@@ -103,6 +106,7 @@ MODES: dict[str, SwitchingMode] = {m.name: m for m in (
         kernel_refusal="the kernel data plane keeps no per-flow idle-gap state; "
                        "use dataplane: bmv2",
         registers=_flowlet_registers,
+        psa=False, psa_refusal="flowlet.p4 reads bmv2's microsecond ingress timestamp",
         params=(Param("flowlet_gap_us", FLOWLET_GAP_US,
                       "idle gap (microseconds) after which a flow's next packet may take "
                       "another path (mode flowlet)", maximum=10_000_000, unit="µs"),),

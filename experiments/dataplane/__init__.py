@@ -1,1 +1,1 @@
-"""Data-plane backends behind one interface (`base.DataPlane`): `kernel` and `bmv2`."""
+"""Data-plane backends behind one interface (`base.DataPlane`): `kernel`, `bmv2`, `p4-ebpf`."""

@@ -122,7 +122,9 @@ def p4_member(t: FiveTuple, seed: int, members: int) -> int:
 
 
 MemberFn = Callable[[FiveTuple, int, int], int]
-MEMBER_FUNCTIONS: dict[str, MemberFn] = {"kernel": kernel_member, "bmv2": p4_member}
+# both P4 planes run p4src/ecmp.p4 (v1model on bmv2, PSA on p4-ebpf): the same choice
+MEMBER_FUNCTIONS: dict[str, MemberFn] = {"kernel": kernel_member, "bmv2": p4_member,
+                                         "p4-ebpf": p4_member}
 
 
 class ModelError(ValueError):

@@ -52,7 +52,7 @@ def run_in_lab_kernel(command: str, cfg: Config, json_out: bool = False,
     """Run `pathdiv COMMAND` on `cfg` in the lab kernel; return its exit status.
 
     Builds the lab kernel first when it is not cached (LabKernelUnavailable when it
-    cannot be), and compiles the P4 programs when the config's plane is bmv2 here.
+    cannot be), and compiles the P4 programs when the config's plane is bmv2 or p4-ebpf here.
     `probe` prints the guest's stdout and stderr here when it ends.
     """
     image = lab_kernel_image(log)

@@ -57,7 +57,8 @@ PREF_STATIC = 900  # the kernel plane's static rule (dataplane/nftables.py)
 def reuse_key(data: Mapping[str, Any], plane: str) -> str | None:
     """What fixes a built network of the resolved config `data` on data plane `plane`
     (two runs with equal keys may share one network), or None when the plane's switches
-    hold state a reset cannot check (bmv2 registers and counters: rebuilt every run)."""
+    hold state a reset cannot check (bmv2 registers and counters, p4-ebpf BPF maps: rebuilt
+    every run)."""
     if plane != "kernel":
         return None
     kept: dict[str, Any] = {}

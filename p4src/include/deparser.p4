@@ -1,21 +1,9 @@
-/* pathdiv: checksum update (TTL and ECN changed) and deparser. */
+/* pathdiv: IPv4 checksum update (TTL and ECN changed) and deparser. */
 #ifndef PATHDIV_DEPARSER_P4
 #define PATHDIV_DEPARSER_P4
 
-control PathdivComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
-    apply {
-        update_checksum(
-            hdr.ipv4.isValid() && hdr.ipv4.ihl == IPV4_IHL_NO_OPTIONS,
-            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
-              hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags,
-              hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol,
-              hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
-            hdr.ipv4.hdr_checksum,
-            HashAlgorithm.csum16);
-    }
-}
-
-control PathdivDeparser(packet_out packet, in headers_t hdr) {
+/* The headers back onto the wire, in order (invalid ones are skipped). */
+control PathdivEmit(packet_out packet, in headers_t hdr) {
     apply {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.arp);
@@ -24,5 +12,46 @@ control PathdivDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.udp);
     }
 }
+
+#ifdef PATHDIV_PSA
+
+control PathdivDeparser(packet_out packet, out empty_t clone_i2e_meta,
+                        out empty_t resubmit_meta, out empty_t normal_meta,
+                        inout headers_t hdr, in metadata_t meta,
+                        in psa_ingress_output_metadata_t istd) {
+    InternetChecksum() ipv4_checksum;
+    PathdivEmit() emit;
+
+    apply {
+        if (hdr.ipv4.isValid() && hdr.ipv4.ihl == IPV4_IHL_NO_OPTIONS) {
+            ipv4_checksum.clear();
+            ipv4_checksum.add(IPV4_CHECKSUM_FIELDS);
+            hdr.ipv4.hdr_checksum = ipv4_checksum.get();
+        }
+        emit.apply(packet, hdr);
+    }
+}
+
+#else /* v1model */
+
+control PathdivComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(
+            hdr.ipv4.isValid() && hdr.ipv4.ihl == IPV4_IHL_NO_OPTIONS,
+            IPV4_CHECKSUM_FIELDS,
+            hdr.ipv4.hdr_checksum,
+            HashAlgorithm.csum16);
+    }
+}
+
+control PathdivDeparser(packet_out packet, in headers_t hdr) {
+    PathdivEmit() emit;
+
+    apply {
+        emit.apply(packet, hdr);
+    }
+}
+
+#endif /* PATHDIV_PSA */
 
 #endif /* PATHDIV_DEPARSER_P4 */

@@ -1,11 +1,14 @@
-/* pathdiv: egress. Rewrite MACs for the neighbour on the egress port (links are
- * point to point, so the port names the next hop), mark ECN-capable packets CE
- * when the egress queue is deeper than a threshold, count every sent packet.
+/* pathdiv: egress (v1model). Rewrite MACs for the neighbour on the egress port
+ * (neighbor.p4), mark ECN-capable packets CE when the egress queue is deeper
+ * than a threshold, count every sent packet. PSA for eBPF has no egress program:
+ * the MAC rewrite runs in its ingress, ECN marking in the egress qdiscs.
  */
 #ifndef PATHDIV_EGRESS_P4
 #define PATHDIV_EGRESS_P4
 
 typedef bit<19> qdepth_t;
+const bit<2> ECN_NOT_ECT = 0;
+const bit<2> ECN_CE = 3;
 
 control PathdivEgress(inout headers_t hdr,
                       inout metadata_t meta,
@@ -17,21 +20,11 @@ control PathdivEgress(inout headers_t hdr,
      * Only meaningful when bmv2's queue rate is set near the link rate. */
     register<qdepth_t>(1) ecn_threshold;
 
-    action set_macs(mac_addr_t src, mac_addr_t dst) {
-        hdr.ethernet.src_addr = src;
-        hdr.ethernet.dst_addr = dst;
-    }
-
-    table neighbor_mac {
-        key = { standard_metadata.egress_port: exact; }
-        actions = { set_macs; NoAction; }
-        default_action = NoAction();
-        size = NUM_PORTS;
-    }
+    PathdivNeighbor() neighbor;
 
     apply {
         if (hdr.ipv4.isValid()) {
-            neighbor_mac.apply();
+            neighbor.apply(hdr, standard_metadata.egress_port);
             qdepth_t threshold;
             ecn_threshold.read(threshold, 0);
             if (threshold != 0 && standard_metadata.enq_qdepth >= threshold

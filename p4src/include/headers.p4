@@ -6,14 +6,18 @@
 #ifndef PATHDIV_HEADERS_P4
 #define PATHDIV_HEADERS_P4
 
+#include "arch.p4"
+
 /* ---- types ------------------------------------------------------------------ */
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 typedef bit<16> group_id_t;     /* equal-cost group (one per switch: the up group) */
 typedef bit<16> member_t;       /* index of a member inside its group */
 typedef bit<32> seed_t;         /* per-switch hash seed, so tiers do not polarise */
-typedef bit<9>  port_id_t;      /* v1model egress_spec / ingress_port width */
-typedef bit<32> port_index_t;   /* index into the per-port counter and register arrays */
+/* port_id_t, the port type of the architecture, is defined in arch.p4 */
+#ifndef PATHDIV_PSA
+typedef bit<32> port_index_t;   /* index into v1model's per-port counter arrays */
+#endif
 
 /* ---- sizes ------------------------------------------------------------------ */
 const bit<32> NUM_PORTS = 64;        /* bmv2 port N is interface <switch>-eth<N> */
@@ -30,8 +34,6 @@ const bit<16> ARP_HTYPE_ETHERNET = 1;
 const bit<16> ARP_PTYPE_IPV4 = ETHERTYPE_IPV4;
 const bit<16> ARP_OPER_REQUEST = 1;
 const bit<16> ARP_OPER_REPLY = 2;
-const bit<2> ECN_NOT_ECT = 0;
-const bit<2> ECN_CE = 3;
 
 /* ---- headers ---------------------------------------------------------------- */
 header ethernet_t {
@@ -87,6 +89,13 @@ header udp_t {
     bit<16> length;
     bit<16> checksum;
 }
+
+/* The IPv4 header's fields in checksum order (RFC 791), for verification and update. */
+#define IPV4_CHECKSUM_FIELDS \
+    { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, \
+      hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags, \
+      hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, \
+      hdr.ipv4.src_addr, hdr.ipv4.dst_addr }
 
 struct headers_t {
     ethernet_t ethernet;

@@ -1,25 +1,31 @@
 /* pathdiv: ingress. Answer ARP for the switch's address, route IPv4 by longest
  * prefix to a port or to an equal-cost group, let the program's SelectMember
- * control pick the group member, decrement TTL, count every received packet.
+ * control pick the group member, decrement TTL, count every received packet
+ * (v1model; on PSA for eBPF the interfaces' own counters count).
  *
  * The including program defines, before this file:
- *   control SelectMember(inout headers_t hdr, inout metadata_t meta,
- *                        inout standard_metadata_t standard_metadata)
- * which sets meta.member in [0, meta.members).
+ *   control SelectMember(inout headers_t hdr, inout metadata_t meta, PATHDIV_INGRESS_STD)
+ * which sets meta.member in [0, meta.members). The architecture's words
+ * (PATHDIV_INGRESS_STD, INGRESS_PORT, SEND_TO, DROP_PACKET, PARSER_ERROR)
+ * are defined in arch.p4.
  */
 #ifndef PATHDIV_INGRESS_P4
 #define PATHDIV_INGRESS_P4
 
 control PathdivIngress(inout headers_t hdr,
                        inout metadata_t meta,
-                       inout standard_metadata_t standard_metadata) {
+                       PATHDIV_INGRESS_STD) {
+#ifndef PATHDIV_PSA
     /* Every packet that arrives on a port, whatever happens to it next. */
     counter(NUM_PORTS, CounterType.packets_and_bytes) port_rx;
+#else
+    PathdivNeighbor() neighbor;
+#endif
 
     SelectMember() select_member;
 
     action drop() {
-        mark_to_drop(standard_metadata);
+        DROP_PACKET();
     }
 
     /* Reply out of the port the request came in on, as that port's MAC. */
@@ -32,11 +38,11 @@ control PathdivIngress(inout headers_t hdr,
         hdr.arp.sender_hw_addr = port_mac;
         hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
         hdr.ethernet.src_addr = port_mac;
-        standard_metadata.egress_spec = standard_metadata.ingress_port;
+        SEND_TO(INGRESS_PORT);
     }
 
     action forward(port_id_t port) {
-        standard_metadata.egress_spec = port;
+        SEND_TO(port);
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     }
 
@@ -48,7 +54,7 @@ control PathdivIngress(inout headers_t hdr,
 
     table arp_responder {
         key = {
-            standard_metadata.ingress_port: exact;
+            INGRESS_PORT: exact;
             hdr.arp.target_proto_addr: exact;
         }
         actions = { arp_reply; drop; }
@@ -74,22 +80,30 @@ control PathdivIngress(inout headers_t hdr,
     }
 
     apply {
+#ifndef PATHDIV_PSA
         port_rx.count((port_index_t) standard_metadata.ingress_port);
-        if (hdr.arp.isValid()) {
+#endif
+        if (PARSER_ERROR) {  /* a bad IPv4 checksum */
+            drop();
+        } else if (hdr.arp.isValid()) {
             if (hdr.arp.oper == ARP_OPER_REQUEST && hdr.arp.htype == ARP_HTYPE_ETHERNET
                     && hdr.arp.ptype == ARP_PTYPE_IPV4) {
                 arp_responder.apply();
             } else {
                 drop();
             }
-        } else if (hdr.ipv4.isValid() && standard_metadata.checksum_error == 0
-                   && hdr.ipv4.ttl > TTL_EXPIRED) {
+        } else if (hdr.ipv4.isValid() && hdr.ipv4.ttl > TTL_EXPIRED) {
             meta.members = 0;
             ipv4_lpm.apply();
             if (meta.members != 0) {
-                select_member.apply(hdr, meta, standard_metadata);
+                select_member.apply(hdr, meta, PATHDIV_INGRESS_ARGS);
                 group_member.apply();
             }
+#ifdef PATHDIV_PSA
+            if (!ostd.drop) {
+                neighbor.apply(hdr, (port_id_t) ostd.egress_port);
+            }
+#endif
         } else {
             drop();
         }

@@ -1,15 +1,20 @@
 /* pathdiv: parser and checksum verification (Ethernet, ARP, IPv4, TCP, UDP).
  *
- * L4 ports are copied into metadata so hashing reads one place whatever the
- * protocol. IPv4 with options is forwarded but its L4 header is not parsed.
+ * PathdivHeaderParser is the parser both architectures share; each wraps it in
+ * its own parser signature. L4 ports are copied into metadata so hashing reads
+ * one place whatever the protocol. IPv4 with options is forwarded but its L4
+ * header is not parsed.
  */
 #ifndef PATHDIV_PARSER_P4
 #define PATHDIV_PARSER_P4
 
-parser PathdivParser(packet_in packet,
-                     out headers_t hdr,
-                     inout metadata_t meta,
-                     inout standard_metadata_t standard_metadata) {
+parser PathdivHeaderParser(packet_in packet, out headers_t hdr, inout metadata_t meta) {
+#ifdef PATHDIV_PSA
+    /* PSA verifies the IPv4 checksum here (v1model: PathdivVerifyChecksum below); a
+     * bad one is a parser error, on which ingress drops (PARSER_ERROR). */
+    InternetChecksum() ipv4_checksum;
+#endif
+
     state start {
         meta.l4_src_port = 0;
         meta.l4_dst_port = 0;
@@ -28,6 +33,13 @@ parser PathdivParser(packet_in packet,
 
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
+#ifdef PATHDIV_PSA
+        if (hdr.ipv4.ihl == IPV4_IHL_NO_OPTIONS) {
+            ipv4_checksum.clear();
+            ipv4_checksum.add(IPV4_CHECKSUM_FIELDS);
+            verify(hdr.ipv4.hdr_checksum == ipv4_checksum.get(), error.BadIPv4HeaderChecksum);
+        }
+#endif
         transition select(hdr.ipv4.ihl, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
             (IPV4_IHL_NO_OPTIONS, 0, IP_PROTO_TCP): parse_tcp;
             (IPV4_IHL_NO_OPTIONS, 0, IP_PROTO_UDP): parse_udp;
@@ -50,18 +62,42 @@ parser PathdivParser(packet_in packet,
     }
 }
 
+#ifdef PATHDIV_PSA
+
+parser PathdivParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+                     in psa_ingress_parser_input_metadata_t istd,
+                     in empty_t resubmit_meta, in empty_t recirculate_meta) {
+    PathdivHeaderParser() headers;
+
+    state start {
+        headers.apply(packet, hdr, meta);
+        transition accept;
+    }
+}
+
+#else /* v1model */
+
+parser PathdivParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+                     inout standard_metadata_t standard_metadata) {
+    PathdivHeaderParser() headers;
+
+    state start {
+        headers.apply(packet, hdr, meta);
+        transition accept;
+    }
+}
+
 /* A bad IPv4 header checksum sets standard_metadata.checksum_error; ingress drops. */
 control PathdivVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply {
         verify_checksum(
             hdr.ipv4.isValid() && hdr.ipv4.ihl == IPV4_IHL_NO_OPTIONS,
-            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
-              hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags,
-              hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol,
-              hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            IPV4_CHECKSUM_FIELDS,
             hdr.ipv4.hdr_checksum,
             HashAlgorithm.csum16);
     }
 }
+
+#endif /* PATHDIV_PSA */
 
 #endif /* PATHDIV_PARSER_P4 */

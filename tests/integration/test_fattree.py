@@ -1,8 +1,8 @@
 """A k=4 fat tree at 20 Mbit/s on each data plane, checked as a user checks it.
 
-The same checks run on the kernel plane and, where its tools are found (PATH or
-P4_PREFIX), on bmv2: pingall in every mode, the probe's spreading criteria, and the
-switches' port counters against packet captures.
+The same checks run on the kernel plane and, where their tools are found (PATH or
+P4_PREFIX), on bmv2 and on p4-ebpf: pingall in every mode, the probe's spreading
+criteria, and the switches' port counters against packet captures.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ PORT = 5002
 BYTES = 4_000_000
 
 
-@pytest.fixture(scope="module", params=["kernel", "bmv2"])
+@pytest.fixture(scope="module", params=["kernel", "bmv2", "p4-ebpf"])
 def net(request, root_fabric, tmp_path_factory):
     cfg = load(REPO / "configs/class-probe.yaml")
     with Network(cfg, dataplane_class(request.param), tmp_path_factory.mktemp("lab")) as running:

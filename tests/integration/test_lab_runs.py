@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from pathdiv.kernels.build import kernel_release
-from tests.conftest import REPO, missing_packets
+from tests.conftest import REPO, dataplane_class, missing_packets
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
@@ -177,28 +177,25 @@ def test_sigkill_mid_plan_leaves_no_uml_and_a_second_pathdiv_refuses_meanwhile(
             first.kill()
 
 
-def test_a_lab_run_on_bmv2_compiles_on_the_host_and_records_bmv2(root_fabric, lab_kernel,
-                                                                 tmp_path):
-    """bmv2 in the lab kernel, as `pathdiv run` of the reference config starts it where
-    p4lang's tools are installed: the guest reads the host's files read-only, so the
-    P4 programs must have been compiled on the host before it booted."""
-    from pathdiv.experiments.dataplane.bmv2 import find_p4_tools
-
-    tools, reason = find_p4_tools()
-    if tools is None:
-        pytest.skip(f"bmv2 not available: {reason}")
+@pytest.mark.parametrize("plane", ["bmv2", "p4-ebpf"])
+def test_a_lab_run_on_a_p4_plane_compiles_on_the_host_and_records_it(root_fabric, lab_kernel,
+                                                                     tmp_path, plane):
+    """bmv2 and p4-ebpf in the lab kernel, as `pathdiv run` of the reference config starts
+    them where p4lang's tools are installed: the guest reads the host's files read-only,
+    so the P4 programs must have been compiled on the host before it booted."""
+    dataplane_class(plane)  # skips with the reason when the plane's tools are missing
     out = tmp_path / "results"
     proc = subprocess.run(
         [*PATHDIV, "run", "configs/noisy.yaml", "--quick", "--only", "flow_type=query",
          "--only", "switching=ps-mptcp", "--only", "host=vanilla", "--reps", "1",
-         "--set", "dataplane=bmv2", "--out", str(out), "--quiet"],
+         "--set", f"dataplane={plane}", "--out", str(out), "--quiet"],
         cwd=REPO, capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-3000:])
     plan = _plan(out)
     assert len(plan) == 1 and {e["status"] for e in plan.values()} == {"complete"}, plan
     run_id = next(iter(plan))
     m = json.loads((out / "runs" / run_id / "manifest.json").read_text())
-    assert m["dataplane"]["dataplane"] == "bmv2" and m["dataplane"]["program"] == "spray"
+    assert m["dataplane"]["dataplane"] == plane and m["dataplane"]["program"] == "spray"
     assert m["lab_kernel"]["runner"] == "uml" and m["clock"] == "virtual"
     rows = list(csv.DictReader((out / "runs" / run_id / "transfers.csv").open()))
     assert rows and all(r["ok"] == "True" for r in rows), rows

@@ -1,19 +1,22 @@
-"""Differential test: bmv2 and the kernel data plane forward the same packets alike.
+"""Differential test: each P4 plane (bmv2, p4-ebpf) and the kernel data plane forward
+the same packets alike.
 
 The same UDP packets (fixed 5-tuples, sent from the hosts' own stacks) go through a
 k=4 fat tree on each plane in turn; each core switch's port counters say which core
-carried them. What both planes must agree on:
+carried them. What a P4 plane and the kernel plane must agree on:
 
 - static: every (source, destination) pair crosses the same core on both planes (the
   same two-level table, `topologies/forwarding.py`);
-- ECMP: the two planes hash differently (nftables jhash, ecmp.p4 CRC-32), so each flow
-  crosses the core its own plane's hash model predicts (`ecmp_model.PathModel`), on
-  both planes, for every flow: the mapping differs only where the models differ;
+- ECMP: the planes hash differently (nftables jhash, ecmp.p4 CRC-32 on both P4 planes),
+  so each flow crosses the core its own plane's hash model predicts
+  (`ecmp_model.PathModel`), on both planes, for every flow: the mapping differs only
+  where the models differ;
 - spray: one flow's packets spread over all four cores on both planes, each core's
   share within SPRAY_TOLERANCE of a quarter (random) or within one packet
   (round robin), and the two planes' shares within SPRAY_TOLERANCE of each other.
 
-Skips with the reason when bmv2's tools are not found (PATH or P4_PREFIX).
+Each P4 plane is one parameter; it skips with the reason when its tools are not found
+(PATH or P4_PREFIX). The kernel plane is observed once for both.
 """
 
 from __future__ import annotations
@@ -115,10 +118,20 @@ def observe(plane: str, tmp) -> dict[str, Any]:
     return seen
 
 
+P4_PLANES = ("bmv2", "p4-ebpf")
+
+
 @pytest.fixture(scope="module")
-def planes(root_fabric, tmp_path_factory) -> dict[str, dict[str, Any]]:
-    dataplane_class("bmv2")  # skips with the reason when bmv2 is missing
-    return {p: observe(p, tmp_path_factory.mktemp(p)) for p in ("kernel", "bmv2")}
+def kernel_seen(root_fabric, tmp_path_factory) -> dict[str, Any]:
+    return observe("kernel", tmp_path_factory.mktemp("kernel"))
+
+
+@pytest.fixture(scope="module", params=P4_PLANES)
+def planes(request, root_fabric, tmp_path_factory) -> dict[str, dict[str, Any]]:
+    """{"kernel": ..., "p4": ...}: the kernel plane's observations and one P4 plane's."""
+    dataplane_class(request.param)  # skips with the reason when the plane's tools are missing
+    seen = observe(request.param, tmp_path_factory.mktemp(request.param))
+    return {"kernel": request.getfixturevalue("kernel_seen"), "p4": seen}
 
 
 def core_of(moved: dict[str, int], packets: int) -> str | None:
@@ -128,11 +141,11 @@ def core_of(moved: dict[str, int], packets: int) -> str | None:
 
 
 def test_static_routes_cross_the_same_core_on_both_planes(planes):
-    kernel, bmv2 = planes["kernel"]["static"], planes["bmv2"]["static"]
+    kernel, p4 = planes["kernel"]["static"], planes["p4"]["static"]
     for t in kernel:
         assert core_of(kernel[t], PACKETS_PER_FLOW) is not None, (t, kernel[t])
-        assert core_of(bmv2[t], PACKETS_PER_FLOW) == core_of(kernel[t], PACKETS_PER_FLOW), \
-            (t, kernel[t], bmv2[t])
+        assert core_of(p4[t], PACKETS_PER_FLOW) == core_of(kernel[t], PACKETS_PER_FLOW), \
+            (t, kernel[t], p4[t])
 
 
 def test_ecmp_flows_cross_the_core_each_planes_hash_model_predicts(planes):
@@ -140,11 +153,11 @@ def test_ecmp_flows_cross_the_core_each_planes_hash_model_predicts(planes):
         for t, moved in seen["ecmp"].items():
             assert core_of(moved, PACKETS_PER_FLOW) == seen["predicted"][t], (plane, t, moved)
     # where the two hash models agree, the two planes send the flow to the same core
-    kernel, bmv2 = planes["kernel"], planes["bmv2"]
-    same = [t for t in kernel["ecmp"] if kernel["predicted"][t] == bmv2["predicted"][t]]
+    kernel, p4 = planes["kernel"], planes["p4"]
+    same = [t for t in kernel["ecmp"] if kernel["predicted"][t] == p4["predicted"][t]]
     for t in same:
         assert core_of(kernel["ecmp"][t], PACKETS_PER_FLOW) == \
-            core_of(bmv2["ecmp"][t], PACKETS_PER_FLOW)
+            core_of(p4["ecmp"][t], PACKETS_PER_FLOW)
     # each plane spreads the flows: more than one core in use
     for plane, seen in planes.items():
         cores = {seen["predicted"][t] for t in seen["ecmp"]}
@@ -161,8 +174,8 @@ def test_random_spray_spreads_alike_on_both_planes(planes):
         assert sum(seen["random"].values()) == SPRAY_PACKETS, (plane, seen["random"])
         for core, share in shares(seen["random"]).items():
             assert abs(share - 0.25) <= SPRAY_TOLERANCE, (plane, core, seen["random"])
-    kernel, bmv2 = shares(planes["kernel"]["random"]), shares(planes["bmv2"]["random"])
-    assert max(abs(kernel[c] - bmv2[c]) for c in kernel) <= SPRAY_TOLERANCE, (kernel, bmv2)
+    kernel, p4 = shares(planes["kernel"]["random"]), shares(planes["p4"]["random"])
+    assert max(abs(kernel[c] - p4[c]) for c in kernel) <= SPRAY_TOLERANCE, (kernel, p4)
 
 
 def test_round_robin_spray_is_even_to_one_packet_on_both_planes(planes):

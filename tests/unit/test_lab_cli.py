@@ -60,6 +60,11 @@ def test_path_and_p4_prefix_reach_the_guest():
     assert "export P4_PREFIX=/opt/p4\n" in script
 
 
+def test_where_p4c_ebpfs_runtime_headers_are_reaches_the_guest():
+    env = {"P4C_EBPF_RUNTIME": "/opt/rt", "HOME": "/root"}
+    assert uml.passed_env(env) == {"P4C_EBPF_RUNTIME": "/opt/rt"}
+
+
 def test_check_accepts_bmv2_switches_with_lab_kernel_hosts(tmp_path):
     """Where p4lang's tools are installed (here: stand-ins under P4_PREFIX), a plan of
     bmv2 switches and lab-kernel hosts is accepted, as the product is specified."""

@@ -59,3 +59,27 @@ def test_check_resolves_each_plane_or_says_why_it_cannot_run(
     assert planes["auto"][0] == "kernel" and "simple_switch" in planes["auto"][1]
     assert planes["kernel"][0] == "kernel"
     assert planes["bmv2"][0] == "unavailable" and "docs/p4.md" in planes["bmv2"][1]
+
+
+def test_p4_ebpf_without_its_tools_is_refused_naming_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    planes = resolve_planes(["p4-ebpf"])
+    assert planes["p4-ebpf"][0] == "unavailable"
+    why = planes["p4-ebpf"][1]
+    assert "dataplane: p4-ebpf was asked for" in why
+    assert all(tool in why for tool in ("p4c-ebpf", "clang", "llc")), why
+    assert "docs/p4.md" in why
+
+
+def test_flowlet_and_lossy_links_are_refused_on_p4_ebpf_at_check() -> None:
+    from pathdiv.experiments.config.load import ConfigError, validate
+
+    with pytest.raises(ConfigError, match="'flowlet' is not allowed with dataplane: p4-ebpf"):
+        validate({"dataplane": "p4-ebpf", "switching": {"mode": "flowlet"}})
+    with pytest.raises(ConfigError, match="p4-ebpf switches read before"):
+        validate({"dataplane": "p4-ebpf",
+                  "topology": {"links": {"core": {"loss_pct": 1.0}}}})
+    validate({"dataplane": "p4-ebpf", "switching": {"mode": "spray"}})  # allowed
