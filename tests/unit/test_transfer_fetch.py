@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -107,6 +108,12 @@ def test_one_server_process_serves_in_the_namespaces_it_is_given(tmp_path):
     try:
         assert "ready" in proc.stdout.readline()
         result = transfer.fetch_one("127.0.0.1", port, 100_000, False, 10.0)
+        # the server logs the transfer once it has seen the client go, which may come
+        # after the client has its last byte: wait for the line (a loaded machine once
+        # read the log before it was written)
+        deadline = time.monotonic() + 10
+        while '"bytes": 100000' not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         proc.kill()
         proc.wait()
