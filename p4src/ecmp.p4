@@ -9,13 +9,8 @@
  */
 #include "include/headers.p4"
 #include "include/parser.p4"
+#include "include/mix.p4"
 
-typedef bit<32> hash_t;
-
-/* Odd multiplier (2^32 / golden ratio): (flow_hash ^ seed) * MIX_MULTIPLIER is a
- * bijection per seed whose high bits differ non-linearly between seeds, unlike a
- * CRC over (seed, tuple) whose outputs for two seeds differ by a constant XOR. */
-const bit<32> MIX_MULTIPLIER = 0x9E3779B1;
 #ifndef PATHDIV_PSA
 const bit<64> HASH_SPACE = 0x100000000;   /* keep all 32 bits of the CRC */
 #endif

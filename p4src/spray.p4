@@ -4,9 +4,19 @@
  *   SPRAY_RANDOM      a uniformly random member;
  *   SPRAY_ROUNDROBIN  members in turn (next_member holds the turn per group);
  * any other value drops the packet.
+ *
+ * bmv2 seeds each thread's random generator with the thread's id. In the lab kernel
+ * (User-Mode Linux lays out every process alike: no address-space randomisation)
+ * that id is the same in every switch process, so the 20 switches drew one and the
+ * same sequence and sprayed in lock-step. The draw is therefore mixed with the
+ * switch's own seed (a `set_group` parameter, as for ecmp) before it picks a member.
+ * p4c-ebpf's Random reads the kernel's per-CPU generator, which all switches share.
  */
 #include "include/headers.p4"
 #include "include/parser.p4"
+#ifndef PATHDIV_PSA
+#include "include/mix.p4"   /* the random draw mixed with the switch's seed */
+#endif
 
 /* values of the spray_policy register */
 const bit<8> SPRAY_RANDOM = 0;
@@ -48,7 +58,11 @@ control SelectMember(inout headers_t hdr,
         bit<8> policy;
         spray_policy.read(policy, 0);
         if (policy == SPRAY_RANDOM) {
-            random(meta.member, (member_t) 0, meta.members - 1);
+            bit<32> draw;
+            random(draw, (bit<32>) 0, 0xFFFFFFFF);
+            hash_t mixed = (draw ^ meta.seed) * MIX_MULTIPLIER;
+            hash(meta.member, HashAlgorithm.identity, (member_t) 0, { mixed[31:16] },
+                 meta.members);
         } else if (policy == SPRAY_ROUNDROBIN) {
             member_t turn;
             next_member.read(turn, (bit<32>) meta.group);
