@@ -12,7 +12,8 @@ its twin in the other (the other may hold more repetitions), the twins are compa
 paired (Wilcoxon's signed-rank test on the differences); otherwise (another seed) all
 rows are compared unpaired (Welch's t test). Per test cluster, configuration and
 metric of the config's analysis section: both means, SECOND's difference as a percent
-of FIRST's mean, the p-value, and the verdict with the config's own screen
+of FIRST's mean, the p-value (Holm-corrected over the cells of each metric: many cells,
+some differ by chance), and the verdict with the config's own screen
 (`analysis.alpha`, `analysis.min_effect_pct`): "same" (not significant), "same,
 negligible" (significant but smaller than min_effect_pct), "differ", or "too few to
 tell" (fewer than 6 pairs: the signed-rank test cannot reach 0.05 whatever the data).
@@ -37,6 +38,7 @@ from scipy import stats
 from pathdiv.analysis.report.analyze import spec_from_config
 from pathdiv.analysis.report.claim_table import replace_block
 from pathdiv.analysis.stats import effects
+from pathdiv.analysis.stats.posthoc import holm
 from pathdiv.analysis.stats.spec import AnalysisSpec
 
 BEGIN = "<!-- planes:begin -->"
@@ -49,7 +51,7 @@ TOO_FEW = "too few to tell"
 VERDICT = {effects.NOT_SIGNIFICANT: SAME, effects.NEGLIGIBLE: SAME_NEGLIGIBLE,
            effects.REAL: DIFFER}
 COLUMNS = ["cluster", "configuration", "dv", "n", "paired", "mean_first", "mean_second",
-           "diff_pct", "p", "verdict"]
+           "diff_pct", "p", "p_holm", "verdict"]
 
 
 @dataclass
@@ -148,13 +150,20 @@ def compare(first: pd.DataFrame, second: pd.DataFrame, spec: AnalysisSpec) -> pd
                 continue
             mean_a, mean_b = float(a.mean()), float(b.mean())
             diff = float("nan") if mean_a == 0 else (mean_b - mean_a) / abs(mean_a) * 100
-            p = _test(a, b, paired)
-            verdict = TOO_FEW if paired and smallest_wilcoxon_p(len(a)) >= spec.alpha \
-                else VERDICT[effects.verdict(p, diff, spec.alpha, spec.min_effect_pct)]
             rows.append({"cluster": cluster, "configuration": config, "dv": dv,
                          "n": len(a) if paired else f"{len(a)}/{len(b)}", "paired": paired,
                          "mean_first": mean_a, "mean_second": mean_b, "diff_pct": diff,
-                         "p": p, "verdict": verdict})
+                         "p": _test(a, b, paired), "too_few": paired and
+                         smallest_wilcoxon_p(len(a)) >= spec.alpha})
+    for dv in dvs:  # Holm over the cells of one metric: many cells, some differ by chance
+        mine = [r for r in rows if r["dv"] == dv and np.isfinite(r["p"])]
+        for r, adjusted in zip(mine, holm([r["p"] for r in mine]) if mine else [],
+                               strict=True):
+            r["p_holm"] = adjusted
+    for r in rows:
+        r.setdefault("p_holm", float("nan"))
+        r["verdict"] = TOO_FEW if r.pop("too_few") else VERDICT[effects.verdict(
+            r["p_holm"], r["diff_pct"], spec.alpha, spec.min_effect_pct)]
     if paired:
         rows += pooled(twins, dvs, spec)
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -163,7 +172,8 @@ def compare(first: pd.DataFrame, second: pd.DataFrame, spec: AnalysisSpec) -> pd
 def pooled(twins: pd.DataFrame, dvs: Sequence[str], spec: AnalysisSpec) -> list[dict]:
     """Per metric, every pair of the plan at once: is one plane systematically above the
     other? The signed-rank test on each pair's difference as a percent of the first's
-    value (so cells of different scales weigh alike)."""
+    value (so cells of different scales weigh alike); the effect is the difference of
+    the two means, as in the cells' rows."""
     rows = []
     for dv in dvs:
         a = twins[f"{dv}_a"].to_numpy(dtype=float)
@@ -174,13 +184,13 @@ def pooled(twins: pd.DataFrame, dvs: Sequence[str], spec: AnalysisSpec) -> list[
             continue
         rel = (b - a) / np.abs(a) * 100
         p = 1.0 if np.allclose(rel, 0) else float(stats.wilcoxon(rel).pvalue)
-        diff = float(rel.mean())
+        diff = float((b.mean() - a.mean()) / abs(a.mean()) * 100)
         verdict = TOO_FEW if smallest_wilcoxon_p(len(a)) >= spec.alpha \
             else VERDICT[effects.verdict(p, diff, spec.alpha, spec.min_effect_pct)]
-        rows.append({"cluster": "all", "configuration": "all (mean of per-pair %)",
+        rows.append({"cluster": "all", "configuration": "all pairs",
                      "dv": dv, "n": len(a), "paired": True, "mean_first": float(a.mean()),
                      "mean_second": float(b.mean()), "diff_pct": diff, "p": p,
-                     "verdict": verdict})
+                     "p_holm": p, "verdict": verdict})
     return rows
 
 
@@ -195,16 +205,17 @@ def markdown(first: Folder, second: Folder, table: pd.DataFrame, spec: AnalysisS
              f"({second.plane}): {len(table)} comparisons "
              f"({'paired by run and group' if paired else 'unpaired'}; alpha {spec.alpha}, "
              f"smallest effect of interest {spec.min_effect_pct:g} %): "
+             "verdicts on Holm-corrected p within each metric; "
              f"{counts.get(SAME, 0)} same, {counts.get(SAME_NEGLIGIBLE, 0)} same but for a "
              f"negligible difference, {counts.get(DIFFER, 0)} differ, "
              f"{counts.get(TOO_FEW, 0)} too few to tell.", "",
              f"| cluster | configuration | metric | n | {first.plane} | {second.plane} "
-             "| difference | p | verdict |",
-             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
+             "| difference | p | p (Holm) | verdict |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in table.itertuples(index=False):
         lines.append(f"| {r.cluster} | {r.configuration} | {r.dv} | {r.n} | "
                      f"{_num(r.mean_first)} | {_num(r.mean_second)} | "
-                     f"{_num(r.diff_pct)} % | {_num(r.p)} | {r.verdict} |")
+                     f"{_num(r.diff_pct)} % | {_num(r.p)} | {_num(r.p_holm)} | {r.verdict} |")
     return "\n".join(lines) + "\n"
 
 
