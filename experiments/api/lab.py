@@ -194,7 +194,7 @@ class LabNetwork(LiveNetwork):
     the nodes live in another kernel."""
 
     def __init__(self, cfg: Config, guest: Guest, greeting: dict[str, Any]) -> None:
-        super().__init__(cfg, cfg.topology(), str(greeting.get("dataplane", "")))
+        super().__init__(cfg, cfg.fat_tree("`api.network`"), str(greeting.get("dataplane", "")))
         self.guest = guest
         self.kernel_release = str(greeting.get("release", ""))
         self.captures = 0

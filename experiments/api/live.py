@@ -141,6 +141,7 @@ class KernelNetwork(LiveNetwork):
     kernel): `net` is the emulator's Network (internal; its methods may change)."""
 
     def __init__(self, net: Network, dataplane: str) -> None:
+        assert isinstance(net.topo, FatTree), "api.network refuses other kinds before building"
         super().__init__(net.cfg, net.topo, dataplane)
         self.net = net
 
