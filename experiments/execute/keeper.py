@@ -23,6 +23,18 @@ from pathdiv.experiments.fabric.network import Network, NetworkError
 log = logging.getLogger("pathdiv")
 
 
+def missing_aliases(topo: Any, cfg: Config) -> str:
+    """Why a network built with `topo` cannot serve `cfg`'s run ('' when it can): every
+    extra MPTCP subflow needs an alias address on its host, added when the network is
+    built (FatTree.aliases_per_host = subflows - 1; none for TCP). A network built for
+    fewer cannot give the run its subflows; one with more serves it (TCP and MPTCP use
+    the primary address for everything else)."""
+    have = int(getattr(topo, "aliases_per_host", 0))
+    need = cfg.subflows - 1
+    return (f"the run needs {need} alias address(es) per host for its subflows, the "
+            f"network was built with {have}") if need > have else ""
+
+
 class NetworkKeeper:
     """Keeps the last run's network for the next run that can use it."""
 
@@ -47,6 +59,8 @@ class NetworkKeeper:
                                          "topology, data plane or conditions differ")
             elif not self.clean:
                 info["built_because"] = "the previous run did not end normally"
+            elif missing_aliases(self.net.topo, cfg):
+                info["built_because"] = missing_aliases(self.net.topo, cfg)
             else:
                 try:
                     info.update(self.net.reset_for(cfg, workdir), reused=True,

@@ -171,7 +171,8 @@ def serve(address: str, port: int, mptcp: bool, userspace_pm: bool = False,
     if namespaces:
         listeners = [(_listen(socket_in_namespace(pid, mptcp), address, port), CpuLog(log))
                      for pid, log in namespaces]
-        print(f"ready {address}:{port} in {len(listeners)} namespaces", flush=True)
+        bound = listeners[0][0].getsockname()[1]  # the port, also when 0 chose it
+        print(f"ready {address}:{bound} in {len(listeners)} namespaces", flush=True)
         for srv, log in listeners[1:]:
             threading.Thread(target=_accept_loop, args=(srv, log), daemon=True).start()
         _accept_loop(*listeners[0])

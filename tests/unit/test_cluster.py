@@ -43,11 +43,22 @@ def test_expected_duration_grows_with_payload_and_falls_with_link_rate():
     assert by_flow["short"] == pytest.approx(15 + 6 * (7 * 500_000 * 8 / 19e6 + 1.0), abs=1e-3)
 
 
-def test_lab_kernel_runs_are_expected_to_take_longer_than_host_runs():
-    cfg, runs = _plan("class-quick.yaml")
-    lab_runs = expand(cfg.with_overrides([("hosts.kernel", "lab")]))
-    assert all(expected_run_s(a) > expected_run_s(b)
-               for a, b in zip(lab_runs, runs, strict=True))
+def test_virtual_clock_runs_cost_by_payload_and_real_clock_runs_by_link_rate():
+    """On the lab kernel's virtual clock the wall time follows the packets, not the
+    link rate; on the real clock the traffic takes its simulated time."""
+    cfg, _ = _plan("class-quick.yaml")
+    rates = [("topology.links.host.bw_mbps", 100), ("topology.links.edge.bw_mbps", 100),
+             ("topology.links.core.bw_mbps", 100)]
+
+    def short(c):
+        return next(r for r in expand(c) if r.run_id == "short_ecmp-tcp_rep1")
+
+    lab = cfg.with_overrides([("hosts.kernel", "lab")])
+    assert expected_run_s(short(lab)) == pytest.approx(
+        expected_run_s(short(lab.with_overrides(rates))))
+    assert expected_run_s(short(cfg.with_overrides(rates))) < expected_run_s(short(cfg))
+    assert expected_run_s(short(lab)) > expected_run_s(
+        next(r for r in expand(lab) if r.run_id == "query_ecmp-tcp_rep1"))
 
 
 # ---- partition -------------------------------------------------------------------------

@@ -96,17 +96,16 @@ def test_a_body_arrives_in_few_receives_not_one_per_segment(monkeypatch):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="entering a network namespace needs root")
 def test_one_server_process_serves_in_the_namespaces_it_is_given(tmp_path):
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
     log = tmp_path / "server-h1.cpu.jsonl"
-    # this process's own namespace stands for a host's: the server enters it by pid
+    # this process's own namespace stands for a host's: the server enters it by pid;
+    # port 0: the kernel picks a free one, which the ready line names
     proc = subprocess.Popen([sys.executable, "-S", "-u", transfer.__file__, "serve",
-                             "--port", str(port), f"--namespace={os.getpid()}:{log}"],
+                             "--port", "0", f"--namespace={os.getpid()}:{log}"],
                             stdout=subprocess.PIPE, text=True)
     try:
-        assert "ready" in proc.stdout.readline()
+        ready = proc.stdout.readline()
+        assert ready.startswith("ready"), ready
+        port = int(ready.split()[1].rpartition(":")[2])
         result = transfer.fetch_one("127.0.0.1", port, 100_000, False, 10.0)
         # the server logs the transfer once it has seen the client go, which may come
         # after the client has its last byte: wait for the line (a loaded machine once
