@@ -29,6 +29,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -122,7 +123,7 @@ def compare(first: pd.DataFrame, second: pd.DataFrame, spec: AnalysisSpec) -> pd
     paired = len(twins) > 0 and len(twins) == min(len(first), len(second))
     if paired:
         first = first[first.set_index(list(KEY)).index.isin(twins.set_index(list(KEY)).index)]
-    rows = []
+    rows: list[dict[str, Any]] = []
     groups = first.groupby(clusters + ivs, sort=True, dropna=False) if clusters + ivs \
         else [((), first)]
     for key, part in groups:
@@ -169,12 +170,12 @@ def compare(first: pd.DataFrame, second: pd.DataFrame, spec: AnalysisSpec) -> pd
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def pooled(twins: pd.DataFrame, dvs: Sequence[str], spec: AnalysisSpec) -> list[dict]:
+def pooled(twins: pd.DataFrame, dvs: Sequence[str], spec: AnalysisSpec) -> list[dict[str, Any]]:
     """Per metric, every pair of the plan at once: is one plane systematically above the
     other? The signed-rank test on each pair's difference as a percent of the first's
     value (so cells of different scales weigh alike); the effect is the difference of
     the two means, as in the cells' rows."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for dv in dvs:
         a = twins[f"{dv}_a"].to_numpy(dtype=float)
         b = twins[f"{dv}_b"].to_numpy(dtype=float)
