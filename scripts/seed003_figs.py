@@ -1,7 +1,8 @@
 """Seed 003's testbed figures (section VI.A, Figs. 8-11) from our results, as Markdown
 tables to set beside the paper's: per cell mean ± sd (n) of the figure's measure, and the
 comparisons the text makes with Welch's p over repetitions. Reads a results folder's (or
-docs/reproduction/seed003/<fig>/) metrics.csv and, for the time series, paths_series.csv.
+docs/reproduction/seed003/<fig>/) metrics.csv and, for the time series, paths_series.csv
+(or its gzipped copy).
 
     python scripts/seed003_figs.py fig8 docs/reproduction/seed003/fig8
     python scripts/seed003_figs.py fig10 docs/reproduction/seed003/fig10 --break-s 4
@@ -189,8 +190,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for column in ("goodput_before_mbps", "goodput_after_mbps"):  # older results lack them
         if column not in metrics.columns:
             metrics[column] = np.nan
-    series_file = args.results / "paths_series.csv"
-    series = pd.read_csv(series_file) if series_file.exists() else None
+    # the committed copies under docs/reproduction/seed003 are gzipped
+    found = [f for f in (args.results / "paths_series.csv",
+                         args.results / "paths_series.csv.gz") if f.exists()]
+    series = pd.read_csv(found[0]) if found else None
     if args.figure == "fig8":
         print(fig8(metrics))
     elif args.figure == "fig9":
