@@ -69,6 +69,24 @@ def levels(metrics: pd.DataFrame, column: str) -> list[str]:
     return sorted(dict.fromkeys(metrics[column].astype(str)), key=key)
 
 
+def pacing(series: pd.DataFrame | None, metrics: pd.DataFrame, factor: str) -> str:
+    """Mean pacing rate (Mbit/s) per path of each cell's subflows, from the server's ss
+    samples (paths.json subflow_state) after the first 2 s: what each subflow's congestion
+    control decided to send at, beside what a single-path flow decided."""
+    if series is None or "subflow_pacing_mbps" not in set(series["series"]):
+        return ""
+    s = series[(series["series"] == "subflow_pacing_mbps") & (series["t_s"] > 2.0)]
+    s = s.merge(metrics[["run_id", factor, "cc"]], on="run_id")
+    per_run = s.groupby([factor, "cc", "path", "run_id"])["value"].mean().reset_index()
+    table = per_run.groupby([factor, "cc", "path"])["value"].agg(["mean", "std", "count"])
+    out = ["", "Pacing rate of each subflow (Mbit/s, mean over a run after 2 s; mean ± sd "
+           "over runs):", "", f"| {factor} | cc | path | pacing |", "| --- | --- | --- | --- |"]
+    for (level, cc, path), row in table.iterrows():
+        out.append(f"| {level} | {cc} | {path} | {row['mean']:.2f} ± {row['std']:.2f} "
+                   f"({int(row['count'])}) |")
+    return "\n".join(out)
+
+
 def fig8(metrics: pd.DataFrame) -> str:
     loss = levels(metrics, "loss")
     ccs = [c for c in ("coupled-bbr", "bbr-tcp-best-path", "lia", "olia")
@@ -195,9 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          args.results / "paths_series.csv.gz") if f.exists()]
     series = pd.read_csv(found[0]) if found else None
     if args.figure == "fig8":
-        print(fig8(metrics))
+        print(fig8(metrics) + pacing(series, metrics, "loss"))
     elif args.figure == "fig9":
-        print(fig9(metrics))
+        print(fig9(metrics) + pacing(series, metrics, "asymmetry"))
     elif args.figure == "fig10":
         print(fig10(metrics, series, args.break_s))
     else:
