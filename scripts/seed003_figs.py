@@ -138,7 +138,7 @@ def over_time(series: pd.DataFrame, metrics: pd.DataFrame, factor: str, name: st
     s = series[series["series"] == name].copy()
     s = s[s["run_id"].isin(runs.index)]
     s["level"] = s["run_id"].map(runs)
-    s["bin"] = np.ceil(s["t_s"] / step_s - 1e-9) * step_s
+    s["bin"] = np.maximum(np.ceil(s["t_s"] / step_s - 1e-9), 0.0) * step_s
     if until_s is not None:
         s = s[s["bin"] <= until_s]
     per_run = s.groupby(["level", "run_id", "bin"])["value"].mean().reset_index()
@@ -175,18 +175,21 @@ def fig10(metrics: pd.DataFrame, series: pd.DataFrame | None, break_s: float) ->
 
 def fig11(metrics: pd.DataFrame, series: pd.DataFrame | None) -> str:
     rtts = levels(metrics, "rtt2")
-    scheds = [s for s in ("minrtt", "roundrobin", "arp") if s in set(metrics["scheduler"])]
+    scheds = [s for s in ("minrtt", "roundrobin", "arp", "default")
+              if s in set(metrics["scheduler"])]
     out = ["Mean out-of-order queue (segments), mean ± sd (n):", "",
            grid(metrics, "rtt2", "scheduler", "ofo_mean_pkts", rtts, scheds), "",
            "Goodput (Mbit/s):", "",
            grid(metrics, "rtt2", "scheduler", "goodput_mbps", rtts, scheds), "",
-           "| rtt2 | arp vs minrtt (ofo) | arp vs roundrobin (ofo) |", "| --- | --- | --- |"]
+           "| rtt2 | arp vs minrtt (ofo) | arp vs roundrobin (ofo) | arp vs minrtt (goodput) |",
+           "| --- | --- | --- | --- |"]
     for level in rtts:
         sub = metrics[metrics["rtt2"] == level]
-        arp = sub[sub["scheduler"] == "arp"]["ofo_mean_pkts"]
+        arp = sub[sub["scheduler"] == "arp"]
         out.append(f"| {level} | " + " | ".join(
-            compare(arp, sub[sub["scheduler"] == o]["ofo_mean_pkts"])
-            for o in ("minrtt", "roundrobin")) + " |")
+            compare(arp["ofo_mean_pkts"], sub[sub["scheduler"] == o]["ofo_mean_pkts"])
+            for o in ("minrtt", "roundrobin")) + " | " + compare(
+            arp["goodput_mbps"], sub[sub["scheduler"] == "minrtt"]["goodput_mbps"]) + " |")
     if series is not None and "rtt-150" in rtts:
         sub = metrics[metrics["rtt2"] == "rtt-150"]
         out += ["", "Out-of-order queue over time at 150 ms (segments, mean of the runs per "
