@@ -84,7 +84,7 @@ def pacing(series: pd.DataFrame | None, metrics: pd.DataFrame, factor: str) -> s
     for (level, cc, path), row in table.iterrows():
         out.append(f"| {level} | {cc} | {path} | {row['mean']:.2f} ± {row['std']:.2f} "
                    f"({int(row['count'])}) |")
-    return "\n".join(out)
+    return "\n" + "\n".join(out)
 
 
 def fig8(metrics: pd.DataFrame) -> str:
