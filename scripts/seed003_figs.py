@@ -1,7 +1,8 @@
 """Seed 003's testbed figures (section VI.A, Figs. 8-11) from our results, as Markdown
 tables to set beside the paper's: per cell mean ± sd (n) of the figure's measure, and the
 comparisons the text makes with Welch's p over repetitions. Reads a results folder's (or
-docs/reproduction/seed003/<fig>/) metrics.csv and, for the time series, paths_series.csv.
+docs/reproduction/seed003/<fig>/) metrics.csv and, for the time series, paths_series.csv
+(or its gzipped copy).
 
     python scripts/seed003_figs.py fig8 docs/reproduction/seed003/fig8
     python scripts/seed003_figs.py fig10 docs/reproduction/seed003/fig10 --break-s 4
@@ -68,6 +69,24 @@ def levels(metrics: pd.DataFrame, column: str) -> list[str]:
     return sorted(dict.fromkeys(metrics[column].astype(str)), key=key)
 
 
+def pacing(series: pd.DataFrame | None, metrics: pd.DataFrame, factor: str) -> str:
+    """Mean pacing rate (Mbit/s) per path of each cell's subflows, from the server's ss
+    samples (paths.json subflow_state) after the first 2 s: what each subflow's congestion
+    control decided to send at, beside what a single-path flow decided."""
+    if series is None or "subflow_pacing_mbps" not in set(series["series"]):
+        return ""
+    s = series[(series["series"] == "subflow_pacing_mbps") & (series["t_s"] > 2.0)]
+    s = s.merge(metrics[["run_id", factor, "cc"]], on="run_id")
+    per_run = s.groupby([factor, "cc", "path", "run_id"])["value"].mean().reset_index()
+    table = per_run.groupby([factor, "cc", "path"])["value"].agg(["mean", "std", "count"])
+    out = ["", "Pacing rate of each subflow (Mbit/s, mean over a run after 2 s; mean ± sd "
+           "over runs):", "", f"| {factor} | cc | path | pacing |", "| --- | --- | --- | --- |"]
+    for (level, cc, path), row in table.iterrows():
+        out.append(f"| {level} | {cc} | {path} | {row['mean']:.2f} ± {row['std']:.2f} "
+                   f"({int(row['count'])}) |")
+    return "\n" + "\n".join(out)
+
+
 def fig8(metrics: pd.DataFrame) -> str:
     loss = levels(metrics, "loss")
     ccs = [c for c in ("coupled-bbr", "bbr-tcp-best-path", "lia", "olia")
@@ -119,7 +138,7 @@ def over_time(series: pd.DataFrame, metrics: pd.DataFrame, factor: str, name: st
     s = series[series["series"] == name].copy()
     s = s[s["run_id"].isin(runs.index)]
     s["level"] = s["run_id"].map(runs)
-    s["bin"] = np.ceil(s["t_s"] / step_s - 1e-9) * step_s
+    s["bin"] = np.maximum(np.ceil(s["t_s"] / step_s - 1e-9), 0.0) * step_s
     if until_s is not None:
         s = s[s["bin"] <= until_s]
     per_run = s.groupby(["level", "run_id", "bin"])["value"].mean().reset_index()
@@ -156,18 +175,21 @@ def fig10(metrics: pd.DataFrame, series: pd.DataFrame | None, break_s: float) ->
 
 def fig11(metrics: pd.DataFrame, series: pd.DataFrame | None) -> str:
     rtts = levels(metrics, "rtt2")
-    scheds = [s for s in ("minrtt", "roundrobin", "arp") if s in set(metrics["scheduler"])]
+    scheds = [s for s in ("minrtt", "roundrobin", "arp", "default")
+              if s in set(metrics["scheduler"])]
     out = ["Mean out-of-order queue (segments), mean ± sd (n):", "",
            grid(metrics, "rtt2", "scheduler", "ofo_mean_pkts", rtts, scheds), "",
            "Goodput (Mbit/s):", "",
            grid(metrics, "rtt2", "scheduler", "goodput_mbps", rtts, scheds), "",
-           "| rtt2 | arp vs minrtt (ofo) | arp vs roundrobin (ofo) |", "| --- | --- | --- |"]
+           "| rtt2 | arp vs minrtt (ofo) | arp vs roundrobin (ofo) | arp vs minrtt (goodput) |",
+           "| --- | --- | --- | --- |"]
     for level in rtts:
         sub = metrics[metrics["rtt2"] == level]
-        arp = sub[sub["scheduler"] == "arp"]["ofo_mean_pkts"]
+        arp = sub[sub["scheduler"] == "arp"]
         out.append(f"| {level} | " + " | ".join(
-            compare(arp, sub[sub["scheduler"] == o]["ofo_mean_pkts"])
-            for o in ("minrtt", "roundrobin")) + " |")
+            compare(arp["ofo_mean_pkts"], sub[sub["scheduler"] == o]["ofo_mean_pkts"])
+            for o in ("minrtt", "roundrobin")) + " | " + compare(
+            arp["goodput_mbps"], sub[sub["scheduler"] == "minrtt"]["goodput_mbps"]) + " |")
     if series is not None and "rtt-150" in rtts:
         sub = metrics[metrics["rtt2"] == "rtt-150"]
         out += ["", "Out-of-order queue over time at 150 ms (segments, mean of the runs per "
@@ -189,12 +211,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for column in ("goodput_before_mbps", "goodput_after_mbps"):  # older results lack them
         if column not in metrics.columns:
             metrics[column] = np.nan
-    series_file = args.results / "paths_series.csv"
-    series = pd.read_csv(series_file) if series_file.exists() else None
+    # the committed copies under docs/reproduction/seed003 are gzipped
+    found = [f for f in (args.results / "paths_series.csv",
+                         args.results / "paths_series.csv.gz") if f.exists()]
+    series = pd.read_csv(found[0]) if found else None
     if args.figure == "fig8":
-        print(fig8(metrics))
+        print(fig8(metrics) + pacing(series, metrics, "loss"))
     elif args.figure == "fig9":
-        print(fig9(metrics))
+        print(fig9(metrics) + pacing(series, metrics, "asymmetry"))
     elif args.figure == "fig10":
         print(fig10(metrics, series, args.break_s))
     else:
