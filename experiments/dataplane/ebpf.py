@@ -234,7 +234,7 @@ class EbpfDataPlane(DataPlane):
         pin_dir = self.pin_root / sw / program.name
         loaded = self._guard(lambda: self.bpf_.load(program.obj, pin_dir,
                                                     (TC_PROGRAM, INITIALIZER)),
-                             f"switch {sw}: loading {program.obj}")
+                             f"switch {sw}")
         self._guard(lambda: self.bpf_.run_once(loaded.programs[INITIALIZER], INIT_FRAME),
                     f"switch {sw}: the map initializer")
         entries = self._guard(lambda: psa_entries(
