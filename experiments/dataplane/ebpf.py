@@ -13,8 +13,11 @@ Per switch: the object is loaded through libbpf with its maps pinned under
 /sys/fs/bpf/pathdiv/<network>/<switch>/<program>/ (one set of maps per switch), the
 compiler's map initializer runs once (default actions, CRC table), the bmv2 plane's
 entries are written with ifindexes for ports (`p4ebpf/entries.py`) and read back; then
-one node script per switch adds a clsact qdisc and two tc filters per port: the cb
-scrubber (`p4ebpf/scrub.py`) and the program. Changing mode loads the other program and
+one script per switch adds a clsact qdisc and two tc filters per port: the cb scrubber
+(`p4ebpf/scrub.py`) and the program. That script runs in the switch's network namespace
+but in pathdiv's own mount namespace (`nsenter --net`): a Mininet node has a mount
+namespace of its own whose /sys is a fresh sysfs, where the BPF file system holding the
+pins is not mounted. Changing mode loads the other program and
 replaces the filter (`tc filter replace`); changing only the spray policy writes one
 register. Port counters are the interfaces' own (the PSA programs keep none).
 """
@@ -65,7 +68,7 @@ from pathdiv.experiments.dataplane.p4ebpf.programs import (
 from pathdiv.experiments.dataplane.p4ebpf.scrub import NAME as SCRUB_NAME
 from pathdiv.experiments.dataplane.p4ebpf.scrub import clear_cb_program
 from pathdiv.experiments.dataplane.p4ebpf.tools import EbpfTools, find_ebpf_tools
-from pathdiv.experiments.fabric.nodescript import ScriptError, render, run_scripts
+from pathdiv.experiments.fabric.nodescript import NodeScript, failure_message, render, write
 
 __all__ = ["EbpfDataPlane", "EbpfSwitch", "find_ebpf_tools", "parse_ip_links"]
 
@@ -231,7 +234,7 @@ class EbpfDataPlane(DataPlane):
         pin_dir = self.pin_root / sw / program.name
         loaded = self._guard(lambda: self.bpf_.load(program.obj, pin_dir,
                                                     (TC_PROGRAM, INITIALIZER)),
-                             f"switch {sw}: loading {program.obj}")
+                             f"switch {sw}")
         self._guard(lambda: self.bpf_.run_once(loaded.programs[INITIALIZER], INIT_FRAME),
                     f"switch {sw}: the map initializer")
         entries = self._guard(lambda: psa_entries(
@@ -298,10 +301,7 @@ class EbpfDataPlane(DataPlane):
             stem = self.switch_dir / f"{sw}.{'attach' if first else 'mode'}"
             scripts.append((f"switch {sw}", self.net[sw], Path(f"{stem}.sh"),
                             render(cmds, str(stem), f"switch {sw} p4-ebpf")))
-        try:
-            run_scripts(scripts)
-        except ScriptError as exc:
-            raise DataPlaneError(str(exc)) from exc
+        run_in_netns(scripts)
 
     # ---- measurements ----------------------------------------------------------------
     def port_counters(self, switch: str) -> dict[str, PortCounters]:
@@ -322,6 +322,30 @@ class EbpfDataPlane(DataPlane):
             "tools": self._versions,
             "runtime": str(self.tools.runtime),
         }
+
+
+def netns_argv(pid: int, script: Path) -> list[str]:
+    """Run `script` in the network namespace of process `pid`, in our mount namespace."""
+    return ["nsenter", f"--net=/proc/{pid}/ns/net", "sh", str(script)]
+
+
+def run_in_netns(scripts: list[tuple[str, Any, Path, NodeScript]]) -> None:
+    """Run each (name, node, script path, rendered) in its node's network namespace, all
+    at once; DataPlaneError naming the first that failed (and how many did)."""
+    running = []
+    for name, node, path, rendered in scripts:
+        write(rendered, path)
+        running.append((name, rendered, subprocess.Popen(
+            netns_argv(node.pid, path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True)))
+    failures = []
+    for name, rendered, proc in running:
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            failures.append(failure_message(name, out, str(proc.returncode), rendered.files))
+    if failures:
+        more = f" (and {len(failures) - 1} more switch(es) failed)" if len(failures) > 1 else ""
+        raise DataPlaneError(failures[0] + more)
 
 
 def remove_stale_pins(root: Path) -> list[Path]:

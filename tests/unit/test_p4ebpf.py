@@ -303,7 +303,7 @@ def test_tools_missing_are_named_and_found_ones_say_where(tmp_path) -> None:
     tools, reason = find_ebpf_tools({"PATH": str(tmp_path / "empty")})
     assert tools is None and "p4c-ebpf" in reason and "clang" in reason
     prefix = tmp_path / "p4"
-    for name in ("p4c-ebpf", "clang", "llc", "tc"):
+    for name in ("p4c-ebpf", "clang", "llc", "tc", "nsenter"):
         _exe(prefix / "bin" / name)
     env = {"P4_PREFIX": str(prefix), "PATH": ""}
     tools, reason = find_ebpf_tools(env)

@@ -21,6 +21,14 @@ from pathlib import Path
 LIBBPF_NAMES = ("libbpf.so.1", "bpf")
 BPF_PROG_TYPE_SCHED_CLS = 3
 BPF_ANY = 0
+BPF_F_STRICT_ALIGNMENT = 1 << 0
+# p4c-ebpf's parsers read headers with loads of up to 8 bytes at any offset (the
+# Ethernet header starts 2 bytes into an aligned buffer). A kernel whose architecture
+# does not declare efficient unaligned access (User-Mode Linux: the lab kernel) makes the
+# verifier refuse them ("misaligned packet access off 2+0+0+0 size 8"); the CPU under
+# it (x86-64) does them fine, so the programs are loaded with the flag that lifts the
+# check (kernel/bpf/verifier.c, bpf_check: BPF_F_ANY_ALIGNMENT overrides strictness).
+BPF_F_ANY_ALIGNMENT = 1 << 1
 LOG_BYTES = 1 << 20
 _PRINT_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
@@ -117,6 +125,7 @@ class Libbpf:
             "bpf_program__section_name": (cp, [vp]),
             "bpf_program__set_type": (ci, [vp, ci]),
             "bpf_program__set_autoload": (ci, [vp, ctypes.c_bool]),
+            "bpf_program__set_flags": (ci, [vp, ctypes.c_uint32]),
             "bpf_program__fd": (ci, [vp]),
             "bpf_map__name": (cp, [vp]),
             "bpf_map__pin_path": (cp, [vp]),
@@ -145,11 +154,12 @@ class Libbpf:
                            + (f" (libbpf: {said})" if said else ""))
 
     # ---- objects -----------------------------------------------------------------
-    def load(self, obj: Path, pin_dir: Path, tc_programs: tuple[str, ...]) -> Loaded:
+    def load(self, obj: Path, pin_dir: Path, tc_programs: tuple[str, ...],
+             flags: int = BPF_F_ANY_ALIGNMENT) -> Loaded:
         """Load `obj` with its maps pinned under `pin_dir`; the functions named in
-        `tc_programs` are loaded as tc classifiers and pinned there too, every other
-        program of the object is left unloaded. The kernel's verifier log is in the
-        error when a program is refused."""
+        `tc_programs` are loaded as tc classifiers (with the BPF_PROG_LOAD `flags`) and
+        pinned there too, every other program of the object is left unloaded. The
+        kernel's verifier log is in the error when a program is refused."""
         self.messages.clear()
         pin_dir.mkdir(parents=True, exist_ok=True)
         log = ctypes.create_string_buffer(LOG_BYTES)
@@ -170,6 +180,7 @@ class Libbpf:
                 self.lib.bpf_program__set_autoload(prog, keep)
                 if keep:
                     self.lib.bpf_program__set_type(prog, BPF_PROG_TYPE_SCHED_CLS)
+                    self.lib.bpf_program__set_flags(prog, flags)
             rc = self.lib.bpf_object__load(handle)
             if rc != 0:
                 verifier = log.value.decode(errors="replace").strip()

@@ -98,8 +98,10 @@ def find_ebpf_tools(env: Mapping[str, str] | None = None) -> tuple[EbpfTools | N
     clang = _which(["clang", *(f"clang-{v}" for v in LLVM_VERSIONS)], dirs)
     llc = _which(["llc", *(f"llc-{v}" for v in LLVM_VERSIONS)], dirs)
     tc = _which(["tc"], [*dirs, Path("/usr/sbin"), Path("/sbin")])
+    # attaches in a switch's network namespace without its mount namespace (util-linux)
+    nsenter = _which(["nsenter"], [*dirs, Path("/usr/bin"), Path("/bin")])
     missing = [name for name, path in ((COMPILER, compiler), ("clang", clang), ("llc", llc),
-                                       ("tc", tc)) if path is None]
+                                       ("tc", tc), ("nsenter", nsenter)) if path is None]
     if missing:
         return None, f"{', '.join(missing)} not found on {where}: {INSTALL_HINT}"
     runtime = None
