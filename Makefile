@@ -59,8 +59,10 @@ reproduce: need-root $(STAMP)
 
 # mypy on the packages that are fully typed (widen TYPED as more become so). mypy cannot
 # follow the editable install's import hook, so it reads the folders linked under pathdiv/.
-TYPED := pathdiv.topologies pathdiv.experiments.running pathdiv.experiments.config \
-	pathdiv.experiments.plan
+TYPED := pathdiv.topologies pathdiv.kernels pathdiv.analysis pathdiv.experiments.running \
+	pathdiv.experiments.config pathdiv.experiments.manifest pathdiv.experiments.plan \
+	pathdiv.experiments.dataplane pathdiv.experiments.execute pathdiv.experiments.fidelity \
+	pathdiv.experiments.cluster pathdiv.experiments.api pathdiv.experiments.cli
 TYPECHECK := .typecheck
 lint: $(STAMP)
 	$(PY) -m ruff check .

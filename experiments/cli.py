@@ -183,17 +183,9 @@ def _in_lab_kernel(args: argparse.Namespace, cfg: Config) -> int:
         raise NetworkError(f"hosts.kernel: lab: {exc}") from exc
 
 
-def _fat_tree_only(cfg: Config, command: str) -> None:
-    """`net` and `probe` build the fat tree's network; refuse the paths topology early."""
-    if cfg.topology_kind != "fattree":
-        raise ConfigError([f"topology.kind: {cfg.topology_kind!r}: `pathdiv {command}` "
-                           "builds the fat tree only (allowed: fattree); a kind: paths "
-                           "config runs with `pathdiv run` (docs/paths.md)"], cfg.source)
-
-
 def cmd_net(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    _fat_tree_only(cfg, "net")
+    cfg.fat_tree("`pathdiv net`")
     if _outside_lab_kernel(cfg):
         return _in_lab_kernel(args, cfg)
     with api.network(cfg) as live:
@@ -213,7 +205,7 @@ def cmd_net(args: argparse.Namespace) -> int:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    _fat_tree_only(cfg, "probe")
+    cfg.fat_tree("`pathdiv probe`")
     if cfg.transport != "mptcp":
         cfg = cfg.with_overrides([("hosts.transport", "mptcp")])
     if _outside_lab_kernel(cfg):

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 OWNER_ENV = "PATHDIV_OWNER"
+SCRATCH_PREFIX = "pathdiv-"
+SCRATCH_MARK = ".pathdiv-owner"
 
 
 def process_start(pid: int) -> int | None:
@@ -154,3 +158,44 @@ def _exists(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def scratch_folder(kind: str) -> Path:
+    """A new private folder `pathdiv-<kind>-*` under the temp dir, holding this process's
+    owner mark in SCRATCH_MARK: its owner removes it when done, and `pathdiv clean`
+    removes it once the owner is gone (SIGKILL leaves no `finally`)."""
+    path = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{kind}-"))
+    (path / SCRATCH_MARK).write_text(owner_mark())
+    return path
+
+
+def remove_scratch(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def scratch(kind: str) -> Iterator[Path]:
+    """A scratch folder for the length of a `with` block (see :func:`scratch_folder`)."""
+    path = scratch_folder(kind)
+    try:
+        yield path
+    finally:
+        remove_scratch(path)
+
+
+def orphaned_scratch(root: Path | None = None) -> list[Path]:
+    """Scratch folders under `root` (the temp dir) whose owner is gone. Only folders
+    carrying pathdiv's owner mark are candidates; links are never followed."""
+    base = Path(tempfile.gettempdir()) if root is None else root
+    found = []
+    for entry in sorted(base.glob(f"{SCRATCH_PREFIX}*")):
+        mark = entry / SCRATCH_MARK
+        if entry.is_symlink() or not entry.is_dir() or mark.is_symlink() or not mark.is_file():
+            continue
+        try:
+            owner = mark.read_text(errors="replace")[:64]
+        except OSError:
+            continue
+        if not owner_alive(owner):
+            found.append(entry)
+    return found

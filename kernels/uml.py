@@ -168,7 +168,7 @@ GUEST_TMPFS = ("/tmp", "/run", "/var/tmp", "/dev/shm")
 
 def hidden_by_tmpfs(paths: Sequence[Path]) -> list[Path]:
     """Host paths that the guest's own tmpfs mounts would hide (e.g. a share under /tmp)."""
-    hidden = []
+    hidden: list[Path] = []
     for path in paths:
         if any(path == Path(d) or Path(d) in path.parents for d in GUEST_TMPFS):
             if not any(p == path or p in path.parents for p in hidden):

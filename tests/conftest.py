@@ -94,16 +94,6 @@ def dataplane_class(name: str):
         pytest.skip(f"bmv2 not available: {reason}")
     return Bmv2DataPlane
 
-
-def more_lab_bmv2() -> None:
-    """Skip unless PATHDIV_LAB_BMV2=all. bmv2 in the lab kernel costs about 11x the kernel
-    plane (docs/p4.md), so `make test` keeps one decisive lab-kernel bmv2 run
-    (test_lab_runs.py) and leaves the others, whose checks also run on bmv2 on the host
-    kernel, to be asked for."""
-    if os.environ.get("PATHDIV_LAB_BMV2") != "all":
-        pytest.skip("another bmv2 run in the lab kernel (minutes): set PATHDIV_LAB_BMV2=all")
-
-
 def build_patch_driver(work: Path, patch_name: str, files: list[str], driver: str,
                        sources: list[str]) -> Path:
     """Compile a user-space driver (kernels/test/`driver`.c) against kernel C files that a

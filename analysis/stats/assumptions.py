@@ -290,7 +290,7 @@ def dv_correlations(data: pd.DataFrame, dvs: Sequence[str]) -> AssumptionCheck:
         return AssumptionCheck(name, NOT_COMPUTABLE, "one dependent variable",
                                "Correlations need two or more dependent variables.")
     matrix = data[list(dvs)].astype(float).corr()
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     for i, a in enumerate(dvs):
         for b in dvs[i + 1:]:
             r = matrix.loc[a, b]

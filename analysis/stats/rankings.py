@@ -48,7 +48,7 @@ def rank_levels(
         ascending = dv in lower_is_better
         values = data[dv].to_numpy(dtype=float)
         for name, labels in groupings(data, ivs).items():
-            summary = []
+            summary: list[dict[str, Any]] = []
             codes = labels.to_numpy()
             for level in dict.fromkeys(codes):
                 v = values[codes == level]

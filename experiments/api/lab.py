@@ -28,7 +28,6 @@ import os
 import select
 import shutil
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -53,6 +52,7 @@ from pathdiv.experiments.execute.lab_kernel import (
 from pathdiv.experiments.fabric.network import NetworkError
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import LabKernelError, kernel_release
+from pathdiv.kernels.processes import remove_scratch, scratch_folder
 
 BOOT_TIMEOUT_S = 1200.0  # wall seconds: boot and network build (~1 min on an idle host)
 REQUEST_TIMEOUT_S = 1800.0  # wall seconds for one answer (a transfer, a capture's end)
@@ -194,7 +194,7 @@ class LabNetwork(LiveNetwork):
     the nodes live in another kernel."""
 
     def __init__(self, cfg: Config, guest: Guest, greeting: dict[str, Any]) -> None:
-        super().__init__(cfg, cfg.topology(), str(greeting.get("dataplane", "")))
+        super().__init__(cfg, cfg.fat_tree("`api.network`"), str(greeting.get("dataplane", "")))
         self.guest = guest
         self.kernel_release = str(greeting.get("release", ""))
         self.captures = 0
@@ -231,7 +231,7 @@ class LabNetwork(LiveNetwork):
 @contextmanager
 def lab_network(cfg: Config) -> Iterator[LabNetwork]:
     """Boot the lab kernel serving `cfg`'s network, yield it, stop everything after."""
-    share = Path(tempfile.mkdtemp(prefix="pathdiv-api-lab-"))
+    share = scratch_folder("api-lab")
     os.chmod(share, 0o755)
     guest = Guest(cfg, share)
     graceful = False
@@ -243,4 +243,4 @@ def lab_network(cfg: Config) -> Iterator[LabNetwork]:
         try:
             guest.close(graceful)
         finally:
-            shutil.rmtree(share, ignore_errors=True)
+            remove_scratch(share)

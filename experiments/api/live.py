@@ -16,9 +16,8 @@ the picture. `api.network` (networks.py) chooses between the two.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from pathdiv.experiments.dataplane.base import PortCounters
 from pathdiv.experiments.dataplane.select import select_dataplane
 from pathdiv.experiments.fabric.environment import preflight
 from pathdiv.experiments.fabric.network import Network
+from pathdiv.kernels.processes import scratch
 from pathdiv.topologies.fattree import FatTree
 
 Path_ = tuple[str, ...]
@@ -141,6 +141,7 @@ class KernelNetwork(LiveNetwork):
     kernel): `net` is the emulator's Network (internal; its methods may change)."""
 
     def __init__(self, net: Network, dataplane: str) -> None:
+        assert isinstance(net.topo, FatTree), "api.network refuses other kinds before building"
         super().__init__(net.cfg, net.topo, dataplane)
         self.net = net
 
@@ -186,8 +187,9 @@ def local_network(cfg: Config, workdir: str | Path | None = None) -> Iterator[Ke
     lab kernel's guest serving `api.network`)."""
     preflight(cfg)
     cls, reason = select_dataplane(cfg.dataplane)
-    folder = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="pathdiv-lab-"))
-    with Network(cfg, cls, folder) as net:
+    with ExitStack() as stack:
+        folder = Path(workdir) if workdir else stack.enter_context(scratch("net"))
+        net = stack.enter_context(Network(cfg, cls, folder))
         yield KernelNetwork(net, reason)
 
 

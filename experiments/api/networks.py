@@ -27,6 +27,7 @@ def network(config: ConfigSource, overrides: Overrides = (),
     """Build the network `config` describes (with `overrides`), yield it, tear it down,
     also when the block raises or is interrupted (Ctrl-C)."""
     cfg = load_config(config, overrides)
+    cfg.fat_tree("`api.network`")
     if cfg.host_kernel == "lab" and guest_kernel_description() is None:
         with lab_network(cfg) as lab:
             yield lab

@@ -350,6 +350,16 @@ class Config:
             return paths_topology(self.data["topology"]["paths"])
         return FatTree(self.k, self.link_params(), aliases_per_host=self.subflows - 1)
 
+    def fat_tree(self, what: str) -> FatTree:
+        """The topology of a config that `what` (a command, the live network) can build
+        only as a fat tree; ConfigError naming topology.kind otherwise."""
+        topo = self.topology()
+        if not isinstance(topo, FatTree):
+            raise ConfigError([f"topology.kind: {self.topology_kind!r}: {what} builds the "
+                               "fat tree only (allowed: fattree); a kind: paths config runs "
+                               "with `pathdiv run` (docs/paths.md)"], self.source)
+        return topo
+
     def with_overrides(self, overrides: Iterable[tuple[str, Any]]) -> Config:
         return validate(apply_overrides(self.data, overrides), self.source)
 

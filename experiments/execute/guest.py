@@ -13,9 +13,7 @@ on a pseudo-terminal instead, its end as Ctrl-D.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from pathdiv.experiments.execute.lab_kernel import (
 )
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import kernel_release
+from pathdiv.kernels.processes import remove_scratch, scratch_folder
 
 COMMANDS = ("net", "probe")
 PROBE_TIMEOUT_S = 1800.0  # wall seconds; the probe takes ~1 min of guest time at 20 Mbit/s
@@ -63,7 +62,7 @@ def run_in_lab_kernel(command: str, cfg: Config, json_out: bool = False,
     clock = str(cfg.data["lab"]["clock"])
     memory_mb = int(cfg.data["lab"]["memory_mb"])
     desc = kernel_description(clock, image, image.parent.name, kernel_release(image), memory_mb)
-    share = Path(tempfile.mkdtemp(prefix="pathdiv-lab-"))
+    share = scratch_folder("lab")
     try:
         config = share / "config.yaml"
         config.write_text(cfg.to_yaml())
@@ -80,4 +79,4 @@ def run_in_lab_kernel(command: str, cfg: Config, json_out: bool = False,
         sys.stderr.write(res.stderr)
         return res.returncode
     finally:
-        shutil.rmtree(share, ignore_errors=True)
+        remove_scratch(share)

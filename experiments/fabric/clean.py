@@ -6,8 +6,9 @@ Processes whose owner is gone (a pid reused by another process counts as gone) a
 killed; once the last process of a namespace exits the kernel removes the namespace
 with its veths and nftables tables. Named namespaces (`ip netns`) are deleted only when
 they carry pathdiv's owner mark (environment.NS_ALIAS on their loopback) and that owner
-is gone; host settings a killed run changed are put back. Labs whose owner still runs
-are left alone and reported.
+is gone; host settings a killed run changed are put back; scratch folders
+(`/tmp/pathdiv-*`, shared with a lab kernel or holding a live network's files) whose
+owner is gone are removed. Labs whose owner still runs are left alone and reported.
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ from pathdiv.experiments.fabric.environment import (
     namespace_owner,
     restore_orphaned_settings,
 )
-from pathdiv.kernels.processes import owner_alive, owner_marks, parse_owner, sweep
+from pathdiv.kernels.processes import (
+    orphaned_scratch,
+    owner_alive,
+    owner_marks,
+    parse_owner,
+    remove_scratch,
+    sweep,
+)
 
 
 def namespace_names(listing: str) -> list[str]:
@@ -35,6 +43,7 @@ class CleanReport:
     namespaces: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     unmarked: list[str] = field(default_factory=list)
+    scratch: list[str] = field(default_factory=list)
     cgroups: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -42,6 +51,9 @@ class CleanReport:
                  + (f" (pid {', '.join(map(str, self.killed))})" if self.killed else "")]
         if self.namespaces:
             parts.append(f"deleted namespace(s) {', '.join(self.namespaces)}")
+        if self.scratch:
+            parts.append(f"removed {len(self.scratch)} scratch folder(s) "
+                         f"({', '.join(self.scratch)})")
         if self.restored:
             parts.append(f"restored {'; '.join(self.restored)}")
         if self.cgroups:
@@ -71,6 +83,9 @@ def clean() -> CleanReport:
                 live.append(parsed[0])
         elif subprocess.run(["ip", "netns", "delete", ns], capture_output=True).returncode == 0:
             deleted.append(ns)
+    scratch = orphaned_scratch()
+    for folder in scratch:
+        remove_scratch(folder)
     return CleanReport(killed=killed, live_owners=sorted(live), namespaces=deleted,
                        restored=restore_orphaned_settings(), unmarked=unmarked,
-                       cgroups=remove_orphans())
+                       scratch=[str(folder) for folder in scratch], cgroups=remove_orphans())

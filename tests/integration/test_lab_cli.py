@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, more_lab_bmv2
+from tests.conftest import REPO
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
@@ -64,17 +64,3 @@ def test_net_cli_on_stdin_answers_from_the_lab_kernel(lab_kernel, root_fabric):
     assert "mode: static" in static
     assert "paths used: 1 of 4" in tcp, tcp
     assert "error: unknown host 'h99'" in bad_host
-
-
-def test_bmv2_runs_in_the_lab_kernel_where_installed(lab_kernel, root_fabric):
-    """The same session on bmv2 (205 s on a 2-core machine); on the host kernel
-    test_classroom_shell.py runs `pathdiv net` on bmv2 in every `make test`."""
-    from pathdiv.experiments.dataplane.bmv2 import find_p4_tools
-
-    tools, reason = find_p4_tools()
-    if tools is None:
-        pytest.skip(f"bmv2 not available: {reason}")
-    more_lab_bmv2()
-    paths, mptcp, *_ = lab_session("--set", "dataplane=bmv2")
-    assert "4 equal-cost path(s) h1 -> h16" in paths
-    assert "over mptcp: FCT" in mptcp, mptcp

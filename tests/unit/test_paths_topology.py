@@ -8,6 +8,7 @@ import ipaddress
 
 import pytest
 
+from pathdiv.experiments import api
 from pathdiv.experiments.cli import main
 from pathdiv.experiments.config.load import ConfigError, validate
 from pathdiv.experiments.fabric.paths_net import build_commands, event_commands
@@ -206,3 +207,10 @@ def test_net_and_probe_refuse_the_paths_topology_by_name(command, capsys):
     assert main([command, "configs/seed003-fig10.yaml"]) != 0
     err = capsys.readouterr().err
     assert "topology.kind: 'paths'" in err and "allowed: fattree" in err
+
+
+def test_the_live_network_refuses_the_paths_topology_before_building():
+    with pytest.raises(ConfigError, match=r"topology.kind: 'paths': `api.network` builds "
+                                          r"the fat tree only \(allowed: fattree\)"):
+        with api.network("configs/seed003-fig10.yaml"):
+            pass
