@@ -1,4 +1,4 @@
-"""Run tests/support/ese_lab.py in a given lab kernel image (evidence for patch 0012)."""
+"""Run tests/support/ese_lab.py in a given lab kernel image (evidence for patch 0015)."""
 import sys
 from pathlib import Path
 
