@@ -1,8 +1,9 @@
 """Seed 003's additions to the lab kernel (User-Mode Linux, virtual time): an MPTCP
 transfer completes with each new congestion control (olia, coupled-bbr) and each new
 scheduler (arp, ar, redundant, minrtt), the redundant scheduler's copies are on the wire
-(through one bottleneck, and a large share over two disjoint paths), dual-homed
-hosts (topology.kind: paths) open one subflow per interface and arp splits them, and coupled-bbr takes one path's rate where bbr takes both.
+(through one bottleneck, and a large share over two disjoint paths), dual-homed hosts
+(topology.kind: paths) open one subflow per interface and arp splits them, and
+coupled-bbr takes one path's rate where bbr takes both.
 
 One client with 2 subflows (two addresses on one interface) fetches 2 MB from a server
 through a 20 Mbit/s bottleneck with 5 ms of delay (tests/support/mptcp_lab.py check); the
