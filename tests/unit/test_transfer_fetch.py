@@ -94,6 +94,14 @@ def test_a_body_arrives_in_few_receives_not_one_per_segment(monkeypatch):
     assert len(calls) <= 8, len(calls)
 
 
+def test_mptcp_receives_wait_in_the_kernel_only_in_the_lab_kernel():
+    # on this machine's 6.18 kernel a blocked MPTCP receive left the connection at one
+    # subflow (the fat tree probe); TCP waits in the kernel everywhere
+    assert transfer.may_wait_in_kernel(False, "6.18.44-fc")
+    assert not transfer.may_wait_in_kernel(True, "6.18.44-fc")
+    assert transfer.may_wait_in_kernel(True, "6.12.117-pathdiv")
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="entering a network namespace needs root")
 def test_one_server_process_serves_in_the_namespaces_it_is_given(tmp_path):
     log = tmp_path / "server-h1.cpu.jsonl"
