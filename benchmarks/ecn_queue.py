@@ -61,13 +61,26 @@ def leaf_stats(net: Network, node: str, intf: str) -> dict:
     raise RuntimeError(f"{node} {intf}: no leaf qdisc 10: in {out[:300]}")
 
 
-def ping_rtts_ms(text: str) -> list[float]:
-    return [float(part.split("=")[1].split()[0]) for part in text.split()
-            if part.startswith("time=")]
+def ping_replies(text: str) -> list[tuple[int, float]]:
+    """(icmp_seq, RTT in ms) of each reply line of `ping -n`'s output."""
+    replies = []
+    for line in text.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        if "icmp_seq" in fields and "time" in fields:
+            replies.append((int(fields["icmp_seq"]), float(fields["time"])))
+    return replies
+
+
+def steady_rtts_ms(replies: list[tuple[int, float]], interval_s: float, start_s: float,
+                   end_s: float) -> list[float]:
+    """The RTTs of the pings sent between start_s and end_s after the first (ping sends
+    icmp_seq n at about (n - 1) * interval): the window the queue is sampled in."""
+    return [rtt for seq, rtt in replies if start_s <= (seq - 1) * interval_s <= end_s]
 
 
 def measure(plane: str, threshold: int | None, cc: str, seconds: float,
-            sample_ms: float) -> dict:
+            sample_ms: float, work: Path) -> dict:
+    """Run the two senders and the pings in a network whose files go under `work`."""
     cfg = validate({
         "name": "ecn-queue", "dataplane": plane,
         "switching": {"mode": "ecmp", "ecn_threshold_pkts": threshold},
@@ -77,7 +90,6 @@ def measure(plane: str, threshold: int | None, cc: str, seconds: float,
     port = topo.link_between("e1", CLIENT).port_of("e1").intf
     client_intf = topo.link_between("e1", CLIENT).port_of(CLIENT).intf
     rate = cfg.conditions()[("e1", CLIENT)].bw_mbps or 0.0
-    work = Path(tempfile.mkdtemp(prefix="pathdiv-ecn-"))
     with Network(cfg, plane_class(plane), work) as net:
         pcap = work / "h1.pcap"
         dump = net.popen(CLIENT, ["tcpdump", "-i", client_intf, "-s", "64", "-w", str(pcap),
@@ -89,9 +101,10 @@ def measure(plane: str, threshold: int | None, cc: str, seconds: float,
         senders = [net.popen(h, ["iperf3", "-c", addr, "-p", str(BASE_PORT + i), "-t",
                                  f"{seconds:g}", "-J"])
                    for i, h in enumerate(SENDERS)]
+        warm_up = seconds / 4
         ping = net.popen(PINGER, ["ping", "-n", "-i", f"{sample_ms / 1000:g}", "-w",
                                   f"{seconds:g}", addr])
-        time.sleep(seconds / 4)  # slow start over
+        time.sleep(warm_up)  # slow start over
         samples, t_end = [], time.monotonic() + seconds * 0.7
         first = leaf_stats(net, "e1", port) if plane == "kernel" else {}
         while time.monotonic() < t_end:
@@ -108,9 +121,13 @@ def measure(plane: str, threshold: int | None, cc: str, seconds: float,
     packets = read_pcap(pcap)
     data = packets[(packets["payload"] > 0) & (packets["dst"] == ip_to_int(addr))]
     ce, ect = ce_marks(data)
-    rtts = ping_rtts_ms(ping_out)
+    replies = ping_replies(ping_out)
+    # the queue's delay in the window the kernel plane's samples cover (after slow start,
+    # before the senders stop), above the lowest RTT of the whole ping (the empty queue)
+    rtts = steady_rtts_ms(replies, sample_ms / 1000, warm_up, warm_up + seconds * 0.7)
     frame_ms = FRAME_BYTES * 8 / (rate * 1e3) if rate else float("nan")
-    base = min(rtts) if rtts else float("nan")
+    base = min(r for _, r in replies) if replies else float("nan")
+    queued = [(r - base) / frame_ms for r in rtts]  # in full frames of the port's rate
     out = {
         "plane": plane, "threshold_pkts": threshold, "cc": cc, "seconds": seconds,
         "port": f"e1 {port}", "rate_mbit": rate,
@@ -124,8 +141,10 @@ def measure(plane: str, threshold: int | None, cc: str, seconds: float,
         "ce_pct": 100.0 * ce / ect if ect else None,
         "ping_rtt_ms": rtts,
         # queueing delay beyond the lowest RTT, as full frames of the port's rate
-        "ping_queue_pkts_median": (statistics.median(r - base for r in rtts) / frame_ms
-                                   if rtts else None),
+        "ping_queue_pkts_median": (statistics.median(queued) if queued else None),
+        # the top of the queue's range: with classic ECN it saws below K, peaking near it
+        "ping_queue_pkts_p90": (statistics.quantiles(queued, n=10)[-1]
+                                if len(queued) > 1 else None),
         "goodput_mbps": [r["end"]["sum_received"]["bits_per_second"] / 1e6 for r in results],
     }
     return out
@@ -140,8 +159,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--sample-ms", type=float, default=100.0)
     args = ap.parse_args()
-    print(json.dumps(measure(args.plane, args.threshold or None, args.cc, args.seconds,
-                             args.sample_ms)))
+    with tempfile.TemporaryDirectory(prefix="pathdiv-ecn-") as work:
+        print(json.dumps(measure(args.plane, args.threshold or None, args.cc, args.seconds,
+                                 args.sample_ms, Path(work))))
 
 
 if __name__ == "__main__":

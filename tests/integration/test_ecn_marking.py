@@ -81,9 +81,16 @@ def test_bmv2_marks_on_this_machines_kernel():
                          timeout=600, cwd=REPO)
     assert res.returncode == 0, res.stderr[-3000:]
     marked = json.loads(res.stdout.strip().splitlines()[-1])
-    print(cc, {k: marked[k] for k in ("ping_queue_pkts_median", "ce_pkts", "ect_pkts",
-                                      "data_pkts", "ce_pct", "goodput_mbps")})
+    print(cc, {k: marked[k] for k in ("ping_queue_pkts_median", "ping_queue_pkts_p90",
+                                      "ce_pkts", "ect_pkts", "data_pkts", "ce_pct",
+                                      "goodput_mbps")})
     assert marked["ect_pkts"] > 0.9 * marked["data_pkts"]  # ECN was negotiated
     assert 0 < marked["ce_pct"] < 100
-    assert 0.5 * THRESHOLD <= marked["ping_queue_pkts_median"] <= 1.5 * THRESHOLD
+    if cc == "dctcp":  # cuts in proportion to the marks: the queue stays about K
+        assert 0.5 * THRESHOLD <= marked["ping_queue_pkts_median"] <= 1.5 * THRESHOLD
+    else:
+        # classic ECN cuts by a fixed share per marked round trip, so the queue saws
+        # below K: its median was 9.1 to 11.9 packets for K = 20 and its upper tenth 13.9
+        # to 14.9 (four runs, 2026-11-26); drop-tail would fill the port's 100
+        assert 0.5 * THRESHOLD <= marked["ping_queue_pkts_p90"] <= 1.5 * THRESHOLD
     assert sum(marked["goodput_mbps"]) > 0.85 * marked["rate_mbit"]

@@ -129,8 +129,8 @@ def test_quick_noisy_run_interrupted_and_resumed(root_fabric, config, tmp_path):
     # every transfer was found in the captures (none lost when the capture stopped)
     measured = list(csv.DictReader((out / "transfer_metrics.csv").open()))
     assert len(measured) == 4 * 28
-    assert all(r["measured"] == "True" for r in measured), \
-        [(r["run_id"], r["transfer_id"]) for r in measured if r["measured"] != "True"]
+    unmeasured = [r for r in measured if r["measured"] != "True"]
+    assert not unmeasured, unmeasured_report(out, unmeasured)
 
 
 def test_silent_pairs_take_turns_over_mptcp(root_fabric, tmp_path):
@@ -158,3 +158,17 @@ def test_silent_pairs_take_turns_over_mptcp(root_fabric, tmp_path):
     assert min(subflows) >= 2 and max(subflows) == 4, subflows
     spans = sorted((float(r["start_s"]), float(r["end_s"])) for r in rows)
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))  # one at a time
+
+
+def unmeasured_report(out: Path, rows: list[dict[str, str]]) -> list[dict[str, object]]:
+    """Why transfers were not measured: no subflow matched (subflows_opened 0) or no FIN
+    from the server (fct_s empty), with what the run's capture stop counted."""
+    report = []
+    for r in rows:
+        manifest = json.loads((out / "runs" / r["run_id"] / "manifest.json").read_text())
+        report.append({k: r.get(k) for k in ("run_id", "transfer_id", "client", "server",
+                                             "client_port", "start_s", "end_s",
+                                             "subflows_opened", "fct_s")}
+                      | {"capture_stop": manifest["capture"].get("stop"),
+                         "fidelity": manifest["fidelity"]["verdict"]})
+    return report
