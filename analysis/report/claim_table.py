@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pathdiv.analysis.report.generated import write_or_print
 from pathdiv.analysis.stats import stability
 
 BEGIN = "<!-- claims:begin -->"
@@ -136,15 +137,6 @@ def render(folders: Sequence[Path], reruns: dict[Path, Path] | None = None) -> s
     return "\n".join(parts)
 
 
-def replace_block(text: str, block: str, begin: str = BEGIN, end: str = END) -> str:
-    """`text` with what lies between the markers replaced by `block`."""
-    if begin not in text or end not in text:
-        raise ValueError(f"the file has no {begin} ... {end} markers to fill")
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{begin}\n{block}{end}{tail}"
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", type=Path, nargs="+", help="results folders")
@@ -154,11 +146,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--write", type=Path, help="the Markdown file to fill")
     args = parser.parse_args(argv)
     block = render(args.folders, {a: b for a, b in args.rerun} or None)
-    if args.write:
-        args.write.write_text(replace_block(args.write.read_text(), block))
-        print(f"wrote the claim table into {args.write}")
-    else:
-        print(block)
+    write_or_print(block, args.write, "claim table", BEGIN, END)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ import yaml
 from scipy import stats
 
 from pathdiv.analysis.report.analyze import spec_from_config
-from pathdiv.analysis.report.claim_table import replace_block
+from pathdiv.analysis.report.generated import write_or_print
 from pathdiv.analysis.stats import effects
 from pathdiv.analysis.stats.posthoc import holm
 from pathdiv.analysis.stats.spec import AnalysisSpec
@@ -244,11 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{folder} has no metrics.csv (a results folder or "
                          "docs/reproduction/<name>)")
     block = render(args.first, args.second, args.labels)
-    if args.write:
-        args.write.write_text(replace_block(args.write.read_text(), block, BEGIN, END))
-        print(f"wrote the planes table into {args.write}")
-    else:
-        sys.stdout.write(block)
+    write_or_print(block, args.write, "planes table", BEGIN, END)
     return 0
 
 

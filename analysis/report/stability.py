@@ -32,7 +32,7 @@ import yaml
 
 from pathdiv.analysis.report import fidelity
 from pathdiv.analysis.report.analyze import spec_from_config
-from pathdiv.analysis.report.claim_table import replace_block
+from pathdiv.analysis.report.generated import write_or_print
 from pathdiv.analysis.stats import agreement, claims, stability
 from pathdiv.analysis.stats.spec import AnalysisSpec
 from pathdiv.analysis.stats.study import in_plan
@@ -208,11 +208,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         if config is not None and not config.is_file():
             parser.error(f"{text}: {config} is not a file")
     block = render(args.folders, args.design)
-    if args.write:
-        args.write.write_text(replace_block(args.write.read_text(), block, BEGIN, END))
-        print(f"wrote the stability table into {args.write}")
-    else:
-        sys.stdout.write(block)
+    write_or_print(block, args.write, "stability table", BEGIN, END)
     return 0
 
 

@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from pathdiv.analysis.report.claim_table import replace_block
 from pathdiv.analysis.report.fidelity import FIGURES_FILE
+from pathdiv.analysis.report.generated import write_or_print
 from pathdiv.analysis.stats.claims import load_reference
 
 BEGIN = "<!-- table4:begin -->"
@@ -169,10 +169,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     command = "python -m pathdiv.analysis.report.table4 " + " ".join(
         str(f) for f in args.folders)
     text = markdown([load(f) for f in args.folders], command)
-    if args.write:
-        args.write.write_text(replace_block(args.write.read_text(), text, BEGIN, END))
-    else:
-        print(text, end="")
+    write_or_print(text, args.write, "Table IV block", BEGIN, END)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pathdiv.analysis.report.analyze import write_report
-from pathdiv.analysis.report.claim_table import BEGIN, END, collect, render, replace_block
+from pathdiv.analysis.report.claim_table import BEGIN, END, collect, render
+from pathdiv.analysis.report.generated import replace_block
 from tests.conftest import REPO
 from tests.support.study_data import synthetic_metrics
 
@@ -46,9 +47,9 @@ def test_the_table_merges_the_folders_and_every_claim_has_a_row(folders):
 
 def test_replace_block_fills_between_the_markers():
     page = f"intro\n{BEGIN}\nold\n{END}\nafter\n"
-    assert replace_block(page, "new\n") == f"intro\n{BEGIN}\nnew\n{END}\nafter\n"
+    assert replace_block(page, "new\n", BEGIN, END) == f"intro\n{BEGIN}\nnew\n{END}\nafter\n"
     with pytest.raises(ValueError, match="markers"):
-        replace_block("no markers", "x")
+        replace_block("no markers", "x", BEGIN, END)
 
 
 def test_docs_reproduction_md_holds_the_generated_table(monkeypatch):

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from pathdiv.analysis.report.claim_table import replace_block
+from pathdiv.analysis.report.generated import replace_block
 from pathdiv.analysis.report.table4 import BEGIN, END, load, markdown, paper_cells, rows
 
 
