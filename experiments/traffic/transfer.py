@@ -46,6 +46,7 @@ MPTCP_INFO = 1
 CHUNK = 64 * 1024
 BODY_PIECE = 1 << 20  # bytes one receive of a body waits for in the kernel (one send, too)
 _ZEROS = memoryview(bytes(BODY_PIECE))
+KERNEL_RELEASE = platform.release()  # the kernel this process runs on (uname -r)
 
 
 def make_socket(mptcp: bool) -> socket.socket:
@@ -288,7 +289,7 @@ def may_wait_in_kernel(mptcp: bool, release: str | None = None) -> bool:
     kernel plane and p4-ebpf, 2026-11-26; the cause inside the kernel is not known),
     while in the lab kernel (6.12) every noisy query transfer kept 4 of 4 (84 of 84).
     """
-    release = platform.release() if release is None else release
+    release = KERNEL_RELEASE if release is None else release
     return not mptcp or release.endswith("-pathdiv")
 
 
