@@ -1,10 +1,12 @@
 """Seed 004's per-cell tables beside ours: Table IV (RTT and throughput per subflow count,
 and the RTT ratios D_i/D_j) from seed004-sweep's metrics.csv, Tables V-VI (extra subflow
 elimination: how often the windows it should close were closed, and how often it closed
-one it should not have) from seed004-ese's. Prints Markdown.
+one it should not have) from seed004-ese's, and Fig. 10's long-flow CPU and energy per
+protocol from seed004-energy-real's (the real clock). Prints Markdown.
 
     python scripts/seed004_tables.py --sweep docs/reproduction/seed004/sweep/metrics.csv \
-        --ese docs/reproduction/seed004/ese/metrics.csv
+        --ese docs/reproduction/seed004/ese/metrics.csv \
+        --energy docs/reproduction/seed004/energy-real/metrics.csv
 
 ESE per transfer, from open_subflows (analysis/metrics/transfer.py): the subflows that
 should stay open are one per path the connection's subflows were given (one-path: 1;
@@ -192,10 +194,47 @@ def table_closures(metrics: pd.DataFrame) -> str:
     return "\n".join(rows)
 
 
+PROTOCOLS = ("tcp", "dctcp", "lia-2", "lia-4", "mptcp-d-2", "mptcp-d-4")
+PAPER_ENERGY = {"mptcp-d-2": "-50 % (Fig. 10)", "mptcp-d-4": "-72 % (Fig. 10, abstract)"}
+
+
+def table_energy(metrics: pd.DataFrame, base: str = "dctcp") -> str:
+    """Long flows per protocol on the real clock (V.A Fig. 10): completion time, the
+    transfer threads' CPU per MB and the power model's energy per transfer, and per run
+    every host's CPU (cgroups) and the run's energy; energy against `base` (the paper's
+    comparison), Welch's p over the transfers and over the runs."""
+    ok = metrics[metrics["ok"]]
+    runs = ok.groupby("run_id").agg(protocol=("protocol", "first"),
+                                    run_hosts_cpu_s=("run_hosts_cpu_s", "first"),
+                                    run_energy_j=("run_energy_j", "first"))
+    ref_t, ref_r = ok[ok["protocol"] == base], runs[runs["protocol"] == base]
+
+    def against(values: pd.Series, ref: pd.Series) -> str:
+        return f"{100 * (values.mean() / ref.mean() - 1):+.1f} %, {fmt_p(welch_p(values, ref))}"
+
+    rows = [f"| protocol | FCT s (sd) | threads CPU ms/MB | energy J per transfer | vs {base}, "
+            f"p (transfers) | hosts CPU s per run | run energy J | vs {base}, p (runs) | "
+            f"n (transfers / runs) | paper, vs {base} |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    present = set(ok["protocol"])
+    for name in [p for p in PROTOCOLS if p in present] + sorted(present - set(PROTOCOLS)):
+        t, r = ok[ok["protocol"] == name], runs[runs["protocol"] == name]
+        own = name == base
+        rows.append(
+            f"| {name} | {t['fct_s'].mean():.3f} ({t['fct_s'].std():.3f}) | "
+            f"{t['cpu_ms_per_mb'].mean():.2f} | {t['energy_j'].mean():.3f} | "
+            f"{'-' if own else against(t['energy_j'], ref_t['energy_j'])} | "
+            f"{r['run_hosts_cpu_s'].mean():.2f} | {r['run_energy_j'].mean():.2f} | "
+            f"{'-' if own else against(r['run_energy_j'], ref_r['run_energy_j'])} | "
+            f"{len(t)} / {len(r)} | {PAPER_ENERGY.get(name, '')} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sweep", type=Path, help="seed004-sweep's metrics.csv")
     ap.add_argument("--ese", type=Path, help="seed004-ese's metrics.csv")
+    ap.add_argument("--energy", type=Path, help="seed004-energy-real's metrics.csv")
     args = ap.parse_args()
     tables = yaml.safe_load(REFERENCE.read_text())["tables"]
     if args.sweep:
@@ -211,6 +250,9 @@ def main() -> None:
         print(table_v(ese, tables))
         print("\nWindows closed, by the kernel's count\n")
         print(table_closures(ese))
+    if args.energy:
+        print("\nLong-flow CPU and energy per protocol, real clock (V.A Fig. 10)\n")
+        print(table_energy(pd.read_csv(args.energy)))
 
 
 if __name__ == "__main__":

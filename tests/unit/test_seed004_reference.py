@@ -99,6 +99,29 @@ def test_sweep_cpu_is_compared_per_run_and_the_ratios_get_p_values() -> None:
     assert "| 1.17 | 1.20 |" in d21 and "< .001" in d21
 
 
+def test_energy_per_protocol_is_set_against_dctcp_over_transfers_and_runs() -> None:
+    import pandas as pd
+
+    tables = _tables()
+    rows = []
+    for protocol, joules in (("dctcp", 4.0), ("mptcp-d-2", 2.0)):
+        for rep, jitter in enumerate((-0.2, 0.0, 0.2)):
+            for _ in range(4):
+                rows.append({"ok": True, "protocol": protocol, "run_id": f"{protocol}_{rep}",
+                             "fct_s": 1.0, "cpu_ms_per_mb": 10.0, "energy_j": joules + jitter,
+                             "run_hosts_cpu_s": 3.0,
+                             "run_energy_j": 10 * (joules + 5 * jitter)})
+    rows.append({**rows[0], "ok": False, "energy_j": 1000.0})  # a failed transfer: left out
+    text = tables.table_energy(pd.DataFrame(rows))
+    lines = text.splitlines()
+    assert lines[2].startswith("| dctcp |") and lines[3].startswith("| mptcp-d-2 |")
+    # half of DCTCP's energy, per transfer (12 of them, clearly) and per run (3, spread
+    # 30-50 J against 10-30 J: Welch's p about 0.07)
+    assert "| 2.000 | -50.0 %, < .001 |" in lines[3]
+    assert "| 20.00 | -50.0 %, 0.07" in lines[3]
+    assert "| 12 / 3 |" in lines[3] and "-50 % (Fig. 10)" in lines[3]
+
+
 def test_closures_counted_by_the_kernel_are_set_against_those_due() -> None:
     import pandas as pd
 
