@@ -45,6 +45,11 @@ def fmt_p(p: float) -> str:
     return "-" if not np.isfinite(p) else "< .001" if p < 0.001 else f"{p:.3f}"
 
 
+def change(values: pd.Series, ref: pd.Series) -> str:
+    """`values`' mean against `ref`'s in percent, with Welch's p."""
+    return f"{100 * (values.mean() / ref.mean() - 1):+.1f} %, {fmt_p(welch_p(values, ref))}"
+
+
 def per_run(metrics: pd.DataFrame) -> pd.DataFrame:
     """One row per run: its level, the mean of each group measure, the run's columns,
     and the whole machine's CPU per MB of the run's payload (run_cpu_ms_per_mb)."""
@@ -111,21 +116,19 @@ def table_cpu(metrics: pd.DataFrame) -> str:
     base_t = ok[ok["subflow_count"] == "sf1"]["cpu_ms_per_mb"]
     base = runs[runs["subflow_count"] == "sf1"]
 
-    def against(values: pd.Series, ref: pd.Series, n: int) -> str:
-        if n == 1:
-            return "-"
-        return f"{100 * (values.mean() / ref.mean() - 1):+.1f} %, {fmt_p(welch_p(values, ref))}"
-
     for name in sorted(runs["subflow_count"].unique(), key=lambda x: int(x[2:])):
         t = ok[ok["subflow_count"] == name]["cpu_ms_per_mb"]
         r = runs[runs["subflow_count"] == name]
         n = int(name[2:])
         hosts, machine = r["run_hosts_cpu_ms_per_mb"], r["run_cpu_ms_per_mb"]
+        vs_t, vs_hosts, vs_machine = ("-", "-", "-") if n == 1 else (
+            change(t, base_t), change(hosts, base["run_hosts_cpu_ms_per_mb"]),
+            change(machine, base["run_cpu_ms_per_mb"]))
         soft = (r["run_softirq_s"] / r["run_cpu_s"]).mean()
-        rows.append(f"| {n} | {t.mean():.2f} ({len(t)}) | {against(t, base_t, n)} | "
+        rows.append(f"| {n} | {t.mean():.2f} ({len(t)}) | {vs_t} | "
                     f"{hosts.mean():.2f} ({len(r)}) | "
-                    f"{against(hosts, base['run_hosts_cpu_ms_per_mb'], n)} | "
-                    f"{machine.mean():.1f} | {against(machine, base['run_cpu_ms_per_mb'], n)} | "
+                    f"{vs_hosts} | "
+                    f"{machine.mean():.1f} | {vs_machine} | "
                     f"{soft:.2f} | {r['run_energy_j'].mean():.2f} | {PAPER_CPU.get(n, '')} |")
     return "\n".join(rows)
 
@@ -209,9 +212,6 @@ def table_energy(metrics: pd.DataFrame, base: str = "dctcp") -> str:
                                     run_energy_j=("run_energy_j", "first"))
     ref_t, ref_r = ok[ok["protocol"] == base], runs[runs["protocol"] == base]
 
-    def against(values: pd.Series, ref: pd.Series) -> str:
-        return f"{100 * (values.mean() / ref.mean() - 1):+.1f} %, {fmt_p(welch_p(values, ref))}"
-
     rows = [f"| protocol | FCT s (sd) | threads CPU ms/MB | energy J per transfer | vs {base}, "
             f"p (transfers) | hosts CPU s per run | run energy J | vs {base}, p (runs) | "
             f"n (transfers / runs) | paper, vs {base} |",
@@ -223,9 +223,9 @@ def table_energy(metrics: pd.DataFrame, base: str = "dctcp") -> str:
         rows.append(
             f"| {name} | {t['fct_s'].mean():.3f} ({t['fct_s'].std():.3f}) | "
             f"{t['cpu_ms_per_mb'].mean():.2f} | {t['energy_j'].mean():.3f} | "
-            f"{'-' if own else against(t['energy_j'], ref_t['energy_j'])} | "
+            f"{'-' if own else change(t['energy_j'], ref_t['energy_j'])} | "
             f"{r['run_hosts_cpu_s'].mean():.2f} | {r['run_energy_j'].mean():.2f} | "
-            f"{'-' if own else against(r['run_energy_j'], ref_r['run_energy_j'])} | "
+            f"{'-' if own else change(r['run_energy_j'], ref_r['run_energy_j'])} | "
             f"{len(t)} / {len(r)} | {PAPER_ENERGY.get(name, '')} |")
     return "\n".join(rows)
 

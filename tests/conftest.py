@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,19 @@ os.environ["PATHDIV_HISTORY"] = "off"
 # A suite started by a script with `&` inherits SIGINT ignored, and so would every
 # process the tests start and then stop with SIGINT, as a user's Ctrl-C.
 restore_sigint()
+
+
+def load_script(relative: str):
+    """A script of the repository that is not a package module (scripts/, benchmarks/,
+    tests/support/), imported by its path; registered in sys.modules under its file name
+    so that its dataclasses can look their module up."""
+    path = REPO / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def namespaces_usable() -> str | None:

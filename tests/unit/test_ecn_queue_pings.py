@@ -3,13 +3,9 @@ while both senders were past slow start count (the window the kernel plane sampl
 
 from __future__ import annotations
 
-import importlib.util
+from tests.conftest import load_script
 
-from tests.conftest import REPO
-
-spec = importlib.util.spec_from_file_location("ecn_queue", REPO / "benchmarks" / "ecn_queue.py")
-ecn_queue = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ecn_queue)
+ecn_queue = load_script("benchmarks/ecn_queue.py")
 
 PING = """PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.
 64 bytes from 10.0.0.2: icmp_seq=1 ttl=61 time=0.512 ms

@@ -3,13 +3,11 @@ and every claim names a factor level one of the seed004 configs runs."""
 
 from __future__ import annotations
 
-import sys
-
 import yaml
 
 from pathdiv.analysis.stats.claims import REFERENCE_DIR, load_reference
 from pathdiv.experiments.config.load import load
-from tests.conftest import REPO
+from tests.conftest import REPO, load_script
 
 CONFIGS = ("sweep", "ese", "short", "energy")
 
@@ -40,15 +38,9 @@ def test_every_claim_side_is_a_level_of_a_seed004_config() -> None:
 
 
 def test_ese_outcomes_count_one_open_window_per_path_as_success() -> None:
-    import importlib.util
-
     import pandas as pd
 
-    spec = importlib.util.spec_from_file_location("seed004_tables",
-                                                  REPO / "scripts" / "seed004_tables.py")
-    assert spec and spec.loader
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
+    tables = _tables()
     m = pd.DataFrame({
         "ok": True,
         "subflow_count": ["sf4", "sf4", "sf4", "sf8", "sf2", "sf2"],
@@ -61,14 +53,7 @@ def test_ese_outcomes_count_one_open_window_per_path_as_success() -> None:
 
 
 def _tables():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("seed004_tables",
-                                                  REPO / "scripts" / "seed004_tables.py")
-    assert spec and spec.loader
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
-    return tables
+    return load_script("scripts/seed004_tables.py")
 
 
 def test_sweep_cpu_is_compared_per_run_and_the_ratios_get_p_values() -> None:
@@ -139,14 +124,7 @@ def test_closures_counted_by_the_kernel_are_set_against_those_due() -> None:
 
 
 def test_the_ese_replay_closes_a_subflow_rising_through_the_reference_only() -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("seed004_ese_rtts",
-                                                  REPO / "scripts" / "seed004_ese_rtts.py")
-    assert spec and spec.loader
-    rtts = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = rtts  # its dataclasses look their module up there
-    spec.loader.exec_module(rtts)
+    rtts = load_script("scripts/seed004_ese_rtts.py")
     rising = [1.5, 1.6, 1.8, 2.0, 2.2, 2.4, 2.6]
     # subflow 1 starts on an empty path and triggers at 2.0 ms (above 1.3 x 1.5); subflow
     # 2, on an empty path of its own, rises through 2.0 ms later: closed, as on a shared
