@@ -160,6 +160,20 @@ def _canon(items: Any, drop: tuple[str, ...] = ()) -> list[str]:
     return sorted(json.dumps(strip(i), sort_keys=True) for i in (items or []))
 
 
+# A link's carrier as the kernel reports it: it follows the peer's state through the
+# link watcher, which may report a veth up to a second after both ends were set up.
+CARRIER = ("LOWER_UP", "NO-CARRIER", "M-DOWN", "DORMANT")
+
+
+def _link_config(link: dict[str, Any]) -> dict[str, Any]:
+    """An `ip address show` entry without what is the carrier's state at the moment of
+    reading (operstate, carrier flags), not configuration a run could leave behind."""
+    out = {k: v for k, v in link.items() if k != "operstate"}
+    if isinstance(out.get("flags"), list):
+        out["flags"] = [f for f in out["flags"] if f not in CARRIER]
+    return out
+
+
 def _flags_as_keys(endpoint: dict[str, Any]) -> dict[str, Any]:
     """An endpoint as iproute2 6.1 prints it (`"subflow": true`), also from the
     `"flags": [...]` form other versions print."""
@@ -220,7 +234,8 @@ def parse_snapshot(text: str, is_host: bool) -> NodeState:
                             f"{rest.strip()[:200]}")
     for key, value in zip(wanted, ip_values, strict=False):
         s[key] = value
-    s["addr"] = _canon(s.get("addr"), ("valid_life_time", "preferred_life_time"))
+    s["addr"] = _canon([_link_config(i) for i in s.get("addr") or []],
+                       ("valid_life_time", "preferred_life_time", "tentative"))
     rules = s.get("rule") or []
     s["rule_static"] = any(r.get("priority") == PREF_STATIC for r in rules)
     s["rule"] = _canon([r for r in rules if r.get("priority") != PREF_STATIC])
@@ -322,11 +337,23 @@ def reset_host_commands(topo: FatTree, host: str, spec: HostSpec,
 
 
 # ---- comparing --------------------------------------------------------------------------
+def _where(was: str, now: str, context: int = 60) -> str:
+    """'was ... -> now ...' from a little before the first character that differs."""
+    pairs = enumerate(zip(was, now, strict=False))
+    i = next((k for k, (a, b) in pairs if a != b), min(len(was), len(now)))
+    start = max(0, i - context)
+    lead = "..." if start else ""
+    return (f"was {lead}{was[start:i + 2 * context]} -> now {lead}"
+            f"{now[start:i + 2 * context]}")
+
+
 def _differs(name: str, ref: Any, now: Any) -> str:
     if isinstance(ref, list) and isinstance(now, list) and all(
             isinstance(x, str) for x in ref + now):
         gone = [x for x in ref if x not in now]
         new = [x for x in now if x not in ref]
+        if len(new) == 1 and len(gone) == 1:  # one item changed: show where
+            return f"{name}: {_where(gone[0], new[0])}"
         parts = [f"+{x[:160]}" for x in new[:2]] + [f"-{x[:160]}" for x in gone[:2]]
         return f"{name}: " + ("; ".join(parts) or "order differs")
     if isinstance(ref, dict) and isinstance(now, dict):

@@ -6,6 +6,7 @@ leave is rebuilt, and the manifest's `network` entry says why."""
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 
@@ -39,6 +40,12 @@ def test_a_dirty_run_is_cleaned_or_its_network_rebuilt(root_fabric, tmp_path):
                        "10:", "pfifo", "limit", "7"])
         net.cmd(host, ["ip", "mptcp", "endpoint", "add", "10.99.0.1", "dev", intf, "signal"])
         net.node(host).cmd("sleep 600 &")
+        # until the shell's child has become `sleep` (before its exec it is named as the
+        # shell, and is killed as such)
+        deadline = time.monotonic() + 10
+        while "sleep" not in net.node(host).cmd("ps -o comm= -p $!") and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
         keeper.release(True)
 
         net2, info = keeper.acquire(config(**{"switching.mode": "static",
