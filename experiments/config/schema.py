@@ -606,7 +606,10 @@ SCHEMA = Section(
             {
                 "enabled": Leaf(bool, True, "sample host CPU, qdiscs and TCP timeouts during "
                                 "each run's traffic and give it a verdict (docs/fidelity.md)"),
-                "sample_interval_s": Leaf((int, float), 0.2, "seconds between qdisc samples",
+                "sample_interval_s": Leaf((int, float), 0.05, "seconds between qdisc samples "
+                                          "(a slow egress is seen only where its queue "
+                                          "holds more than its rate sends in one "
+                                          "interval: docs/fidelity.md)",
                                           check=_sample_interval),
                 "steal_degraded_pct": Leaf((int, float), 3, "CPU stolen by the hypervisor "
                                            "during traffic (percent, mean of the cores) from "
@@ -618,8 +621,9 @@ SCHEMA = Section(
                                            "degraded", check=_fraction),
                 "link_rate_invalid": Leaf((int, float), 0.75, "below this fraction of its "
                                           "rate: invalid", check=_fraction),
-                "min_backlogged_s": Leaf((int, float), 1.0, "seconds a link must be "
-                                         "backlogged before its rate is judged",
+                "min_backlogged_s": Leaf((int, float), 1.0, "seconds a link must surely "
+                                         "have been backlogged (the bytes its queue held, "
+                                         "at its rate) before its rate is judged",
                                          check=_min_backlogged),
                 "rto_degraded": Leaf(int, 3, "TCP timeouts beyond the qdisc drops (all hosts) "
                                      "from which a run is degraded", check=_rtos),

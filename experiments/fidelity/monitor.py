@@ -22,9 +22,10 @@ per link.
   elsewhere) and each host's CPU time (`fabric/cpuacct.py`: a cgroup per host), at
   start and stop.
 
-An egress is backlogged over a sample interval when its queue held packets at both
-ends of it; the bytes it sent over such intervals, against their length, give its
-achieved rate while it had something to send (`experiments.fidelity.verdict`).
+An egress is judged only over what it surely had to send: the bytes its queue held at
+one sample, up to what its rate sends by the next (`EgressTrack`); what it sent of them,
+against the time they take at its rate, is its achieved rate while backlogged
+(`experiments.fidelity.verdict`).
 Parsers are pure; `Monitor` does the reading. The sampler's own CPU time is recorded.
 """
 
@@ -241,21 +242,45 @@ def parse_qdisc_dump(buf: bytes) -> tuple[dict[int, QdiscStat], bool]:
     return out, False
 
 
+# What a working HTB egress may fall short of min(queued, rate x interval) by: one frame
+# it may still owe tokens for at the interval's start, one in flight at its end.
+SLACK_BYTES = 2 * 1514
+
+
 @dataclass
 class EgressTrack:
-    """Accumulates one egress's samples into backlogged time and bytes."""
+    """Accumulates one egress's samples into the time it surely had something to send and
+    what it sent then.
 
+    HTB is work-conserving up to its rate R: holding B bytes at one sample, it sends until
+    they are out, so over the next T seconds a working egress sends at least
+    cap = min(B, R*T) - SLACK_BYTES, whatever arrives meanwhile. Each interval adds cap/R
+    seconds and min(sent, cap) bytes; their ratio (`LinkShare.ratio`) is the share of its
+    rate the egress achieved while it was certainly backlogged, 1 for a working one.
+    A queue that forms and drains between two samples (an egress fed in bursts faster
+    than its rate but limited further on, not a bottleneck) adds only what it held, which
+    it also sent: no false alarm. Until 2026-11 an interval counted whole when the queue
+    was non-empty at both ends, which judged such egresses at 0.40-0.8 of their rate
+    (seed 004's real-clock MPTCP runs, docs/fidelity.md). The sensitivity is bounded by
+    the queue: a slow egress is seen only where it held more than it can send in one
+    interval, hence short intervals on the real clock."""
+
+    rate_bps: float | None = None
     first: QdiscStat | None = None
     last: QdiscStat | None = None
     last_t: float = 0.0
     backlogged_s: float = 0.0
-    backlogged_bytes: int = 0
+    backlogged_bytes: float = 0.0
 
     def add(self, t: float, stat: QdiscStat) -> None:
-        if self.last is not None and self.last.qlen > 0 and stat.qlen > 0 \
-                and stat.bytes >= self.last.bytes:
-            self.backlogged_s += t - self.last_t
-            self.backlogged_bytes += stat.bytes - self.last.bytes
+        last = self.last
+        if last is not None and self.rate_bps and stat.bytes >= last.bytes \
+                and last.qlen > 0 and t > self.last_t:
+            rate = self.rate_bps / 8  # bytes per second
+            cap = min(last.backlog, rate * (t - self.last_t)) - SLACK_BYTES
+            if cap > 0:
+                self.backlogged_s += cap / rate
+                self.backlogged_bytes += min(stat.bytes - last.bytes, cap)
         if self.first is None:
             self.first = stat
         self.last, self.last_t = stat, t
@@ -264,8 +289,8 @@ class EgressTrack:
         first, last = self.first, self.last
         drops = 0 if first is None or last is None else max(0, last.drops - first.drops)
         over = 0 if first is None or last is None else max(0, last.overlimits - first.overlimits)
-        return LinkShare(name, rate_bps, self.backlogged_bytes, round(self.backlogged_s, 4),
-                         drops, over)
+        return LinkShare(name, rate_bps, round(self.backlogged_bytes),
+                         round(self.backlogged_s, 4), drops, over)
 
     @property
     def sent(self) -> int:
@@ -351,7 +376,7 @@ class Monitor:
     nodes: dict[str, int]
     rates: dict[str, float | None]
     hosts: list[str]
-    interval_s: float = 0.2
+    interval_s: float = 0.05
     host_cpu: Any = None
     switches: list[str] = field(default_factory=list)
     tracks: dict[str, EgressTrack] = field(default_factory=dict)
@@ -523,20 +548,21 @@ class Monitor:
     def _sample(self, readers: dict[str, Any], edge: bool = False) -> None:
         """One qdisc sample of every node; at the first and last (`edge`) also the packets
         each switch received, so both counts cover the same interval."""
-        t = time.monotonic()
         if edge and self.switches:
             self._rx = [*self._rx[:1], self._switch_rx()]
         for name, reader in readers.items():
+            t0 = time.monotonic()
             try:
                 stats = reader.read()
             except (OSError, ValueError, subprocess.SubprocessError) as exc:
                 if len(self.errors) < 20:
                     self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
                 continue
+            t = (t0 + time.monotonic()) / 2  # this node's instant, not the round's
             for intf, stat in stats.items():
                 key = f"{name}:{intf}"
                 if key in self.rates:
-                    self.tracks.setdefault(key, EgressTrack()).add(t, stat)
+                    self.tracks.setdefault(key, EgressTrack(self.rates[key])).add(t, stat)
         self.samples += 1
 
     def _loop(self) -> None:

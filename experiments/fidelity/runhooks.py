@@ -2,7 +2,8 @@
 
 `start` records the clock and starts the monitor (None when fidelity.enabled is false
 or the monitor cannot start: the manifest then says why); `stop` stops it; `finish`
-judges the samples, writes fidelity.json and the manifest's `fidelity` section.
+judges the samples, writes fidelity.json and the manifest's `fidelity` section and
+returns the record; `captures` adds what the link captures lost once they stopped.
 
 On the virtual clock a run is `ok` by construction (the host's CPU cannot slow a link:
 verdict.py) and the samples are only recorded, so the monitor samples at most once per
@@ -24,7 +25,7 @@ from pathdiv.experiments.fidelity.record import (
     unmonitored,
     write_record,
 )
-from pathdiv.experiments.fidelity.verdict import Samples, planned_disturbance
+from pathdiv.experiments.fidelity.verdict import Samples, judge_captures, planned_disturbance
 from pathdiv.experiments.running import RunningNetwork
 
 log = logging.getLogger("pathdiv")
@@ -40,7 +41,7 @@ def start(net: RunningNetwork, section: dict[str, Any], manifest: dict[str, Any]
         return None
     if clock == "virtual":
         section = {**section, "sample_interval_s": max(
-            float(section.get("sample_interval_s", 0.2)), VIRTUAL_INTERVAL_S)}
+            float(section.get("sample_interval_s", 0.05)), VIRTUAL_INTERVAL_S)}
     try:
         return lab_monitor(net, section).start()
     except Exception as exc:
@@ -60,19 +61,37 @@ def stop(monitor: Monitor | None) -> Samples | None:
 
 
 def finish(monitor: Monitor | None, samples: Samples | None, section: dict[str, Any],
-           manifest: dict[str, Any], run_dir: Path) -> None:
+           manifest: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
     clock = manifest.get("clock", "real")
     if monitor is None:
-        return
+        return None
     if samples is None:
         manifest["fidelity"] = unmonitored(f"the monitor failed: {monitor.errors[-1:]}", clock)
-        return
+        return None
     try:
         record = build_record(samples, monitor, section, clock,
                               planned_disturbance(manifest.get("config") or {}))
         write_record(run_dir, record)
         manifest["fidelity"] = manifest_section(record)
         log.info("fidelity: %s %s", record["verdict"], "; ".join(record["reasons"]))
+        return record
     except Exception as exc:
         manifest["fidelity"] = unmonitored(f"the verdict failed: {type(exc).__name__}: {exc}",
                                            clock)
+        return None
+
+
+def captures(record: dict[str, Any] | None, stopped: dict[str, Any],
+             manifest: dict[str, Any], run_dir: Path) -> None:
+    """Judge what the captures lost (`stopped`: `stop_capture`'s figures) into the run's
+    record and manifest (verdict.judge_captures); nothing without a record."""
+    if record is None:
+        return
+    dropped = int(stopped.get("dropped_by_kernel") or 0)
+    full = [str(f) for f in stopped.get("files_full") or []]
+    record["figures"]["capture_dropped"] = dropped
+    record["figures"]["captures_full"] = len(full)
+    record["verdict"], record["reasons"] = judge_captures(
+        record["verdict"], record["reasons"], dropped, full)
+    write_record(run_dir, record)
+    manifest["fidelity"] = manifest_section(record)

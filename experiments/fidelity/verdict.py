@@ -5,9 +5,9 @@ Inputs are what `experiments.fidelity.monitor` sampled over the traffic phase:
 - per core, the share of time it was busy, in softirq, and stolen by the hypervisor
   (only steal is judged: the workload's own process starts keep a core busy and CPU
   pressure high in healthy runs too; busy, softirq and pressure are recorded);
-- per shaped egress that was backlogged (a queue waiting to go out), the bytes it sent
-  while backlogged and for how long, against its configured rate; its drops and
-  overlimits;
+- per shaped egress, what it sent of the bytes it surely had to send (its queue at one
+  sample, up to what its rate sends by the next: `monitor.EgressTrack`) and how long
+  those take at its rate, against that rate; its drops and overlimits;
 - per host, TCP retransmission timeouts (RTOs); the qdisc drops of the whole network
   explain up to as many RTOs, the rest are counted as unexplained;
 - recorded, not judged: per host the retransmitted segments, per software switch the
@@ -59,7 +59,7 @@ class LinkShare:
 
     @property
     def ratio(self) -> float | None:
-        """Bytes sent while backlogged over what the configured rate allows."""
+        """Bytes sent while surely backlogged over what the configured rate allows."""
         if not self.rate_bps or self.backlogged_s <= 0:
             return None
         return self.backlogged_bytes * 8 / self.backlogged_s / self.rate_bps
@@ -232,3 +232,23 @@ def judge(samples: Samples, th: Thresholds, clock: str = "real",
         note(DEGRADED, f"{fig['backlog_drops']} packet(s) lost in the kernel's input "
                        "backlog (not in an emulated queue)")
     return Verdict(verdict, reasons, fig)
+
+
+def judge_captures(verdict: str, reasons: list[str], dropped: int,
+                   full: list[str]) -> tuple[str, list[str]]:
+    """The verdict once the link captures have stopped: a capture that lost packets
+    (tcpdump's 'dropped by kernel') or stopped at its packet cap holds fewer packets than
+    its link carried, so what the analysis reads from captures (FCT from the server's
+    FIN, goodput, utilisation) may miss or misjudge transfers: `degraded`, on either
+    clock (the loss is the measurement's, not the emulation's)."""
+    reasons = list(reasons)
+    if dropped > 0:
+        verdict = _worse(verdict, DEGRADED)
+        reasons.append(f"the link captures lost {dropped} packet(s) (tcpdump: dropped by "
+                       "kernel): metrics read from them may miss transfers")
+    if full:
+        verdict = _worse(verdict, DEGRADED)
+        reasons.append(f"{len(full)} link capture(s) stopped at their packet cap "
+                       f"({', '.join(full[:3])}): see capture.budget_mb")
+    return verdict, reasons
+

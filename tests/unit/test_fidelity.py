@@ -13,8 +13,9 @@ from pathdiv.analysis.report.fidelity import split, verdict_counts
 from pathdiv.experiments import runner
 from pathdiv.experiments.config.load import ConfigError, validate
 from pathdiv.experiments.dataplane.base import parse_proc_net_dev
-from pathdiv.experiments.fidelity import attempts
+from pathdiv.experiments.fidelity import attempts, runhooks
 from pathdiv.experiments.fidelity.monitor import (
+    SLACK_BYTES,
     EgressTrack,
     Monitor,
     QdiscStat,
@@ -29,7 +30,7 @@ from pathdiv.experiments.fidelity.monitor import (
     parse_tc_json,
     switch_losses,
 )
-from pathdiv.experiments.fidelity.record import egress_rates, machine_clock
+from pathdiv.experiments.fidelity.record import build_record, egress_rates, machine_clock
 from pathdiv.experiments.fidelity.verdict import (
     VIRTUAL_REASON,
     CoreShare,
@@ -37,6 +38,7 @@ from pathdiv.experiments.fidelity.verdict import (
     Samples,
     Thresholds,
     judge,
+    judge_captures,
 )
 from pathdiv.experiments.manifest import write_json_atomic
 from pathdiv.experiments.plan.runs import expand
@@ -111,6 +113,26 @@ def test_rto_bursts_beyond_queue_drops_degrade_or_invalidate():
 def test_kernel_backlog_drops_degrade():
     v = judge(healthy(backlog_drops=3), TH)
     assert v.verdict == "degraded" and "input backlog" in v.reasons[0]
+
+
+def test_captures_that_lost_packets_degrade_the_run_on_either_clock(tmp_path):
+    for clock in ("real", "virtual"):
+        record = build_record(healthy(), None, {}, clock)
+        manifest: dict = {}
+        runhooks.captures(record, {"dropped_by_kernel": 0, "files_full": []}, manifest,
+                          tmp_path)
+        assert manifest["fidelity"]["verdict"] == "ok"
+        assert manifest["fidelity"]["figures"]["capture_dropped"] == 0
+        runhooks.captures(record, {"dropped_by_kernel": 12, "files_full": ["e1-eth0"]},
+                          manifest, tmp_path)
+        saved = json.loads((tmp_path / "fidelity.json").read_text())
+        assert manifest["fidelity"]["verdict"] == saved["verdict"] == "degraded"
+        assert any("lost 12 packet(s)" in r for r in saved["reasons"])
+        assert any("e1-eth0" in r and "packet cap" in r for r in saved["reasons"])
+    worse, _ = judge_captures("invalid", ["slow"], 5, [])
+    assert worse == "invalid"  # a loss never makes a run better
+    runhooks.captures(None, {"dropped_by_kernel": 5}, manifest := {}, tmp_path)
+    assert manifest == {}  # no monitor, nothing to judge into
 
 
 def test_the_virtual_clock_is_ok_whatever_the_host_did():
@@ -196,15 +218,50 @@ def test_netlink_qdisc_dump_is_read_like_tc():
     assert parse_qdisc_dump(struct.pack("=IHHII", 20, 3, 2, 1, 0) + bytes(4)) == ({}, True)
 
 
-def test_an_egress_counts_only_intervals_backlogged_at_both_ends():
-    track = EgressTrack()
-    track.add(0.0, QdiscStat(0, 0, 0, 0, 0, 0))            # idle
-    track.add(1.0, QdiscStat(1000, 1, 0, 0, 1514, 1))       # queue forms
-    track.add(2.0, QdiscStat(2_501_000, 9, 3, 7, 1514, 5))  # backlogged over [1, 2]
-    track.add(3.0, QdiscStat(3_000_000, 9, 3, 9, 0, 0))     # drained: not counted
+def _stat(sent: float, queued: float) -> QdiscStat:
+    """An egress's root qdisc having sent `sent` and holding `queued` bytes."""
+    return QdiscStat(round(sent), 0, 0, 0, round(queued), 1 if queued else 0)
+
+
+def test_a_working_egress_is_judged_on_what_it_surely_had_to_send():
+    per_s = RATE / 8  # 2.5 MB/s
+    track = EgressTrack(RATE)
+    track.add(0.0, _stat(0, 0))                  # idle: nothing to judge
+    track.add(0.05, _stat(0, 150_000))           # a deep queue forms
+    track.add(0.10, _stat(per_s * 0.05, 140_000))  # it sent at its rate: 125 kB
+    track.add(0.15, _stat(per_s * 0.10, 20_000))
+    track.add(0.20, _stat(per_s * 0.10 + 20_000, 0))  # drained what it held, then idle
     share = track.share("a1:a1-eth1", RATE)
-    assert (share.backlogged_s, share.backlogged_bytes, share.drops) == (1.0, 2_500_000, 3)
-    assert share.ratio == pytest.approx(1.0)
+    cap = per_s * 0.05 - SLACK_BYTES
+    assert share.backlogged_s == pytest.approx(round(2 * cap / per_s + (20_000 - SLACK_BYTES)
+                                                     / per_s, 4))
+    assert share.ratio == pytest.approx(1.0, abs=1e-3)
+
+
+def test_an_egress_fed_in_bursts_but_limited_further_on_is_not_a_false_alarm():
+    # seed 004 on the real clock (2026-11): a 20 Mbit/s access link whose traffic was held
+    # to 10 Mbit/s further on held a burst at every sample and was empty in between; the
+    # old rule (queue non-empty at both ends: the whole interval) judged it at 0.52
+    per_s = RATE / 8
+    track = EgressTrack(RATE)
+    for i in range(41):
+        track.add(i * 0.2, _stat(i * per_s * 0.2 / 2, 30_000))  # half its rate
+    share = track.share("h1:h1-eth0", RATE)
+    assert share.ratio == pytest.approx(1.0, abs=1e-3)
+    assert share.backlogged_s == pytest.approx(40 * (30_000 - SLACK_BYTES) / per_s, abs=1e-3)
+
+
+def test_a_slow_egress_with_a_standing_queue_shows_its_share_of_the_rate():
+    per_s = RATE / 8
+    track = EgressTrack(RATE)
+    for i in range(41):  # 40 % of its rate with 150 kB always queued, sampled at 50 ms
+        track.add(i * 0.05, _stat(i * per_s * 0.05 * 0.4, 150_000))
+    share = track.share("e1:e1-eth0", RATE)
+    cap = per_s * 0.05 - SLACK_BYTES
+    assert share.ratio == pytest.approx(per_s * 0.05 * 0.4 / cap, rel=1e-3)
+    assert 0.4 < share.ratio < 0.42 and share.backlogged_s == pytest.approx(
+        40 * cap / per_s, abs=1e-3)
+    assert EgressTrack(None).share("x:y", None).ratio is None  # unshaped: never judged
 
 
 def test_every_link_end_gets_its_configured_rate():
