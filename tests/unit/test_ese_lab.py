@@ -3,21 +3,16 @@ a closed subflow's samples (its transfers run in the lab kernel)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 
-from tests.conftest import REPO
+from tests.conftest import REPO, load_script
 
 
 def _load_ese_lab():
     support = str(REPO / "tests" / "support")
     if support not in sys.path:
         sys.path.insert(0, support)  # ese_lab imports mptcp_lab by name, as in the guest
-    spec = importlib.util.spec_from_file_location("ese_lab", REPO / "tests" / "support"
-                                                  / "ese_lab.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("tests/support/ese_lab.py")
 
 
 ese_lab = _load_ese_lab()

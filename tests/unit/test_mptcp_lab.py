@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import struct
 
 import dpkt
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import load_script
 
-
-def _load_mptcp_lab():
-    path = REPO / "tests" / "support" / "mptcp_lab.py"
-    spec = importlib.util.spec_from_file_location("mptcp_lab", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-mptcp_lab = _load_mptcp_lab()
+mptcp_lab = load_script("tests/support/mptcp_lab.py")
 
 
 # ------------------------------------------------------------------ capture analysis

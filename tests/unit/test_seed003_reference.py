@@ -5,14 +5,13 @@ prints the comparisons the README quotes."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import pandas as pd
 import pytest
 
 from pathdiv.analysis.stats.claims import in_study, load_reference, scoped, side_rows
-from tests.conftest import REPO
+from tests.conftest import REPO, load_script
 
 RESULTS = REPO / "docs" / "reproduction" / "seed003"
 FIGURES = ("fig8", "fig9", "fig10", "fig11")
@@ -45,11 +44,7 @@ def test_every_claim_is_measured_on_its_own_figure_only(results) -> None:
 
 
 def test_the_figures_script_prints_the_comparisons_the_readme_quotes(results) -> None:
-    spec = importlib.util.spec_from_file_location("seed003_figs",
-                                                  REPO / "scripts" / "seed003_figs.py")
-    assert spec and spec.loader
-    figs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(figs)
+    figs = load_script("scripts/seed003_figs.py")
     compare, fig10, fig11 = figs.compare, figs.fig10, figs.fig11
     m = results["fig10"]
     arp, rr = (m[m["scheduler"] == s] for s in ("arp", "roundrobin"))
