@@ -295,14 +295,17 @@ def execute_run(run: Run, run_dir: Path,
             memory["after_traffic"] = memory_used_mb()
         finally:
             samples = fidelity.stop(monitor)
-        record = fidelity.finish(monitor, samples, cfg.data["fidelity"], manifest, run_dir)
-        if capture["enabled"]:
-            net.wait_quiet()  # the last FINs and ACKs belong in the captures
-            after = _counters(net, captured, manifest)
-            manifest["capture"]["stop"] = net.stop_capture()
-            fidelity.captures(record, manifest["capture"]["stop"], manifest, run_dir)
-            if before and after:
-                manifest["interface_counters"] = counter_deltas(before, after)
+        record = fidelity.finish(monitor, samples, cfg.data["fidelity"], manifest)
+        try:
+            if capture["enabled"]:
+                net.wait_quiet()  # the last FINs and ACKs belong in the captures
+                after = _counters(net, captured, manifest)
+                manifest["capture"]["stop"] = net.stop_capture()
+                fidelity.captures(record, manifest["capture"]["stop"], manifest)
+                if before and after:
+                    manifest["interface_counters"] = counter_deltas(before, after)
+        finally:
+            fidelity.save(record, run_dir)
         t1 = time.monotonic()
         kept.release(True)  # a keeper keeps it for the next run
         if own:

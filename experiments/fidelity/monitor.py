@@ -369,14 +369,15 @@ class Monitor:
     nodes: node name -> pid of a process in its namespace; rates: 'node:intf' -> the
     configured egress rate in bit/s (None: unshaped); hosts: nodes whose RTOs and
     retransmissions count; switches: nodes whose processes' CPU and internal losses count;
-    host_cpu: the network's per-host CPU accounting (`fabric.cpuacct.HostCgroups`, its
-    `usage_ns()`), or None.
+    interval_s: seconds between samples (the config's `fidelity.sample_interval_s`, whose
+    default only the schema holds); host_cpu: the network's per-host CPU accounting
+    (`fabric.cpuacct.HostCgroups`, its `usage_ns()`), or None.
     """
 
     nodes: dict[str, int]
     rates: dict[str, float | None]
     hosts: list[str]
-    interval_s: float = 0.05
+    interval_s: float
     host_cpu: Any = None
     switches: list[str] = field(default_factory=list)
     tracks: dict[str, EgressTrack] = field(default_factory=dict)

@@ -40,7 +40,7 @@ def lab_monitor(net: RunningNetwork, section: dict[str, Any]) -> Monitor:
     """A monitor over every node of a running `fabric.network.Network` (not started)."""
     nodes = {name: int(net.node(name).pid) for name in net.topo.nodes}
     return Monitor(nodes, egress_rates(net.topo), list(net.topo.hosts),
-                   float(section.get("sample_interval_s", 0.05)),
+                   float(section["sample_interval_s"]),
                    host_cpu=getattr(net, "host_cpu", None),
                    switches=list(net.topo.switches))
 

@@ -41,7 +41,7 @@ def start(net: RunningNetwork, section: dict[str, Any], manifest: dict[str, Any]
         return None
     if clock == "virtual":
         section = {**section, "sample_interval_s": max(
-            float(section.get("sample_interval_s", 0.05)), VIRTUAL_INTERVAL_S)}
+            float(section["sample_interval_s"]), VIRTUAL_INTERVAL_S)}
     try:
         return lab_monitor(net, section).start()
     except Exception as exc:
@@ -61,7 +61,9 @@ def stop(monitor: Monitor | None) -> Samples | None:
 
 
 def finish(monitor: Monitor | None, samples: Samples | None, section: dict[str, Any],
-           manifest: dict[str, Any], run_dir: Path) -> dict[str, Any] | None:
+           manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's fidelity record, judged, its summary in the manifest (not yet written:
+    `captures` adds the captures' losses, `save` writes it once)."""
     clock = manifest.get("clock", "real")
     if monitor is None:
         return None
@@ -71,7 +73,6 @@ def finish(monitor: Monitor | None, samples: Samples | None, section: dict[str, 
     try:
         record = build_record(samples, monitor, section, clock,
                               planned_disturbance(manifest.get("config") or {}))
-        write_record(run_dir, record)
         manifest["fidelity"] = manifest_section(record)
         log.info("fidelity: %s %s", record["verdict"], "; ".join(record["reasons"]))
         return record
@@ -82,7 +83,7 @@ def finish(monitor: Monitor | None, samples: Samples | None, section: dict[str, 
 
 
 def captures(record: dict[str, Any] | None, stopped: dict[str, Any],
-             manifest: dict[str, Any], run_dir: Path) -> None:
+             manifest: dict[str, Any]) -> None:
     """Judge what the captures lost (`stopped`: `stop_capture`'s figures) into the run's
     record and manifest (verdict.judge_captures); nothing without a record."""
     if record is None:
@@ -93,5 +94,11 @@ def captures(record: dict[str, Any] | None, stopped: dict[str, Any],
     record["figures"]["captures_full"] = len(full)
     record["verdict"], record["reasons"] = judge_captures(
         record["verdict"], record["reasons"], dropped, full)
-    write_record(run_dir, record)
     manifest["fidelity"] = manifest_section(record)
+
+
+def save(record: dict[str, Any] | None, run_dir: Path) -> None:
+    """Write the run's record (fidelity.json) once, after the captures are judged into
+    it; nothing without a record."""
+    if record is not None:
+        write_record(run_dir, record)

@@ -119,20 +119,23 @@ def test_captures_that_lost_packets_degrade_the_run_on_either_clock(tmp_path):
     for clock in ("real", "virtual"):
         record = build_record(healthy(), None, {}, clock)
         manifest: dict = {}
-        runhooks.captures(record, {"dropped_by_kernel": 0, "files_full": []}, manifest,
-                          tmp_path)
+        runhooks.captures(record, {"dropped_by_kernel": 0, "files_full": []}, manifest)
         assert manifest["fidelity"]["verdict"] == "ok"
         assert manifest["fidelity"]["figures"]["capture_dropped"] == 0
         runhooks.captures(record, {"dropped_by_kernel": 12, "files_full": ["e1-eth0"]},
-                          manifest, tmp_path)
+                          manifest)
+        runhooks.save(record, tmp_path)
         saved = json.loads((tmp_path / "fidelity.json").read_text())
         assert manifest["fidelity"]["verdict"] == saved["verdict"] == "degraded"
+        assert saved["figures"]["capture_dropped"] == 12
         assert any("lost 12 packet(s)" in r for r in saved["reasons"])
         assert any("e1-eth0" in r and "packet cap" in r for r in saved["reasons"])
     worse, _ = judge_captures("invalid", ["slow"], 5, [])
     assert worse == "invalid"  # a loss never makes a run better
-    runhooks.captures(None, {"dropped_by_kernel": 5}, manifest := {}, tmp_path)
+    runhooks.captures(None, {"dropped_by_kernel": 5}, manifest := {})
     assert manifest == {}  # no monitor, nothing to judge into
+    runhooks.save(None, tmp_path / "unmonitored")
+    assert not (tmp_path / "unmonitored").exists()
 
 
 def test_the_virtual_clock_is_ok_whatever_the_host_did():
