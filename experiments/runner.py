@@ -106,7 +106,6 @@ from pathdiv.experiments.plan.estimate import (
     Estimator,
     PlanClock,
     boot_of,
-    calibrate,
     key_of,
 )
 from pathdiv.experiments.plan.lanes import phases
@@ -399,7 +398,7 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
             "nothing was started: wait for it to finish, or stop it (it tears down what it "
             "started), then run this again")
     if estimator is None:
-        estimator = Estimator(calibrate(history.read()), str(history.history_file() or ""))
+        estimator = Estimator.from_records(history.read(), str(history.history_file() or ""))
     execution = PlanExecution(cfg, runs, folder, quiet, options or {}, plan_runs, shard,
                               jobs=jobs, estimator=estimator)
     execution.progress = progress
@@ -451,7 +450,8 @@ class PlanExecution:
         self.phases = phases(todo, max(1, jobs), lambda r: self.expected[r.run_id])
         self.eta = PlanClock([lanes for _, lanes in self.phases], self.expected,
                              self.estimator.short_source(
-                                 key_of(r, self.plane[r.run_id]) for r in todo),
+                                 (key_of(r, self.plane[r.run_id]) for r in todo),
+                                 todo[0].config.name if todo else None),
                              boot=boot_of)
         # tqdm's own remaining time counts runs; the clock weighs them by expected traffic
         self.bar = tqdm(total=len(runs), initial=len(self.done), unit="run", file=sys.stderr,

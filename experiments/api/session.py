@@ -36,7 +36,6 @@ from pathdiv.experiments.plan.budget import budget_problems
 from pathdiv.experiments.plan.estimate import (
     Estimator,
     boot_of,
-    calibrate,
     key_of,
     phases_s,
 )
@@ -166,7 +165,7 @@ def jobs_for(runs: list[Run], jobs: int | None = None) -> int:
 
 def estimator() -> Estimator:
     """Run-time estimates calibrated from this machine's history of runs."""
-    return Estimator(calibrate(history.read()), str(history.history_file() or ""))
+    return Estimator.from_records(history.read(), str(history.history_file() or ""))
 
 
 @dataclass(frozen=True)
@@ -201,7 +200,8 @@ def expected_time(runs: list[Run], jobs: int, est: Estimator | None = None) -> P
     kern = [lanes for _, lanes in phases(runs, jobs, on_kernel)]
     return PlanTime(phases_s(par, cost, boot_of), phases_s(one, cost, boot_of),
                     phases_s(kern, on_kernel, boot_of), jobs,
-                    est.source(key_of(r, plane(r)) for r in runs))
+                    est.source((key_of(r, plane(r)) for r in runs),
+                               runs[0].config.name if runs else None))
 
 
 @dataclass

@@ -235,6 +235,13 @@ def record_work(rec: dict[str, Any]) -> Work | None:
 
 
 RECENT_RUNS = 60  # per key: the machine and the code change, so only the newest count
+# A config's own fit: from its runs among the newest CONFIG_WINDOW of its key, when there
+# are at least MIN_CONFIG_RUNS. The model leaves out what sets one config apart from
+# another (its topology kind, its captures, its transfer tools), and the newest 60 runs
+# of a key may all be another config's: on this machine's history (benchmarks/eta_replay.py)
+# the noisy plan after 32 runs of study001-control-silent-qs was estimated at 2.7x its time.
+CONFIG_WINDOW = 200
+MIN_CONFIG_RUNS = 10
 
 
 def calibrate(records: Iterable[dict[str, Any]], recent: int = RECENT_RUNS) -> dict[Key, Fit]:
@@ -252,17 +259,49 @@ def calibrate(records: Iterable[dict[str, Any]], recent: int = RECENT_RUNS) -> d
     return {key: fit_scales(samples[-recent:]) for key, samples in by_key.items()}
 
 
+ConfigKey = tuple[Key, str]  # (kernel x clock x plane, config name)
+
+
+def calibrate_configs(records: Iterable[dict[str, Any]], window: int = CONFIG_WINDOW,
+                      min_runs: int = MIN_CONFIG_RUNS) -> dict[ConfigKey, Fit]:
+    """A Fit per key and config name, from the config's runs among the newest `window`
+    of its key (oldest first), where it has at least `min_runs`."""
+    by_key: dict[Key, list[dict[str, Any]]] = {}
+    for rec in records:
+        key = record_key(rec)
+        if key is not None:
+            by_key.setdefault(key, []).append(rec)
+    out: dict[ConfigKey, Fit] = {}
+    for key, recs in by_key.items():
+        by_config: dict[str, list[dict[str, Any]]] = {}
+        for rec in recs[-window:]:
+            if rec.get("config"):
+                by_config.setdefault(str(rec["config"]), []).append(rec)
+        for name, mine in by_config.items():
+            fit = calibrate(mine).get(key)
+            if fit is not None and fit.runs >= min_runs:
+                out[(key, name)] = fit
+    return out
+
+
 @dataclass
 class Estimator:
     """Expected wall seconds of runs: defaults, scaled per key where history exists."""
 
     fits: dict[Key, Fit] = field(default_factory=dict)
     history: str = ""  # where the records came from (a path), '' for none
+    config_fits: dict[ConfigKey, Fit] = field(default_factory=dict)
 
-    def fit_of(self, key: Key) -> Fit | None:
-        """The key's own fit, else its kernel and clock's on the kernel plane (another
-        plane's factor then applies to this machine's pace)."""
-        return self.fits.get(key) or self.fits.get((key[0], key[1], "kernel"))
+    @classmethod
+    def from_records(cls, records: Sequence[dict[str, Any]], history: str = "") -> Estimator:
+        """Calibrated on `records` (oldest first): per key, and per key and config."""
+        return cls(calibrate(records), history, calibrate_configs(records))
+
+    def fit_of(self, key: Key, config: str | None = None) -> Fit | None:
+        """The config's own fit on `key`, else the key's, else its kernel and clock's on
+        the kernel plane (another plane's factor then applies to this machine's pace)."""
+        return (self.config_fits.get((key, config or "")) or self.fits.get(key)
+                or self.fits.get((key[0], key[1], "kernel")))
 
     def run_s(self, run: Run, plane: str | None = None) -> float:
         """A run's expected wall seconds; with network reuse, as one that reuses the
@@ -270,12 +309,26 @@ class Estimator:
         key = key_of(run, plane)
         fixed, traffic = parts(run_work(run.config, run.flow_type, run.workload_seed), key,
                                builds=not reuses(run.config, plane))
-        fit = self.fit_of(key)
+        fit = self.fit_of(key, run.config.name)
         return round(fit.apply(fixed, traffic) if fit else fixed + traffic, 3)
 
-    def source(self, keys: Iterable[Key]) -> str:
-        """Which source estimates of `keys` use, in words."""
+    def record_s(self, rec: dict[str, Any]) -> float | None:
+        """The expected wall seconds of a recorded run (history line), as `run_s` would
+        have said; None for a broken record."""
+        key, work = record_key(rec), record_work(rec)
+        if key is None or work is None:
+            return None
+        fixed, traffic = parts(work, key, bool(rec.get("built", True)))
+        fit = self.fit_of(key, str(rec.get("config") or ""))
+        return fit.apply(fixed, traffic) if fit else fixed + traffic
+
+    def source(self, keys: Iterable[Key], config: str | None = None) -> str:
+        """Which source estimates of `keys` (of the config named `config`) use, in words."""
         used = sorted(set(keys))
+        mine = [self.config_fits[(k, config)] for k in used if (k, config) in self.config_fits]
+        if mine and len(mine) == len(used):
+            return (f"{sum(f.runs for f in mine)} run(s) of {config} recorded on this "
+                    "machine")
         own = [k for k in used if k in self.fits]
         borrowed = [k for k in used if k not in self.fits and self.fit_of(k)]
         if not own and not borrowed:
@@ -292,8 +345,8 @@ class Estimator:
             text += f", default costs for {', '.join('/'.join(k) for k in rest)}"
         return text
 
-    def short_source(self, keys: Iterable[Key]) -> str:
-        fits = {self.fit_of(k) for k in set(keys)} - {None}
+    def short_source(self, keys: Iterable[Key], config: str | None = None) -> str:
+        fits = {self.fit_of(k, config) for k in set(keys)} - {None}
         n = sum(f.runs for f in fits if f is not None)
         return f"from {n} recorded runs" if n else "from default costs"
 

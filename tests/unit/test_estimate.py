@@ -12,6 +12,7 @@ from pathdiv.experiments.config.load import load
 from pathdiv.experiments.plan import history
 from pathdiv.experiments.plan.estimate import (
     BOOT_S,
+    MIN_CONFIG_RUNS,
     PLANE_FACTORS,
     Estimator,
     PlanClock,
@@ -200,6 +201,31 @@ def test_only_the_newest_runs_of_a_key_count():
     est = Estimator(fits)
     run = next(r for r in plan if r.flow_type == "query")
     assert est.run_s(run) == pytest.approx(machine(run, fixed=20.0), rel=0.05)
+
+
+def test_a_config_run_recently_is_estimated_from_its_own_runs_not_another_configs():
+    """The newest 60 runs of the key are another config's, which the model makes look
+    4x dearer per part: the noisy plan is still estimated from its own recorded runs."""
+    noisy, silent = lab_plan("noisy", reps=2), lab_plan("silent", reps=2)
+    records = planted(noisy, fixed=20.0) + planted(silent * 2, fixed=80.0, per_mb=0.2)
+    actual = sum(machine(r, fixed=20.0) for r in noisy)
+    by_key = sum(Estimator(calibrate(records)).run_s(r) for r in noisy)
+    est = Estimator.from_records(records)
+    assert abs(sum(est.run_s(r) for r in noisy) / actual - 1) < 0.05
+    assert by_key / actual > 2  # what the newest runs of the key alone would have said
+    assert est.source([key_of(noisy[0])], "noisy") == \
+        f"{len(noisy)} run(s) of noisy recorded on this machine"
+    assert all(est.record_s(rec) == pytest.approx(est.run_s(r), rel=1e-3)
+               for rec, r in zip(records, noisy, strict=False))
+
+
+def test_a_config_with_few_recorded_runs_takes_its_keys_pace():
+    noisy, silent = lab_plan("noisy", reps=2), lab_plan("silent", reps=2)
+    records = planted(noisy[:MIN_CONFIG_RUNS - 1], fixed=20.0) + planted(silent, fixed=80.0)
+    est = Estimator.from_records(records)
+    key_only = Estimator(calibrate(records))
+    assert [est.run_s(r) for r in noisy] == [key_only.run_s(r) for r in noisy]
+    assert "of noisy" not in est.source([key_of(noisy[0])], "noisy")
 
 
 def test_a_fit_needs_spread_and_never_goes_negative():
