@@ -84,21 +84,25 @@ def first_line(text: str) -> str:
 
 
 # ---- asking the system --------------------------------------------------------------
-def _run(argv: list[str], cwd: Path | None = None) -> tuple[int, str]:
+def _run(argv: list[str], cwd: Path | None = None, stderr: bool = True) -> tuple[int, str]:
+    """Exit status and output (with `stderr`, its error stream appended: where tools
+    print their versions)."""
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=20, cwd=cwd)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return 127, str(exc)
-    return p.returncode, (p.stdout or "") + (p.stderr or "")
+    return p.returncode, (p.stdout or "") + ((p.stderr or "") if stderr else "")
 
 
 def git_revision(repo: Path = REPO_DIR) -> str:
-    """HEAD's commit, with '-dirty' when tracked files differ; 'unknown' outside git."""
+    """HEAD's commit, with '-dirty' when tracked files differ; 'unknown' outside git.
+    Only git's output counts: in the lab kernel git warns on its error stream that it
+    cannot read root's configuration, which once marked every lab run '-dirty'."""
     git = ["git", "-c", f"safe.directory={repo}", "-C", str(repo)]
-    rc, head = _run([*git, "rev-parse", "HEAD"])
+    rc, head = _run([*git, "rev-parse", "HEAD"], stderr=False)
     if rc != 0:
         return "unknown"
-    rc, status = _run([*git, "status", "--porcelain", "--untracked-files=no"])
+    rc, status = _run([*git, "status", "--porcelain", "--untracked-files=no"], stderr=False)
     return head.strip() + ("-dirty" if rc == 0 and status.strip() else "")
 
 
