@@ -325,7 +325,8 @@ class Estimator:
     def source(self, keys: Iterable[Key], config: str | None = None) -> str:
         """Which source estimates of `keys` (of the config named `config`) use, in words."""
         used = sorted(set(keys))
-        mine = [self.config_fits[(k, config)] for k in used if (k, config) in self.config_fits]
+        name = config or ""
+        mine = [self.config_fits[(k, name)] for k in used if (k, name) in self.config_fits]
         if mine and len(mine) == len(used):
             return (f"{sum(f.runs for f in mine)} run(s) of {config} recorded on this "
                     "machine")
