@@ -22,8 +22,9 @@ per MB of payload moved (`Work.payload_mb`).
 "Run time estimates"). `calibrate` fits, per kernel x clock x data plane, two scales
 (one for the fixed part, one for the traffic part) to the wall times of runs recorded on
 this machine (`pathdiv.experiments.plan.history`), so the estimate follows the machine
-and the code as they are now; where nothing is recorded the defaults stand, and every
-estimate says which source it used.
+and the code as they are now; `calibrate_configs` fits the same per config where it has
+enough recent runs, since the model leaves out what sets configs apart. Where nothing is
+recorded the defaults stand, and every estimate says which source it used.
 
 `PlanClock` turns the estimate into an ETA: the runs left in each lane (runs executed
 one after another: one lab kernel, or this machine's kernel), lanes of a phase at once
