@@ -398,7 +398,7 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
             "nothing was started: wait for it to finish, or stop it (it tears down what it "
             "started), then run this again")
     if estimator is None:
-        estimator = Estimator.from_records(history.read(), str(history.history_file() or ""))
+        estimator = history.estimator()
     execution = PlanExecution(cfg, runs, folder, quiet, options or {}, plan_runs, shard,
                               jobs=jobs, estimator=estimator)
     execution.progress = progress

@@ -165,7 +165,7 @@ def jobs_for(runs: list[Run], jobs: int | None = None) -> int:
 
 def estimator() -> Estimator:
     """Run-time estimates calibrated from this machine's history of runs."""
-    return Estimator.from_records(history.read(), str(history.history_file() or ""))
+    return history.estimator()
 
 
 @dataclass(frozen=True)

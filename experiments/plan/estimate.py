@@ -307,11 +307,9 @@ class Estimator:
     def run_s(self, run: Run, plane: str | None = None) -> float:
         """A run's expected wall seconds; with network reuse, as one that reuses the
         network (a lane's first run builds it: `boot_of`)."""
-        key = key_of(run, plane)
-        fixed, traffic = parts(run_work(run.config, run.flow_type, run.workload_seed), key,
-                               builds=not reuses(run.config, plane))
-        fit = self.fit_of(key, run.config.name)
-        return round(fit.apply(fixed, traffic) if fit else fixed + traffic, 3)
+        work = run_work(run.config, run.flow_type, run.workload_seed)
+        return round(self._expected(work, key_of(run, plane), not reuses(run.config, plane),
+                                    run.config.name), 3)
 
     def record_s(self, rec: dict[str, Any]) -> float | None:
         """The expected wall seconds of a recorded run (history line), as `run_s` would
@@ -319,8 +317,12 @@ class Estimator:
         key, work = record_key(rec), record_work(rec)
         if key is None or work is None:
             return None
-        fixed, traffic = parts(work, key, bool(rec.get("built", True)))
-        fit = self.fit_of(key, str(rec.get("config") or ""))
+        return self._expected(work, key, bool(rec.get("built", True)),
+                              str(rec.get("config") or ""))
+
+    def _expected(self, work: Work, key: Key, builds: bool, config: str) -> float:
+        fixed, traffic = parts(work, key, builds)
+        fit = self.fit_of(key, config)
         return fit.apply(fixed, traffic) if fit else fixed + traffic
 
     def source(self, keys: Iterable[Key], config: str | None = None) -> str:

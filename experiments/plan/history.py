@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.plan.estimate import clock_of, run_work
+from pathdiv.experiments.plan.estimate import Estimator, clock_of, run_work
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels.build import CACHE_DIR
 
@@ -109,3 +109,8 @@ def append(rec: dict[str, Any], path: Path | None = None) -> None:
             tmp = path.with_name(path.name + ".tmp")
             tmp.write_text("\n".join(lines[-KEEP:]) + "\n")
             os.replace(tmp, path)
+
+
+def estimator() -> Estimator:
+    """Run-time estimates calibrated from this machine's history of runs."""
+    return Estimator.from_records(read(), str(history_file() or ""))
