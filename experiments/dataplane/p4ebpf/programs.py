@@ -3,7 +3,8 @@
 The same sources as the bmv2 plane's, compiled with `-DPATHDIV_PSA` (p4src/include/
 arch.p4 picks the architecture). Three steps, as p4c's own `backends/ebpf/runtime/
 kernel.mk` does them: p4c-ebpf writes C (`--arch psa --target kernel`), clang turns it
-into LLVM bitcode against p4c's runtime headers, llc into a BPF object with BTF. The
+into LLVM bitcode against p4c's runtime headers, llc into a BPF object with BTF. Between
+the first two, one edit lets a packet's sender go at the first switch (`release.py`). The
 object's map layouts and action numbers are saved beside it (`layout.json`). Cached like
 the bmv2 programs, under the same root (`PATHDIV_P4_CACHE`), by a digest of the sources,
 the tools' versions and every flag; inside the lab kernel the host compiles first.
@@ -23,6 +24,7 @@ from pathdiv.experiments.config.switching import MODES
 from pathdiv.experiments.dataplane.p4.programs import P4SRC, cache_root, program_sources
 from pathdiv.experiments.dataplane.p4ebpf.btf import BtfError
 from pathdiv.experiments.dataplane.p4ebpf.layout import ProgramLayout
+from pathdiv.experiments.dataplane.p4ebpf.release import RELEASE, ReleaseEditError, release_senders
 from pathdiv.experiments.dataplane.p4ebpf.tools import EbpfTools, require_ebpf_tools
 
 ARCH_DEFINE = "-DPATHDIV_PSA"
@@ -67,6 +69,7 @@ def program_digest(name: str, versions: dict[str, str], root: Path = P4SRC) -> s
         h.update(f"{label}={part}\0".encode())
     for flags in (P4C_FLAGS, CLANG_FLAGS, LLC_FLAGS):
         h.update((" ".join(flags) + "\0").encode())
+    h.update(RELEASE.encode() + b"\0")
     for path in program_sources(name, root):
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return "ebpf-" + h.hexdigest()[:20]
@@ -104,13 +107,14 @@ def compile_program(name: str, tools: EbpfTools, cache: Path | None = None,
         try:
             _step([str(tools.compiler), *P4C_FLAGS, "-o", str(c_file), str(root / f"{name}.p4")],
                   f"p4c-ebpf on {name}.p4", log, root)
+            c_file.write_text(release_senders(c_file.read_text()))
             _step([str(tools.clang), *CLANG_FLAGS, "-I", str(tools.runtime), "-o", str(bitcode),
                    str(c_file)], f"clang on {name}.c", log, work)
             _step([str(tools.llc), *LLC_FLAGS, "-o", str(obj), str(bitcode)],
                   f"llc on {name}.bc", log, work)
             (work / "layout.json").write_text(ProgramLayout.from_files(c_file, obj).to_json())
-        except BtfError as exc:
-            raise EbpfCompileError(f"{name}.o: {exc}") from exc
+        except (BtfError, ReleaseEditError) as exc:
+            raise EbpfCompileError(f"{name}: {exc}") from exc
         finally:
             (work / "compile.log").write_text("\n".join(log))
         bitcode.unlink()
