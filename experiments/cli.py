@@ -36,7 +36,7 @@ from pathdiv.experiments.execute.lab_kernel import (
 from pathdiv.experiments.fabric.clean import clean
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
 from pathdiv.experiments.fabric.network import NetworkError
-from pathdiv.experiments.plan.budget import plan_need_mb
+from pathdiv.experiments.plan.budget import plan_need_mb, plan_total_mb
 from pathdiv.experiments.plan.design import design_problems, observations_per_cell
 from pathdiv.experiments.plan.estimate import format_duration
 from pathdiv.experiments.plan.lanes import virtual_runs
@@ -50,6 +50,7 @@ from pathdiv.experiments.plan.runs import (
 )
 from pathdiv.experiments.runner import (
     ResultsError,
+    free_mb,
     prepare_folder,
 )
 from pathdiv.kernels.processes import restore_handlers, stop_on_signals
@@ -151,6 +152,10 @@ def _print_design(runs: list[Run]) -> None:
     if which:
         budget = runs[0].config.data["capture"]["budget_mb"]
         print(f"captures: up to {need:.0f} MB per run ({which}); capture.budget_mb: {budget}")
+        total, free = plan_total_mb(runs), free_mb(Path("results"))
+        print(f"  all {len(runs)} runs together up to {total / 1000:.1f} GB (an upper bound; "
+              f"{free / 1000:.1f} GB free under "
+              f"results/): a run whose captures may not fit the space left is not started")
     cells = observations_per_cell(runs) if runs and runs[0].factors else {}
     if cells:
         print(f"design: {len(cells)} cells, {min(cells.values())}-{max(cells.values())} "

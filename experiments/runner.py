@@ -101,7 +101,7 @@ from pathdiv.experiments.manifest import (
     write_text_atomic,
 )
 from pathdiv.experiments.plan import history
-from pathdiv.experiments.plan.budget import budget_of, run_need
+from pathdiv.experiments.plan.budget import budget_of, disk_shortfall, run_need
 from pathdiv.experiments.plan.estimate import (
     Estimator,
     PlanClock,
@@ -216,6 +216,18 @@ def prepare_folder(cfg: Config, out: Path | None, root: Path = Path("results")) 
     return out
 
 
+class DiskFull(OSError):
+    """A run's captures may not fit the free space left: the run is not started."""
+
+
+def free_mb(path: Path) -> float:
+    """MB free on the file system that holds `path` (or its nearest existing parent)."""
+    for place in (path, *path.parents):
+        if place.exists():
+            return shutil.disk_usage(place).free / 1_000_000
+    return 0.0
+
+
 def execute_run(run: Run, run_dir: Path,
                 on_round: Callable[[int, int], None] | None = None,
                 keeper: NetworkKeeper | None = None) -> dict[str, Any]:
@@ -241,6 +253,12 @@ def execute_run(run: Run, run_dir: Path,
     kept = keeper if keeper is not None else NetworkKeeper()
     started_procs = [forks()]  # processes started by the kernel so far, per phase
     try:
+        capture = cfg.data["capture"]
+        need = run_need(cfg, run.flow_type, run.workload_seed) if capture["enabled"] else None
+        if need is not None:
+            short = disk_shortfall(budget_of(cfg, need), free_mb(run_dir), str(run_dir.parent))
+            if short:
+                raise DiskFull(short)
         preflight(cfg)
         cls, reason = select_dataplane(cfg.dataplane)
         manifest["dataplane"] = {"selected": reason}
@@ -268,11 +286,9 @@ def execute_run(run: Run, run_dir: Path,
         if manifest["clock"] == "virtual":  # the traffic starts on the clock's grid
             manifest["clock_grid"] = {"period_ns": clockgrid.GRID_NS,
                                       "start_ns": clockgrid.align()}
-        capture = cfg.data["capture"]
         # where start_capture listens: each link's upper end
         captured = [(link.b.node, link.b.intf) for link in net.topo.links]
-        if capture["enabled"]:
-            need = run_need(cfg, run.flow_type, run.workload_seed)
+        if need is not None:
             budget = budget_of(cfg, need)
             manifest["capture"]["start"] = net.start_capture(
                 run_dir / "captures", int(capture["snaplen"]), budget, need.caps(budget))

@@ -55,6 +55,7 @@ PACKETS_PER_SUBFLOW = 16       # SYN/SYN-ACK/ACK, request, FINs and their ACKs, 
 SUBFLOWS_OPENED = 2            # subflows opened per configured subflow, at most
 MIN_FILE_PACKETS = 1000        # a file never gets less (pings, stray ACKs)
 MB = 1_000_000
+DISK_MARGIN_MB = 100           # a run's other files beside its captures (manifest, logs)
 
 
 def mss(transport: str) -> int:
@@ -172,6 +173,24 @@ def plan_need_mb(runs: Iterable[Run]) -> tuple[float, str]:
         if mb > worst:
             worst, which = mb, run.run_id
     return worst, which
+
+
+def plan_total_mb(runs: Iterable[Run]) -> float:
+    """What the captures of all `runs` may write together, at most (MB)."""
+    return sum(run_need(run.config, run.flow_type, run.workload_seed).total_mb
+               for run in runs if run.config.data["capture"]["enabled"])
+
+
+def disk_shortfall(budget_mb: float, free_mb: float, where: str) -> str | None:
+    """Why a run whose captures may write `budget_mb` must not start with `free_mb` free
+    under `where` (None when they fit, with DISK_MARGIN_MB to spare)."""
+    if free_mb >= budget_mb + DISK_MARGIN_MB:
+        return None
+    return (f"disk: {free_mb:.0f} MB free under {where}, and this run's captures may write "
+            f"up to {budget_mb:.0f} MB (capture.budget_mb), plus {DISK_MARGIN_MB} MB for its "
+            "other files: free some space, lower capture.snaplen or set capture.enabled: "
+            "false. Nothing of this run was started; `pathdiv run CONFIG --out DIR` goes on "
+            "from it")
 
 
 def budget_problems(runs: Iterable[Run]) -> list[str]:

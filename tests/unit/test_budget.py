@@ -7,8 +7,10 @@ import pytest
 
 from pathdiv.experiments.config.load import ConfigError, load, validate
 from pathdiv.experiments.plan.budget import (
+    DISK_MARGIN_MB,
     MIN_FILE_PACKETS,
     budget_problems,
+    disk_shortfall,
     mss,
     packet_bytes,
     run_need,
@@ -93,3 +95,32 @@ def test_the_reference_configs_lose_no_observation(name):
     runs = expand(load(f"configs/{name}.yaml"))
     assert budget_problems(runs) == []
     assert runs[0].config.data["capture"]["budget_mb"] == "auto"
+
+
+def test_a_run_is_started_only_where_its_captures_fit_with_room_to_spare():
+    assert disk_shortfall(1571.0, 1571.0 + DISK_MARGIN_MB, "results") is None
+    why = disk_shortfall(1571.0, 900.0, "results/noisy")
+    assert why is not None
+    for part in ("900 MB free under results/noisy", "up to 1571 MB", "capture.budget_mb",
+                 "capture.enabled: false", "--out DIR"):
+        assert part in why
+
+
+def test_a_run_without_room_fails_before_anything_is_built(tmp_path, monkeypatch):
+    from pathdiv.experiments import runner
+
+    run = expand(cfg(), repetitions=1)[0]
+    built = []
+    monkeypatch.setattr(runner, "free_mb", lambda path: 50.0)
+    monkeypatch.setattr(runner, "preflight", lambda c: built.append(c))
+    manifest = runner.execute_run(run, tmp_path / "runs" / run.run_id)
+    assert manifest["status"] == "failed"
+    assert manifest["error"].startswith("DiskFull: disk: 50 MB free")
+    assert built == []  # nothing was started: no preflight, no network
+    assert not (tmp_path / "runs" / run.run_id / "captures").exists()
+
+
+def test_free_space_is_read_where_the_folder_will_be(tmp_path):
+    from pathdiv.experiments.runner import free_mb
+
+    assert free_mb(tmp_path / "not" / "yet") == free_mb(tmp_path) > 0
