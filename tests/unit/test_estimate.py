@@ -273,6 +273,7 @@ def test_bmv2_in_the_lab_kernel_is_expected_to_cost_its_measured_factor():
     assert expected_run_s(lab, "bmv2") == pytest.approx(
         expected_run_s(lab) * PLANE_FACTORS[("lab", "bmv2")], rel=1e-3)
     assert expected_run_s(lab, "kernel") == expected_run_s(lab)
+    assert expected_run_s(lab) < expected_run_s(lab, "p4-ebpf") < expected_run_s(lab, "bmv2")
     # on the host kernel's real clock the switches' CPU work overlaps the traffic
     assert expected_run_s(host, "bmv2") == expected_run_s(host)
 

@@ -11,12 +11,12 @@ kernel; but on the p4-ebpf plane a packet stayed charged to its sender across th
 fabric until the receiving host took it, so every sender throttled itself by what waited
 in remote switch queues: a back-pressure no wire gives.
 
-Measured on this machine's kernel (docs/p4.md, "Why the noisy plan differed"): in a
-7-to-1 incast with synchronised starts, senders held 9-50 KB charged to them on p4-ebpf
-and 0 on the kernel plane, and the receivers' shares were far less even (Jain's index
-0.55-0.86 against 0.90-0.98); the kernel plane with its routes kept but forwarding by a
-plain `bpf_redirect` program showed the same skew, so the redirect, not P4, was the
-cause.
+Measured on this machine's kernel (docs/p4.md, "Why the noisy plan differed at first";
+benchmarks/incast_fairness.py): in a 7-to-1 incast with synchronised starts, senders
+were charged 18-50 KB each on p4-ebpf and 0 on the kernel plane, and the receivers'
+shares were less even (Jain's index 0.55-0.95 against 0.88-0.99); the kernel plane's
+routes forwarded by a plain `bpf_redirect` program showed the same (9 KB, 0.54-0.74), so
+the redirect, not P4, was the cause.
 
 The edit: where the PSA ingress hands a packet to its egress port, a packet that still
 belongs to a local socket (only at the first switch after its sender) is cloned to the
