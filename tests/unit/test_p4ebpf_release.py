@@ -31,5 +31,5 @@ def test_a_packet_of_a_local_socket_is_cloned_to_its_port_and_the_original_dropp
 
 @pytest.mark.parametrize("source", ["int f(void) { return 0; }", INGRESS_END * 2])
 def test_a_generated_ingress_that_does_not_end_as_expected_is_refused(source: str) -> None:
-    with pytest.raises(ReleaseEditError, match="release.py"):
+    with pytest.raises(ReleaseEditError, match=r"release\.py"):
         release_senders(source)
