@@ -20,7 +20,7 @@ INGRESS_END = """    skb->priority = ostd.class_of_service;
 
 def test_a_packet_of_a_local_socket_is_cloned_to_its_port_and_the_original_dropped() -> None:
     out = release_senders(INGRESS_END)
-    release = out.index("if (skb->sk)")
+    release = out.index("if (pd_sk && pd_sk->type != 0)")  # a full socket, not a test run's
     clone = out.index("bpf_clone_redirect(skb, ostd.egress_port, 0);")
     shot = out.index("return TC_ACT_SHOT;")
     redirect = out.index(REDIRECT)

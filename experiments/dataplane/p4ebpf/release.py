@@ -19,12 +19,12 @@ routes forwarded by a plain `bpf_redirect` program showed the same (9 KB, 0.54-0
 the redirect, not P4, was the cause.
 
 The edit: where the PSA ingress hands a packet to its egress port, a packet that still
-belongs to a local socket (only at the first switch after its sender) is cloned to the
-port instead (a clone belongs to no socket) and the original is dropped at ingress,
-which frees it and releases the sender, as the kernel plane's IP stack does. The drop is
-the ingress hook's, not a queue's: it is counted by the clsact qdisc, which the fidelity
-monitor does not read (it reads root qdiscs), and a switch still sends exactly what it
-received less its queue drops.
+belongs to a local socket (only at the first switch after its sender; not the dummy
+socket of a test run) is cloned to the port instead (a clone belongs to no socket) and
+the original is dropped at ingress, which frees it and releases the sender, as the
+kernel plane's IP stack does. The drop is the ingress hook's, not a queue's: it is
+counted by the clsact qdisc, which the fidelity monitor does not read (it reads root
+qdiscs), and a switch still sends exactly what it received less its queue drops.
 """
 
 from __future__ import annotations
@@ -32,9 +32,20 @@ from __future__ import annotations
 # What p4c-ebpf's PSA kernel target ends tc_ingress_func with (backends/ebpf/psa,
 # 1.2.5): the unicast hand-over to the chosen port.
 REDIRECT = "return bpf_redirect(ostd.egress_port, 0);"
-RELEASE = ("if (skb->sk) { /* pathdiv: let go of the sender (release.py) */\n"
-           "        bpf_clone_redirect(skb, ostd.egress_port, 0);\n"
-           "        return TC_ACT_SHOT;\n"
+# The dummy socket BPF_PROG_TEST_RUN gives the frames it runs (net/bpf/test_run.c) owns
+# no real packet, and test runs must take the plain redirect for tests to see the
+# forwarding decision: it is a full socket of type 0 (it has no `struct socket`; its
+# family is set from the frame), where every socket a host sends from has a type
+# (stream, datagram, raw, packet). A request or time-wait socket is not a full socket:
+# its few packets (SYN-ACK, the last ACK) are not what TCP Small Queues counts.
+RELEASE = ("{ /* pathdiv: let go of the sender at the first switch (release.py) */\n"
+           "        struct bpf_sock *pd_sk = skb->sk;\n"
+           "        if (pd_sk)\n"
+           "            pd_sk = bpf_sk_fullsock(pd_sk);\n"
+           "        if (pd_sk && pd_sk->type != 0) {\n"
+           "            bpf_clone_redirect(skb, ostd.egress_port, 0);\n"
+           "            return TC_ACT_SHOT;\n"
+           "        }\n"
            "    }\n"
            "    " + REDIRECT)
 
