@@ -123,4 +123,6 @@ def test_a_run_without_room_fails_before_anything_is_built(tmp_path, monkeypatch
 def test_free_space_is_read_where_the_folder_will_be(tmp_path):
     from pathdiv.experiments.runner import free_mb
 
-    assert free_mb(tmp_path / "not" / "yet") == free_mb(tmp_path) > 0
+    # the same file system; other writers may move its free space by a little between reads
+    assert free_mb(tmp_path) > 0
+    assert free_mb(tmp_path / "not" / "yet") == pytest.approx(free_mb(tmp_path), abs=100)
