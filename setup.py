@@ -18,7 +18,9 @@ setup(
     package_dir={f"pathdiv.{f}": f for f in FOLDERS},
     package_data={"pathdiv.analysis.references": ["*.yaml"],
                   # the lab kernel's recipe: the schema's schedulers and CCs are read from it
-                  "pathdiv.kernels": ["patches/*.patch", "uml.config"]},
+                  "pathdiv.kernels": ["patches/*.patch", "uml.config"],
+                  # the link captures' program, compiled on first use (fabric/linkcap.py)
+                  "pathdiv.experiments.fabric": ["linkcap.c"]},
     install_requires=[
         "pyyaml>=6",
         "numpy>=1.24",

@@ -291,7 +291,8 @@ def execute_run(run: Run, run_dir: Path,
         if need is not None:
             budget = budget_of(cfg, need)
             manifest["capture"]["start"] = net.start_capture(
-                run_dir / "captures", int(capture["snaplen"]), budget, need.caps(budget))
+                run_dir / "captures", int(capture["snaplen"]), budget, need.caps(budget),
+                str(capture["tool"]))
             manifest["capture"]["start"]["need_mb"] = round(need.total_mb, 1)
             memory["capturing"] = memory_used_mb()
             before = _counters(net, captured, manifest)

@@ -173,7 +173,8 @@ class KernelNetwork(LiveNetwork):
     def capture(self, folder: str | Path, snaplen: int = 128,
                 budget_mb: float = 200) -> Iterator[Path]:
         out = Path(folder)
-        self.net.start_capture(out, snaplen, budget_mb)
+        self.net.start_capture(out, snaplen, budget_mb,
+                               tool=str(self.net.cfg.data["capture"]["tool"]))
         try:
             yield out
         finally:

@@ -600,6 +600,11 @@ SCHEMA = Section(
                                   "(snaplen + 16)); each link's file is capped at its own "
                                   "need, and a budget below a run's need is refused at "
                                   "`pathdiv check`", check=_budget),
+                "tool": Leaf(str, "auto", "the capturing program: linkcap (pathdiv's own, "
+                             "one process for every link; built with the C compiler on "
+                             "first use), tcpdump (one process per link), or auto: "
+                             "linkcap where it can be built, else tcpdump; both write the "
+                             "same pcap files", choices=("auto", "linkcap", "tcpdump")),
             }
         ),
         "fidelity": Section(

@@ -13,6 +13,7 @@ from pathdiv.experiments.dataplane.p4.tools import require_p4_tools
 from pathdiv.experiments.dataplane.p4ebpf.programs import EbpfCompileError
 from pathdiv.experiments.dataplane.p4ebpf.programs import compile_programs as compile_psa
 from pathdiv.experiments.dataplane.p4ebpf.tools import find_ebpf_tools, require_ebpf_tools
+from pathdiv.experiments.fabric.linkcap import LinkcapError, build_linkcap
 from pathdiv.experiments.plan.runs import Run
 
 
@@ -77,12 +78,18 @@ def mode_problems(runs: list[Run]) -> list[str]:
 
 
 def prepare_for_lab_kernel(wanted: Iterable[str]) -> list[str]:
-    """Do on the host what a data plane cannot do in the lab kernel, whose view of the
-    host's files is read-only: compile the P4 programs into their cache when any of the
-    `wanted` planes (`dataplane:` values) resolves to bmv2 or p4-ebpf here. One line per
-    thing done; DataPlaneError naming the program when a compiler fails."""
+    """Do on the host what cannot be done in the lab kernel, whose view of the host's
+    files is read-only: build the link captures' program (fabric/linkcap.py; where it
+    cannot be, the guest's runs capture with tcpdump, and the line says why), and compile
+    the P4 programs into their cache when any of the `wanted` planes (`dataplane:`
+    values) resolves to bmv2 or p4-ebpf here. One line per thing done; DataPlaneError
+    naming the program when a compiler fails."""
     names = {select_dataplane(w)[0].name for w in set(wanted)}
     done = []
+    try:
+        done.append(f"link captures: {build_linkcap()}")
+    except LinkcapError as exc:
+        done.append(f"link captures: tcpdump ({exc})")
     if "bmv2" in names:
         try:
             programs = compile_programs(require_p4_tools())

@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pathdiv.experiments.fabric.linkcap import COMMAND as LINKCAP_COMMAND
+
 ROLES = ("captures", "servers", "clients", "runner", "other")
 
 
@@ -73,7 +75,7 @@ def role_of(comm: str, cmdline: list[str], pid: int, runner: int) -> str:
     """A process's role in a run: captures, servers, clients, runner or other."""
     if pid == runner:
         return "runner"
-    if comm == "tcpdump":
+    if comm in ("tcpdump", LINKCAP_COMMAND):
         return "captures"
     if any(arg.endswith("transfer.py") for arg in cmdline):
         return "servers" if "serve" in cmdline else "clients"

@@ -31,6 +31,14 @@ from pathdiv.experiments.fabric.cpuacct import HostCgroups
 from pathdiv.experiments.fabric.environment import allow_cc, restore_allowed_cc, virtual_clock
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
+from pathdiv.experiments.fabric.linkcap import (
+    LinkcapError,
+    LinkCapture,
+    build_linkcap,
+    choose_tool,
+    linkcap_argv,
+    parse_report,
+)
 from pathdiv.experiments.fabric.netstate import (
     REPAIRABLE,
     SWITCH_SYSCTL_KEYS,
@@ -96,6 +104,7 @@ class Network(StartStop):
         self.net: Any = None
         self.procs: list[subprocess.Popen[str]] = []
         self.captures: list[tuple[str, subprocess.Popen[str], Path]] = []
+        self.linkcap: subprocess.Popen[str] | None = None  # every link's capture at once
         # CPU time per host: a cgroup each for its shell and what pathdiv starts in it
         self.host_cpu = HostCgroups(list(self.topo.hosts))
         self.build_s = 0.0
@@ -168,7 +177,8 @@ class Network(StartStop):
 
     def stop(self) -> None:
         """Idempotent teardown in reverse start order; never raises."""
-        self.stop_capture()
+        with contextlib.suppress(NetworkError):
+            self.stop_capture()
         for proc in self.procs:
             _terminate(proc)
         self.procs.clear()
@@ -420,8 +430,11 @@ class Network(StartStop):
 
     # ---- captures ----------------------------------------------------------------
     def start_capture(self, outdir: Path, snaplen: int, budget_mb: float,
-                      caps: Mapping[str, int] | None = None) -> dict[str, Any]:
-        """tcpdump on every link's upper-end interface (both directions), headers only.
+                      caps: Mapping[str, int] | None = None, tool: str = "auto"
+                      ) -> dict[str, Any]:
+        """Capture every link's upper-end interface (both directions), headers only:
+        one linkcap process for all links, or one tcpdump per link (`tool`, as
+        `capture.tool`: fabric/linkcap.py).
 
         `caps` gives each file its packet cap by interface (sized from the plan's need:
         pathdiv.experiments.plan.budget); without it every file gets an equal share of
@@ -432,6 +445,20 @@ class Network(StartStop):
         per_file = int(budget_mb * 1_000_000) // max(1, len(self.topo.links))
         equal = max(1000, per_file // (snaplen + 16))
         limits = {link.b.intf: (caps or {}).get(link.b.intf, equal) for link in self.topo.links}
+        figures = {"snaplen": snaplen, "budget_mb": budget_mb,
+                   "max_packets_per_file": max(limits.values()),
+                   "max_packets": dict(sorted(limits.items()))}
+        if capture_tool(tool) == "linkcap":
+            links = [LinkCapture(f"/proc/{self.node(link.b.node).pid}/ns/net", link.b.intf,
+                                 limits[link.b.intf], outdir / f"{link.b.intf}.pcap")
+                     for link in self.topo.links]
+            argv = linkcap_argv(build_linkcap(), snaplen, CAPTURE_BUFFER_KB, links)
+            # in this process's namespace: it opens each link's socket in the link's own
+            self.linkcap = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.PIPE, text=True)
+            wait_for_line(self.linkcap, self.linkcap.stderr, "listening on", 15,
+                          "the link captures (linkcap)")
+            return {"files": len(links), "tool": "linkcap", "processes": 1, **figures}
         for link in self.topo.links:
             max_packets = limits[link.b.intf]
             intf = link.b.intf
@@ -445,7 +472,8 @@ class Network(StartStop):
             # output through a CAPTURE_WRITE_BYTES buffer instead (one write per ~2,000
             # headers, flushed when tcpdump exits: its -c cap or the stop's SIGTERM).
             # The library, not the stdbuf program: that would be one more process start.
-            argv = ["tcpdump", "-n", "-i", intf, "-s", str(snaplen), "-B", "4096",
+            argv = ["tcpdump", "-n", "-i", intf, "-s", str(snaplen), "-B",
+                    str(CAPTURE_BUFFER_KB),
                     "-Z", "root", "-c", str(max_packets)]
             if STDBUF_LIBRARY.exists():
                 with path.open("wb") as out:
@@ -460,21 +488,38 @@ class Network(StartStop):
         for intf, proc, _ in self.captures:
             wait_for_line(proc, proc.stderr, "listening on", 15,
                           f"tcpdump on {intf}")
-        return {"files": len(self.captures), "snaplen": snaplen, "budget_mb": budget_mb,
-                "max_packets_per_file": max(limits.values()),
-                "max_packets": dict(sorted(limits.items()))}
+        return {"files": len(self.captures), "tool": "tcpdump",
+                "processes": len(self.captures), **figures}
 
     def stop_capture(self) -> dict[str, Any]:
-        """Stop every tcpdump and sum what the kernel dropped.
+        """Stop the captures (linkcap, or every tcpdump) and sum what the kernel dropped;
+        the files that reached their packet cap. NetworkError when linkcap failed.
 
-        libpcap hands a block of packets to tcpdump when the block is full or after its
-        timeout (tcpdump sets 1 s); a stop signal before that loses the block. So the stop
+        The kernel hands a block of packets to the capture when the block is full or
+        after its timeout (1 s, both programs); a stop signal before that loses the
+        block. So the stop
         first waits CAPTURE_SETTLE_S after the last packet (the caller's wait_quiet);
         on the virtual clock that wait costs no wall time.
         """
         stats: dict[str, Any] = {"dropped_by_kernel": 0, "files_full": []}
-        if self.captures:
+        if self.captures or self.linkcap is not None:
             time.sleep(CAPTURE_SETTLE_S)
+        if self.linkcap is not None:
+            proc, self.linkcap = self.linkcap, None
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                _, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+            report = parse_report(err or "")
+            if proc.returncode != 0 or report["errors"]:
+                raise NetworkError(f"the link captures (linkcap) failed (exit "
+                                   f"{proc.returncode}): "
+                                   f"{' | '.join(report['errors']) or (err or '')[-500:]}")
+            stats["dropped_by_kernel"] = report["dropped_by_kernel"]
+            stats["files_full"] = report["files_full"]
         for intf, proc, _ in self.captures:
             if proc.poll() is not None and proc.returncode == 0:
                 stats["files_full"].append(intf)  # exited by itself: hit its -c cap
@@ -551,6 +596,25 @@ def set_mptcp_d_parameters(alpha: float, beta: float) -> None:
 
 
 CAPTURE_WRITE_BYTES = 256 * 1024  # tcpdump's output buffer (start_capture)
+CAPTURE_BUFFER_KB = 4096  # the kernel's buffer for each link's capture (tcpdump -B)
+_LINKCAP_REFUSED: list[str] = []  # why linkcap could not be built, once per process
+
+
+def capture_tool(wanted: str) -> str:
+    """'linkcap' or 'tcpdump' for `capture.tool: wanted` (fabric/linkcap.py), building
+    linkcap on first use where it can be (not in the lab kernel's guest: the host did)."""
+    if wanted == "tcpdump":
+        return "tcpdump"
+    if not _LINKCAP_REFUSED:
+        try:
+            return choose_tool(wanted, build_linkcap())
+        except LinkcapError as exc:
+            _LINKCAP_REFUSED.append(str(exc))
+            log.info("captures: %s", exc)
+    try:
+        return choose_tool(wanted, None, _LINKCAP_REFUSED[0])
+    except LinkcapError as exc:
+        raise NetworkError(str(exc)) from exc
 STDBUF_LIBRARY = Path("/usr/libexec/coreutils/libstdbuf.so")  # what `stdbuf` preloads
 
 

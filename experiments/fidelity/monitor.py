@@ -11,9 +11,9 @@ per link.
   and the kernel input-backlog drops from `/proc/net/softnet_stat`, at start and stop;
 - for switches: the CPU time of every process in the switch's namespace (a software
   switch such as bmv2's `simple_switch`; none on the kernel data plane, whose forwarding
-  is softirq work no process is charged for), the link captures (tcpdump, which run
-  there too) counted apart, at start and stop; and the packets a
-  switch received on its ports (`/proc/<pid>/net/dev`, at the first and last qdisc
+  is softirq work no process is charged for), the link captures (tcpdump, which
+  run there too, or the one linkcap of all links) counted apart, at start and stop;
+  and the packets a switch received on its ports (`/proc/<pid>/net/dev`, at the first and last qdisc
   sample) against what its egress qdiscs sent, dropped or still hold: the difference
   is what the switch lost outside the emulated queues (a software switch that fell
   behind its ports);
@@ -49,12 +49,16 @@ from typing import Any
 
 from pathdiv.experiments.dataplane.base import parse_proc_net_dev
 from pathdiv.experiments.fabric.cpuacct import cpu_seconds
+from pathdiv.experiments.fabric.linkcap import COMMAND as LINKCAP_COMMAND
 from pathdiv.experiments.fidelity.verdict import CoreShare, LinkShare, Samples
 
 log = logging.getLogger("pathdiv")
 
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-CAPTURE_COMMAND = "tcpdump"  # captures run in switch namespaces; their CPU is not the switch's
+# the link captures: one tcpdump per link in the switches' namespaces, or one linkcap
+# for all links in the runner's (fabric/linkcap.py); their CPU is not the switches'
+CAPTURE_COMMAND = "tcpdump"
+CAPTURES = "captures"  # their ticks' key
 
 
 # ---- pure parsers ----------------------------------------------------------------------
@@ -429,7 +433,7 @@ class Monitor:
                 .get("RetransSegs", 0) for h in self.hosts}
 
     def _find_switch_processes(self) -> None:
-        """The processes in each switch's namespace, the captures (tcpdump) apart."""
+        """The processes in each switch's namespace, the captures (tcpdump, linkcap) apart."""
         namespace_of: dict[int, str] = {}
         for entry in os.scandir("/proc"):
             if entry.name.isdigit():
@@ -441,11 +445,15 @@ class Monitor:
             names = {pid: read_text(f"/proc/{pid}/comm").strip() for pid in pids}
             self._capture_pids += [p for p in pids if names[p] == CAPTURE_COMMAND]
             self._switch_pids[switch] = [p for p in pids if names[p] != CAPTURE_COMMAND]
+        home = namespace_of.get(os.getpid())
+        for pid, ns in namespace_of.items():
+            if ns == home and read_text(f"/proc/{pid}/comm").strip() == LINKCAP_COMMAND:
+                self._capture_pids.append(pid)
 
     def _switch_ticks(self) -> dict[str, int]:
         out = {s: sum(parse_pid_cpu_ticks(read_text(f"/proc/{pid}/stat")) for pid in pids)
                for s, pids in self._switch_pids.items()}
-        out[CAPTURE_COMMAND] = sum(parse_pid_cpu_ticks(read_text(f"/proc/{pid}/stat"))
+        out[CAPTURES] = sum(parse_pid_cpu_ticks(read_text(f"/proc/{pid}/stat"))
                                    for pid in self._capture_pids)
         return out
 
@@ -509,8 +517,8 @@ class Monitor:
         tick = os.sysconf("SC_CLK_TCK")
         switch_cpu = {s: (self._ticks1.get(s, 0) - t0) / tick for s, t0 in self._ticks0.items()
                       if self._switch_pids.get(s)}
-        capture_cpu = (self._ticks1.get(CAPTURE_COMMAND, 0)
-                       - self._ticks0.get(CAPTURE_COMMAND, 0)) / tick \
+        capture_cpu = (self._ticks1.get(CAPTURES, 0)
+                       - self._ticks0.get(CAPTURES, 0)) / tick \
             if self._capture_pids else None
         lost = switch_losses(self._rx[0], self._rx[-1], self.tracks) \
             if len(self._rx) >= 2 else {}

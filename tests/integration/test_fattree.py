@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -86,8 +87,12 @@ def pcap_packets(path) -> int:
         return sum(1 for _ in dpkt.pcap.Reader(f))
 
 
-def test_port_counters_agree_with_captures(net, tmp_path):
-    """Every core port: packets the switch counted in and out = packets captured (1%)."""
+@pytest.mark.parametrize("tool", ["linkcap", "tcpdump"])
+def test_port_counters_agree_with_captures(net, tmp_path, tool):
+    """Every core port: packets the switch counted in and out = packets captured (1%),
+    with either capture.tool."""
+    if tool == "linkcap" and not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler (cc or gcc) to build linkcap")
     net.dp.set_mode("spray", "random")  # so every core carries traffic
     topo = net.topo
     client, server = topo.hosts[0], topo.hosts[-1]
@@ -95,7 +100,9 @@ def test_port_counters_agree_with_captures(net, tmp_path):
     try:
         wait_for_line(srv, srv.stdout, "ready", 15, "transfer server")
         net.wait_quiet(topo.cores)
-        net.start_capture(tmp_path / "pcap", snaplen=96, budget_mb=200)
+        started = net.start_capture(tmp_path / "pcap", snaplen=96, budget_mb=200, tool=tool)
+        assert (started["tool"], started["files"]) == (tool, len(topo.links))
+        assert started["processes"] == (1 if tool == "linkcap" else len(topo.links))
         before = {c: net.counters(c) for c in topo.cores}
         fetch = net.transfer(client, ["fetch", f"{topo.nodes[server].address}:{PORT}:{BYTES}",
                             "--timeout", "120"])
@@ -103,9 +110,10 @@ def test_port_counters_agree_with_captures(net, tmp_path):
         assert '"ok": true' in out, err
         net.wait_quiet(topo.cores)
         after = {c: net.counters(c) for c in topo.cores}
-        net.stop_capture()
+        stopped = net.stop_capture()
     finally:
         net.end(srv)
+    assert stopped == {"dropped_by_kernel": 0, "files_full": []}
     checked = 0
     for core in topo.cores:
         for intf, now in after[core].items():
