@@ -36,6 +36,7 @@ from pathdiv.experiments.dataplane.base import (
     parse_proc_net_dev,
 )
 from pathdiv.experiments.fabric.hostsetup import NO_IPV6
+from pathdiv.experiments.fabric.nftlib import Nft, NftError
 from pathdiv.experiments.fabric.nodescript import ScriptError, batch_commands, render, run_scripts
 from pathdiv.topologies.forwarding import SwitchTable, neighbor_entries
 
@@ -127,6 +128,7 @@ class NftablesDataPlane(DataPlane):
         super().__init__(topo, tables, workdir)
         self.net: Any = None
         self._static_rule = False
+        self._nft = Nft.open()  # None: the node scripts run `nft -f`
 
     def switch_class(self) -> type:
         return NftablesSwitch
@@ -144,7 +146,7 @@ class NftablesDataPlane(DataPlane):
 
     def start(self, net: Any, mode: str, spray: str) -> None:
         """One node script per switch: sysctls, one `ip -batch` (addresses, links up,
-        routes, rules) and the mode's `nft -f`, all switches at once."""
+        routes, rules), all switches at once; then the mode's ruleset (`_run_scripts`)."""
         kernel_mode(mode, spray)
         self.net = net
         self._run_scripts("start", {
@@ -188,8 +190,20 @@ class NftablesDataPlane(DataPlane):
         return [*cmds, ["nft", "-f", str(path)]]
 
     def _run_scripts(self, label: str, commands: dict[str, list[list[str]]]) -> None:
+        """Each switch's commands as one node script, all switches at once. A switch's
+        last command, its mode's `nft -f FILE`, is loaded from this process instead
+        where libnftables can be (fabric/nftlib.py: no process start per switch)."""
+        loads: dict[str, Path] = {}
+        nft = self._nft
+        if nft is not None:
+            for name, cmds in commands.items():
+                if cmds and cmds[-1][:2] == ["nft", "-f"]:
+                    loads[name] = Path(cmds[-1][2])
+                    commands[name] = cmds[:-1]
         scripts = []
         for name, cmds in commands.items():
+            if not cmds:
+                continue
             stem = self.workdir / "switches" / f"{name}.{label}"
             scripts.append((f"switch {name}", self.net[name], Path(f"{stem}.sh"),
                             render(cmds, str(stem), f"switch {name} {label}")))
@@ -197,6 +211,13 @@ class NftablesDataPlane(DataPlane):
             run_scripts(scripts)
         except ScriptError as exc:
             raise DataPlaneError(str(exc)) from exc
+        if nft is None:
+            return
+        for name, path in loads.items():
+            try:
+                nft.load(self.net[name].pid, path)
+            except NftError as exc:
+                raise DataPlaneError(f"switch {name} {label}: {exc}") from exc
 
     def port_counters(self, switch: str) -> dict[str, PortCounters]:
         return parse_proc_net_dev(self._run(switch, ["cat", "/proc/net/dev"]))

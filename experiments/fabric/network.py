@@ -46,6 +46,7 @@ from pathdiv.experiments.fabric.netstate import (
     host_spec,
     host_sysctl_keys,
     ip_batch,
+    nft_section,
     parse_snapshot,
     parse_tcp,
     problems,
@@ -55,6 +56,7 @@ from pathdiv.experiments.fabric.netstate import (
     unrepairable,
     variant_state,
 )
+from pathdiv.experiments.fabric.nftlib import Nft, NftError
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
 from pathdiv.experiments.fabric.reach import ping_pairs
 from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
@@ -105,6 +107,8 @@ class Network(StartStop):
         self.procs: list[subprocess.Popen[str]] = []
         self.captures: list[tuple[str, subprocess.Popen[str], Path]] = []
         self.linkcap: subprocess.Popen[str] | None = None  # every link's capture at once
+        self._nft_reader: Nft | None = None
+        self._nft_opened = False  # libnftables tried (the reader stays None without it)
         # CPU time per host: a cgroup each for its shell and what pathdiv starts in it
         self.host_cpu = HostCgroups(list(self.topo.hosts))
         self.build_s = 0.0
@@ -198,13 +202,17 @@ class Network(StartStop):
     # ---- one network for several runs (pure parts: fabric/netstate.py) ----------
     def snapshot(self, names: list[str] | None = None, label: str = "snapshot",
                  as_host: bool = False) -> dict[str, NodeState]:
-        """Every (or each named) node's state, read in all nodes at once: three
-        executions per node (ip, tc, nft), the rest with shell builtins. `as_host`
-        reads what a host's snapshot reads also in a switch."""
+        """Every (or each named) node's state, read in all nodes at once: two executions
+        per node (ip, tc), the rest with shell builtins, and the nftables ruleset from
+        this process (fabric/nftlib.py; where libnftables cannot be loaded, a third
+        execution, nft). `as_host` reads what a host's snapshot reads also in a switch."""
         names = list(self.topo.nodes) if names is None else names
         folder = self.workdir / "nodes"
         folder.mkdir(parents=True, exist_ok=True)
         ecn = self.cfg.ecn_threshold_pkts is not None
+        if not self._nft_opened:
+            self._nft_reader, self._nft_opened = Nft.open(), True
+        reader = self._nft_reader
         sent = []
         for name in names:
             is_host = as_host or not self.topo.nodes[name].is_switch
@@ -215,9 +223,16 @@ class Network(StartStop):
             keys = host_sysctl_keys(intfs[0], self.cfg.cc, ecn) if is_host \
                 else list(SWITCH_SYSCTL_KEYS)
             node = self.node(name)
-            node.sendCmd(snapshot_script(str(ip_file), str(tc_file), keys))
+            node.sendCmd(snapshot_script(str(ip_file), str(tc_file), keys, nft=reader is None))
             sent.append((name, node, is_host))
-        return {name: parse_snapshot(node.waitOutput(), is_host)
+        rulesets = {}
+        if reader is not None:  # while the nodes' shells read the rest
+            for name, node, _ in sent:
+                try:
+                    rulesets[name] = nft_section(reader.ruleset(node.pid))
+                except NftError as exc:
+                    rulesets[name] = nft_section(str(exc))  # parse_snapshot reports it
+        return {name: parse_snapshot(node.waitOutput() + rulesets.get(name, ""), is_host)
                 for name, node, is_host in sent}
 
     def leftover_processes(self) -> dict[str, list[str]]:

@@ -12,10 +12,12 @@ from pathdiv.experiments.fabric.netstate import (
     REPAIRABLE,
     host_spec,
     host_sysctl_keys,
+    nft_section,
     parse_snapshot,
     problems,
     reset_host_commands,
     reuse_key,
+    snapshot_script,
     unrepairable,
     variant_state,
 )
@@ -168,3 +170,17 @@ def test_endpoints_compare_alike_in_either_json_form_iproute2_prints():
         {"address": "10.0.0.34", "id": 7, "subflow": True, "dev": "h1-eth0"}]), True)
     assert as_flags.sections["mptcp_endpoints"] == as_keys.sections["mptcp_endpoints"]
     assert as_keys.sections["mptcp_limits"] == {"add_addr_accepted": 3, "subflows": 3}
+
+
+def test_a_ruleset_read_apart_from_the_script_is_the_same_section():
+    """Network.snapshot reads the nftables ruleset from its own process and appends it
+    after the script's output: the node's state is the same as from the script's `nft`."""
+    inline = parse_snapshot(snapshot_text(), is_host=True)
+    without = snapshot_text().replace(f"{MARK}nft\n{json.dumps(NFT)}\n", "")
+    assert "nft" not in without.split(MARK + "sysctl")[0].split(MARK + "tc")[1]
+    apart = parse_snapshot(without + nft_section(json.dumps(NFT) + "\n"), is_host=True)
+    assert apart == inline and inline.sections["nft_conditions"]
+    missing = parse_snapshot(without, is_host=True)
+    assert missing.errors == ["nft printed no JSON: "]
+    assert "nft -j" in snapshot_script("ip", "tc", [])
+    assert "nft" not in snapshot_script("ip", "tc", [], nft=False)
