@@ -5,6 +5,11 @@ runs (`true`, after), paired in one invocation, the host's CPU steal beside each
     python benchmarks/run_fixed_cost.py                  # lab kernel, 5 query runs a side
     python benchmarks/run_fixed_cost.py --kernel host    # this machine's kernel
     python benchmarks/run_fixed_cost.py --flow-type short --only switching=ecmp-mptcp
+    python benchmarks/run_fixed_cost.py --before capture.tool=tcpdump   # linkcap vs tcpdump
+
+With `--before KEY=VALUE` (repeatable) both sides reuse the network and the before side
+runs with those settings: the pair then compares them (e.g. the capturing program), not
+the reuse. `--set KEY=VALUE` applies to both sides.
 
 Each side is one `pathdiv run` of configs/noisy.yaml (its workload, iterations and
 captures) restricted to one flow type, vanilla hosts, one repetition: the five switching
@@ -31,8 +36,10 @@ from hoststat import HostLoad
 REPO = Path(__file__).resolve().parents[1]
 
 
-def side(out: Path, reuse: bool, args: argparse.Namespace) -> tuple[list[dict], HostLoad]:
-    """Run one side into `out`; (per run in plan order: id, wall, traffic, fixed), load."""
+def side(out: Path, reuse: bool, args: argparse.Namespace, sets: list[str]
+         ) -> tuple[list[dict], HostLoad]:
+    """Run one side into `out` with `sets` (KEY=VALUE) besides the benchmark's own;
+    (per run in plan order: id, wall, traffic, fixed), load."""
     argv = [sys.executable, "-m", "pathdiv.experiments.cli", "run", str(args.config),
             "--out", str(out), "--reps", "1", "--only", f"flow_type={args.flow_type}",
             "--only", "host=vanilla", *[x for o in args.only for x in ("--only", o)],
@@ -40,6 +47,7 @@ def side(out: Path, reuse: bool, args: argparse.Namespace) -> tuple[list[dict], 
             *(["--set", "factors.host={vanilla: {hosts.kernel: host, hosts.scheduler: "
                "default}}"] if args.kernel == "host" else []),
             "--set", f"network.reuse={'true' if reuse else 'false'}",
+            *[x for kv in sets for x in ("--set", kv)],
             "--no-analyze", "--quiet", "--jobs", "1"]  # one boot: all but the first reuse
     with HostLoad() as load:
         subprocess.run(argv, check=True, cwd=REPO)
@@ -63,9 +71,9 @@ def fcts(folder: Path, run_id: str) -> list[float]:
         return [float(r["end_s"]) - float(r["start_s"]) for r in csv.DictReader(f)]
 
 
-def agreement(root: Path, rows: list[dict]) -> str:
+def agreement(root: Path, rows: list[dict], what: str) -> str:
     """Per run: are the transfers' FCTs of both sides the same to the microsecond?"""
-    lines = ["FCTs, network built for the run vs reused (same run, same seed):"]
+    lines = [f"FCTs, {what} (same run, same seed):"]
     for r in rows:
         a, b = fcts(root / "before", r["run_id"]), fcts(root / "after", r["run_id"])
         diffs = [abs(x - y) for x, y in zip(a, b, strict=True)]
@@ -99,17 +107,25 @@ def main() -> None:
     parser.add_argument("--flow-type", default="query")
     parser.add_argument("--only", action="append", default=[], metavar="FACTOR=LEVEL")
     parser.add_argument("--out", type=Path, help="keep both sides' results under it")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config setting for both sides")
+    parser.add_argument("--before", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting of the before side only; both sides then reuse")
     args = parser.parse_args()
     root = args.out or Path(tempfile.mkdtemp(prefix="pathdiv-fixed-cost-"))
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)  # the lab kernel's guest writes as an unprivileged user
-    before, load_b = side(root / "before", False, args)
-    after, load_a = side(root / "after", True, args)
-    print(summary("before (network.reuse: false)", before, load_b))
+    compare = bool(args.before)
+    before, load_b = side(root / "before", compare, args, args.set + args.before)
+    after, load_a = side(root / "after", True, args, args.set)
+    label = f"before ({', '.join(args.before)}, network.reuse: true)" if compare \
+        else "before (network.reuse: false)"
+    print(summary(label, before, load_b))
     print(summary("after  (network.reuse: true) ", after, load_a))
     b = statistics.median(r["fixed_s"] for r in before[1:])
     a = statistics.median(r["fixed_s"] for r in after[1:])
-    print(agreement(root, after))
+    print(agreement(root, after, "before vs after" if compare
+                    else "network built for the run vs reused"))
     print(f"fixed cost per run: {b:.1f} s -> {a:.1f} s (x{b / a:.1f} less); "
           f"results in {root}")
 
