@@ -107,21 +107,14 @@ def ip_batch(is_host: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def tc_batch(intfs: list[str]) -> str:
-    """The `tc -j -batch` file: every qdisc, then each interface's classes, in order."""
-    return "\n".join(["qdisc show", *[f"class show dev {i}" for i in intfs]]) + "\n"
-
-
-def snapshot_script(ip_file: str, tc_file: str, sysctl_keys: list[str],
-                    nft: bool = True) -> str:
-    """Shell text for a node's shell: sections marked by MARK lines. Three executions
-    (ip, tc, nft; two without `nft`, when the caller reads the ruleset itself:
-    fabric/nftlib.py, and adds its section); sysctls and sockets are read with shell
-    builtins (no process)."""
+def snapshot_script(ip_file: str, sysctl_keys: list[str], nft: bool = True) -> str:
+    """Shell text for a node's shell: sections marked by MARK lines. One or two
+    executions (ip; nft, unless the caller reads the ruleset itself: fabric/nftlib.py);
+    sysctls and sockets are read with shell builtins (no process). The caller adds the
+    `tc` section (fabric/rtnl.py) and the `nft` one if it read it, with `section`."""
     reads = " ".join(shlex.quote("/proc/sys/" + k.replace(".", "/")) for k in sysctl_keys)
     return "; ".join([
         f"echo '{MARK}ip'", f"ip -j -batch {shlex.quote(ip_file)} 2>&1",
-        f"echo '{MARK}tc'", f"tc -j -batch {shlex.quote(tc_file)} 2>&1",
         *([f"echo '{MARK}nft'", "nft -j list ruleset 2>&1"] if nft else []),
         f"echo '{MARK}sysctl'",
         f"for f in {reads}; do if [ -r \"$f\" ]; then read -r v < \"$f\"; "
@@ -216,9 +209,9 @@ class NodeState:
     errors: list[str] = field(default_factory=list)  # what could not be read
 
 
-def nft_section(ruleset: str) -> str:
-    """The nft section of a snapshot, for a ruleset read apart from the node's script."""
-    return f"{MARK}nft\n{ruleset.rstrip()}\n"
+def section(name: str, text: str) -> str:
+    """A section of a snapshot (`tc`, `nft`) read apart from the node's script."""
+    return f"{MARK}{name}\n{text.rstrip()}\n"
 
 
 def parse_snapshot(text: str, is_host: bool) -> NodeState:

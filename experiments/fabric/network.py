@@ -46,19 +46,19 @@ from pathdiv.experiments.fabric.netstate import (
     host_spec,
     host_sysctl_keys,
     ip_batch,
-    nft_section,
     parse_snapshot,
     parse_tcp,
     problems,
     reset_host_commands,
+    section,
     snapshot_script,
-    tc_batch,
     unrepairable,
     variant_state,
 )
 from pathdiv.experiments.fabric.nftlib import Nft, NftError
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
 from pathdiv.experiments.fabric.reach import ping_pairs
+from pathdiv.experiments.fabric.rtnl import RouteSocket
 from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
 from pathdiv.kernels.processes import OWNER_ENV, owner_mark, sweep
 from pathdiv.topologies.forwarding import forwarding_tables
@@ -202,10 +202,12 @@ class Network(StartStop):
     # ---- one network for several runs (pure parts: fabric/netstate.py) ----------
     def snapshot(self, names: list[str] | None = None, label: str = "snapshot",
                  as_host: bool = False) -> dict[str, NodeState]:
-        """Every (or each named) node's state, read in all nodes at once: two executions
-        per node (ip, tc), the rest with shell builtins, and the nftables ruleset from
-        this process (fabric/nftlib.py; where libnftables cannot be loaded, a third
-        execution, nft). `as_host` reads what a host's snapshot reads also in a switch."""
+        """Every (or each named) node's state, read in all nodes at once: one execution
+        per node (`ip -j -batch`), sysctls and sockets with shell builtins, and from this
+        process, while the shells read, the qdiscs and classes (rtnetlink,
+        fabric/rtnl.py) and the nftables ruleset (fabric/nftlib.py; where libnftables
+        cannot be loaded, the node runs `nft`). `as_host` reads what a host's snapshot
+        reads also in a switch."""
         names = list(self.topo.nodes) if names is None else names
         folder = self.workdir / "nodes"
         folder.mkdir(parents=True, exist_ok=True)
@@ -217,23 +219,28 @@ class Network(StartStop):
         for name in names:
             is_host = as_host or not self.topo.nodes[name].is_switch
             intfs = [lk.port_of(name).intf for lk in self.topo.links_of(name)]
-            ip_file, tc_file = folder / f"{name}.{label}.ip", folder / f"{name}.{label}.tc"
+            ip_file = folder / f"{name}.{label}.ip"
             ip_file.write_text(ip_batch(is_host))
-            tc_file.write_text(tc_batch(intfs))
             keys = host_sysctl_keys(intfs[0], self.cfg.cc, ecn) if is_host \
                 else list(SWITCH_SYSCTL_KEYS)
             node = self.node(name)
-            node.sendCmd(snapshot_script(str(ip_file), str(tc_file), keys, nft=reader is None))
-            sent.append((name, node, is_host))
-        rulesets = {}
-        if reader is not None:  # while the nodes' shells read the rest
-            for name, node, _ in sent:
+            node.sendCmd(snapshot_script(str(ip_file), keys, nft=reader is None))
+            sent.append((name, node, is_host, intfs))
+        apart = {}
+        for name, node, _, intfs in sent:  # while the nodes' shells read the rest
+            try:
+                with RouteSocket(node.pid) as rtnl:
+                    text = section("tc", rtnl.tc(intfs))
+            except OSError as exc:
+                text = section("tc", f"rtnetlink: {exc}")  # parse_snapshot reports it
+            if reader is not None:
                 try:
-                    rulesets[name] = nft_section(reader.ruleset(node.pid))
+                    text += section("nft", reader.ruleset(node.pid))
                 except NftError as exc:
-                    rulesets[name] = nft_section(str(exc))  # parse_snapshot reports it
-        return {name: parse_snapshot(node.waitOutput() + rulesets.get(name, ""), is_host)
-                for name, node, is_host in sent}
+                    text += section("nft", str(exc))
+            apart[name] = text
+        return {name: parse_snapshot(node.waitOutput() + apart[name], is_host)
+                for name, node, is_host, _ in sent}
 
     def leftover_processes(self) -> dict[str, list[str]]:
         """node -> 'pid comm' of every process in its namespace but its shell."""

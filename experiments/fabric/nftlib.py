@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-CLONE_NEWNET = 0x40000000
+from pathdiv.experiments.fabric.rtnl import inside
+
 NFT_CTX_DEFAULT = 0
 NFT_CTX_OUTPUT_JSON = 1 << 4  # libnftables.h, enum nft_output_flags
 LIBRARY = "libnftables.so.1"
@@ -34,9 +33,8 @@ class NftError(RuntimeError):
 
 
 class Nft:
-    def __init__(self, nft: ctypes.CDLL, libc: ctypes.CDLL) -> None:
+    def __init__(self, nft: ctypes.CDLL) -> None:
         self._nft = nft
-        self._libc = libc
         nft.nft_ctx_new.restype = ctypes.c_void_p
         nft.nft_ctx_new.argtypes = [ctypes.c_uint32]
         nft.nft_ctx_free.argtypes = [ctypes.c_void_p]
@@ -49,41 +47,22 @@ class Nft:
         nft.nft_ctx_get_error_buffer.argtypes = [ctypes.c_void_p]
         nft.nft_run_cmd_from_buffer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
         nft.nft_run_cmd_from_filename.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-        libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 
     @classmethod
     def open(cls) -> Nft | None:
         try:
-            nft = ctypes.CDLL(LIBRARY)
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            return cls(ctypes.CDLL(LIBRARY))
         except OSError:
             return None
-        return cls(nft, libc)
 
     @contextlib.contextmanager
     def _inside(self, pid: int) -> Iterator[None]:
         """This thread in the network namespace of process `pid`, then back."""
-        home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
         try:
-            target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            os.close(home)
-            raise NftError(f"the namespace of process {pid}: {exc.strerror}") from exc
-        try:
-            if self._libc.setns(target, CLONE_NEWNET) != 0:
-                err = ctypes.get_errno()
-                raise NftError(f"cannot enter the namespace of process {pid}: "
-                                   f"{os.strerror(err)}")
-            try:
+            with inside(pid):
                 yield
-            finally:
-                if self._libc.setns(home, CLONE_NEWNET) != 0:  # never stay elsewhere
-                    err = ctypes.get_errno()
-                    raise NftError(f"cannot return to this process's namespace: "
-                                       f"{os.strerror(err)}")
-        finally:
-            os.close(target)
-            os.close(home)
+        except OSError as exc:
+            raise NftError(f"the namespace of process {pid}: {exc.strerror or exc}") from exc
 
     def _run(self, pid: int, what: str, run: Callable[[int], int], flags: int = 0) -> str:
         """`run(context)` in the network namespace of process `pid`; its output."""

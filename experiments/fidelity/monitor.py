@@ -32,12 +32,10 @@ Parsers are pure; `Monitor` does the reading. The sampler's own CPU time is reco
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import itertools
 import json
 import logging
 import os
-import socket
 import struct
 import subprocess
 import threading
@@ -50,6 +48,15 @@ from typing import Any
 from pathdiv.experiments.dataplane.base import parse_proc_net_dev
 from pathdiv.experiments.fabric.cpuacct import cpu_seconds
 from pathdiv.experiments.fabric.linkcap import COMMAND as LINKCAP_COMMAND
+from pathdiv.experiments.fabric.rtnl import (
+    RTM_GETQDISC,
+    RTM_NEWQDISC,
+    TC_H_ROOT,
+    TCMSG,
+    RouteSocket,
+    attributes,
+    messages,
+)
 from pathdiv.experiments.fidelity.verdict import CoreShare, LinkShare, Samples
 
 log = logging.getLogger("pathdiv")
@@ -185,65 +192,33 @@ def parse_tc_json(text: str) -> dict[str, QdiscStat]:
     return out
 
 
-# netlink (rtnetlink qdisc dump), see linux/rtnetlink.h, pkt_sched.h, gen_stats.h
-NLMSG_ERROR, NLMSG_DONE = 2, 3
-RTM_NEWQDISC, RTM_GETQDISC = 36, 38
-NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+# a root qdisc's counters in its rtnetlink message (fabric/rtnl.py; gen_stats.h)
 TCA_STATS2 = 7
 TCA_STATS_BASIC, TCA_STATS_QUEUE = 1, 3
-TC_H_ROOT = 0xFFFFFFFF
-NLMSG_HDR = struct.Struct("=IHHII")
-TCMSG = struct.Struct("=BBHiIII")
-RTATTR = struct.Struct("=HH")
 
 
-def _align(n: int) -> int:
-    return (n + 3) & ~3
-
-
-def _attrs(buf: bytes, start: int, end: int) -> dict[int, bytes]:
-    out = {}
-    while start + RTATTR.size <= end:
-        length, kind = RTATTR.unpack_from(buf, start)
-        if length < RTATTR.size:
-            break
-        out[kind & 0x3FFF] = buf[start + RTATTR.size:start + length]
-        start += _align(length)
+def root_qdisc_stats(msgs: list[tuple[int, bytes]]) -> dict[int, QdiscStat]:
+    """Messages of a qdisc dump -> ifindex -> its root qdisc's counters."""
+    out: dict[int, QdiscStat] = {}
+    for kind, body in msgs:
+        if kind != RTM_NEWQDISC:
+            continue
+        _, _, _, ifindex, _, parent, _ = TCMSG.unpack_from(body, 0)
+        attrs = attributes(body, TCMSG.size, len(body))
+        if parent == TC_H_ROOT and TCA_STATS2 in attrs:
+            st = attrs[TCA_STATS2]
+            nested = attributes(st, 0, len(st))
+            nbytes, packets = struct.unpack_from("=QI", nested.get(TCA_STATS_BASIC, bytes(12)))
+            qlen, backlog, drops, _, overlimits = struct.unpack_from(
+                "=IIIII", nested.get(TCA_STATS_QUEUE, bytes(20)))
+            out[ifindex] = QdiscStat(nbytes, packets, drops, overlimits, backlog, qlen)
     return out
-
-
-def qdisc_dump_request(seq: int) -> bytes:
-    body = TCMSG.pack(0, 0, 0, 0, 0, 0, 0)
-    return NLMSG_HDR.pack(NLMSG_HDR.size + len(body), RTM_GETQDISC,
-                          NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
 
 
 def parse_qdisc_dump(buf: bytes) -> tuple[dict[int, QdiscStat], bool]:
     """One netlink datagram of a qdisc dump -> (ifindex -> root qdisc counters, done)."""
-    out: dict[int, QdiscStat] = {}
-    off = 0
-    while off + NLMSG_HDR.size <= len(buf):
-        length, kind, _, _, _ = NLMSG_HDR.unpack_from(buf, off)
-        if length < NLMSG_HDR.size:
-            break
-        if kind == NLMSG_DONE:
-            return out, True
-        if kind == NLMSG_ERROR:
-            err = -struct.unpack_from("=i", buf, off + NLMSG_HDR.size)[0]
-            raise OSError(err, f"qdisc dump: {os.strerror(err)}")
-        if kind == RTM_NEWQDISC:
-            _, _, _, ifindex, _, parent, _ = TCMSG.unpack_from(buf, off + NLMSG_HDR.size)
-            attrs = _attrs(buf, off + NLMSG_HDR.size + TCMSG.size, off + length)
-            if parent == TC_H_ROOT and TCA_STATS2 in attrs:
-                st = attrs[TCA_STATS2]
-                nested = _attrs(st, 0, len(st))
-                nbytes, packets = struct.unpack_from("=QI", nested.get(TCA_STATS_BASIC,
-                                                                       bytes(12)))
-                qlen, backlog, drops, _, overlimits = struct.unpack_from(
-                    "=IIIII", nested.get(TCA_STATS_QUEUE, bytes(20)))
-                out[ifindex] = QdiscStat(nbytes, packets, drops, overlimits, backlog, qlen)
-        off += _align(length)
-    return out, False
+    msgs, done = messages(buf)
+    return root_qdisc_stats(msgs), done
 
 
 # What a working HTB egress may fall short of min(queued, rate x interval) by: one frame
@@ -302,47 +277,18 @@ class EgressTrack:
 
 
 # ---- reading the system ----------------------------------------------------------------
-CLONE_NEWNET = 0x40000000
-
-
-def _setns(fd: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"setns: {os.strerror(err)}")
-
-
 class NetlinkQdiscs:
     """One rtnetlink socket inside a node's network namespace (call from one thread)."""
 
     def __init__(self, pid: int) -> None:
-        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-        target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
-        try:
-            _setns(target)
-            try:
-                self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
-                self.names = dict(socket.if_nameindex())
-            finally:
-                _setns(own)
-        finally:
-            os.close(own)
-            os.close(target)
-        self.sock.bind((0, 0))
-        self.seq = 0
+        self.rtnl = RouteSocket(pid)
 
     def read(self) -> dict[str, QdiscStat]:
-        self.seq += 1
-        self.sock.send(qdisc_dump_request(self.seq))
-        out: dict[int, QdiscStat] = {}
-        done = False
-        while not done:
-            part, done = parse_qdisc_dump(self.sock.recv(1 << 16))
-            out.update(part)
-        return {self.names.get(i, str(i)): s for i, s in out.items()}
+        stats = root_qdisc_stats(self.rtnl.dump(RTM_GETQDISC))
+        return {self.rtnl.names.get(i, str(i)): s for i, s in stats.items()}
 
     def close(self) -> None:
-        self.sock.close()
+        self.rtnl.close()
 
 
 class TcQdiscs:

@@ -12,11 +12,11 @@ from pathdiv.experiments.fabric.netstate import (
     REPAIRABLE,
     host_spec,
     host_sysctl_keys,
-    nft_section,
     parse_snapshot,
     problems,
     reset_host_commands,
     reuse_key,
+    section,
     snapshot_script,
     unrepairable,
     variant_state,
@@ -178,9 +178,10 @@ def test_a_ruleset_read_apart_from_the_script_is_the_same_section():
     inline = parse_snapshot(snapshot_text(), is_host=True)
     without = snapshot_text().replace(f"{MARK}nft\n{json.dumps(NFT)}\n", "")
     assert "nft" not in without.split(MARK + "sysctl")[0].split(MARK + "tc")[1]
-    apart = parse_snapshot(without + nft_section(json.dumps(NFT) + "\n"), is_host=True)
+    apart = parse_snapshot(without + section("nft", json.dumps(NFT) + "\n"), is_host=True)
     assert apart == inline and inline.sections["nft_conditions"]
     missing = parse_snapshot(without, is_host=True)
     assert missing.errors == ["nft printed no JSON: "]
-    assert "nft -j" in snapshot_script("ip", "tc", [])
-    assert "nft" not in snapshot_script("ip", "tc", [], nft=False)
+    assert "nft -j" in snapshot_script("ip", [])
+    assert "nft" not in snapshot_script("ip", [], nft=False)
+    assert "tc " not in snapshot_script("ip", [])  # read by the runner (fabric/rtnl.py)
