@@ -528,33 +528,18 @@ class Network(StartStop):
             time.sleep(CAPTURE_SETTLE_S)
         if self.linkcap is not None:
             proc, self.linkcap = self.linkcap, None
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                _, err = proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                _, err = proc.communicate()
-            report = parse_report(err or "")
+            err = _stop_reading(proc, 30)
+            report = parse_report(err)
             if proc.returncode != 0 or report["errors"]:
                 raise NetworkError(f"the link captures (linkcap) failed (exit "
                                    f"{proc.returncode}): "
-                                   f"{' | '.join(report['errors']) or (err or '')[-500:]}")
+                                   f"{' | '.join(report['errors']) or err[-500:]}")
             stats["dropped_by_kernel"] = report["dropped_by_kernel"]
             stats["files_full"] = report["files_full"]
         for intf, proc, _ in self.captures:
             if proc.poll() is not None and proc.returncode == 0:
                 stats["files_full"].append(intf)  # exited by itself: hit its -c cap
-            with contextlib.suppress(ProcessLookupError):
-                # SIGTERM, not SIGINT: tcpdump flushes its buffer on either, and a
-                # script's `pathdiv ... &` starts it with SIGINT ignored
-                proc.send_signal(signal.SIGTERM)
-            try:
-                _, err = proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                _, err = proc.communicate()
-            for line in (err or "").splitlines():
+            for line in _stop_reading(proc, 10).splitlines():
                 if "dropped by kernel" in line:
                     stats["dropped_by_kernel"] += int(line.split()[0])
         self.captures.clear()
@@ -702,6 +687,20 @@ def wait_for_line(
     raise NetworkError(f"{what} did not become ready within {timeout_s:g} s"
                    f"{'' if rc is None else f' (exited {rc})'}; it said: "
                    f"{' | '.join(seen[-5:]) or 'nothing'}")
+
+
+def _stop_reading(proc: subprocess.Popen[str], timeout_s: float) -> str:
+    """SIGTERM to a capture, then what it printed on stderr (killed after timeout_s).
+    SIGTERM, not SIGINT: both programs flush their files on either, and a script's
+    `pathdiv ... &` starts them with SIGINT ignored."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return err or ""
 
 
 def _terminate(proc: subprocess.Popen[Any]) -> None:
