@@ -14,10 +14,14 @@ the reuse. `--set KEY=VALUE` applies to both sides.
 Each side is one `pathdiv run` of configs/noisy.yaml (its workload, iterations and
 captures) restricted to one flow type, vanilla hosts, one repetition: the five switching
 levels, one run each, in the plan's order, in one boot of the lab kernel. A run's wall
-time is `wall_s` in plan.json (the host's clock); its traffic time is the manifest's
-`timings.traffic_s` (the guest's clock: simulated time on the virtual clock). The first
-run of a side also carries the lab kernel's boot and the first build, so it is printed
-apart and left out of the median. Needs root; holds the machine for ~3 min (lab kernel).
+time is the time between the birth of its manifest and of the run's before it (the
+host's clock, to the millisecond; the first run's from the results folder's), or
+`wall_s` in plan.json where the file system keeps no birth times (the host's clock, in
+steps of the ~2 s the host polls the guest's progress at); its traffic time is the
+manifest's `timings.traffic_s` (the guest's clock: simulated time on the virtual clock).
+The first run of a side also carries the lab kernel's boot and the first build, so it
+is printed apart and left out of the median. Needs root; holds the machine for ~3 min
+(lab kernel).
 """
 
 from __future__ import annotations
@@ -34,6 +38,16 @@ from pathlib import Path
 from hoststat import HostLoad
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def birth_s(path: Path) -> float | None:
+    """When `path` was created (host clock), or None where the file system does not say."""
+    done = subprocess.run(["stat", "-c", "%.9W", str(path)], capture_output=True, text=True)
+    try:
+        value = float(done.stdout.strip())
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 def side(out: Path, reuse: bool, args: argparse.Namespace, sets: list[str]
@@ -53,12 +67,17 @@ def side(out: Path, reuse: bool, args: argparse.Namespace, sets: list[str]
         subprocess.run(argv, check=True, cwd=REPO)
     plan = json.loads((out / "plan.json").read_text())
     rows = []
+    previous = birth_s(out)
     for entry in sorted(plan["runs"], key=lambda e: int(e["order"])):
-        manifest = json.loads((out / "runs" / entry["run_id"] / "manifest.json").read_text())
+        path = out / "runs" / entry["run_id"] / "manifest.json"
+        manifest = json.loads(path.read_text())
         if manifest.get("status") != "complete":
             raise SystemExit(f"{entry['run_id']}: {manifest.get('status')} "
                              f"({manifest.get('error', '')[:200]})")
-        wall, traffic = float(entry["wall_s"]), float(manifest["timings"]["traffic_s"])
+        done = birth_s(path)
+        wall = float(entry["wall_s"]) if done is None or previous is None else done - previous
+        previous = done
+        traffic = float(manifest["timings"]["traffic_s"])
         rows.append({"run_id": entry["run_id"], "wall_s": wall, "traffic_s": traffic,
                      "fixed_s": wall - traffic, "timings": manifest["timings"],
                      "reused": bool((manifest.get("network") or {}).get("reused"))})

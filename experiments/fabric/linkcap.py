@@ -75,6 +75,7 @@ def build_linkcap(cache: Path = CACHE_DIR, log: Callable[[str], None] | None = N
     try:
         final.parent.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=".linkcap-", dir=final.parent.parent))
+        work.chmod(0o755)  # the lab kernel's guest runs it as an unprivileged host user
     except OSError as exc:
         raise LinkcapError(f"the cache {final.parent.parent} is not writable here "
                            f"({exc.strerror}), so linkcap cannot be built") from exc

@@ -510,8 +510,9 @@ class Network(StartStop):
         for intf, proc, _ in self.captures:
             wait_for_line(proc, proc.stderr, "listening on", 15,
                           f"tcpdump on {intf}")
+        why = {"linkcap_refused": _LINKCAP_REFUSED[0]} if _LINKCAP_REFUSED else {}
         return {"files": len(self.captures), "tool": "tcpdump",
-                "processes": len(self.captures), **figures}
+                "processes": len(self.captures), **why, **figures}
 
     def stop_capture(self) -> dict[str, Any]:
         """Stop the captures (linkcap, or every tcpdump) and sum what the kernel dropped;

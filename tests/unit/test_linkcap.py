@@ -76,6 +76,7 @@ def test_linkcap_is_built_once_into_its_cache_and_checks_its_arguments(tmp_path:
     assert build_linkcap(tmp_path, logged.append) == binary and len(logged) == 1
     assert binary.stat().st_mtime_ns == built_at
     assert [p.name for p in (tmp_path / "tools").iterdir()] == [binary.parent.name]
+    assert binary.parent.stat().st_mode & 0o005 == 0o005  # the guest's user may run it
     usage = subprocess.run([str(binary)], capture_output=True, text=True)
     assert usage.returncode == 2 and "usage: linkcap SNAPLEN" in usage.stderr
     bad = subprocess.run([str(binary), "96", "4096", "/proc/1/ns/net", "lo", "0",
