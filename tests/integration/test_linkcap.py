@@ -27,7 +27,9 @@ from pathdiv.experiments.fabric.linkcap import (
     parse_report,
 )
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root,
+              pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
+                                 reason="no C compiler (cc or gcc) to build linkcap")]
 
 SERVE = """
 import socket
