@@ -19,6 +19,7 @@ change) is repaired; anything else means the network is rebuilt.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 from collections.abc import Mapping
@@ -279,6 +280,23 @@ def parse_snapshot(text: str, is_host: bool) -> NodeState:
     count = parts.get("conntrack", "").strip()
     s["conntrack"] = int(count) if count.isdigit() else 0
     return state
+
+
+USER_HZ = 100  # /proc/net/tcp's timer column counts clock ticks of 1/USER_HZ s
+
+
+def time_wait_expiry_s(lines: list[str]) -> float:
+    """/proc/net/tcp rows -> seconds until the last TIME_WAIT socket's timer expires
+    (0 without one): the `tm->when` of column `tr:tm->when`, hexadecimal ticks."""
+    last = 0.0
+    for line in lines:
+        f = line.split()
+        if len(f) < 6 or f[0] == "sl" or f[3].upper() != "06":
+            continue
+        _, _, when = f[5].partition(":")
+        with contextlib.suppress(ValueError):
+            last = max(last, int(when, 16) / USER_HZ)
+    return last
 
 
 # ---- what a clean node of a variant looks like -------------------------------------
