@@ -2,16 +2,18 @@
 
 One linkcap process captures every link of a network (a packet socket per link, opened
 in the link's namespace), where one tcpdump per link costs a process start each (48 at
-k=4; about 40 ms each in the lab kernel) and a process woken per link. It writes the same
+k=4; about 60 ms each in the lab kernel) and a process woken per link. It writes the same
 pcap files as `tcpdump -s SNAPLEN -c COUNT -w FILE 'tcp or icmp'` (checked side by side by
 tests/integration/test_linkcap.py).
 
 It is compiled with the machine's C compiler on first use, into the cache beside the lab
 kernel's (PATHDIV_CACHE/tools/linkcap-<digest of the source and flags>/); the lab
 kernel's guest sees the cache read-only, so the host builds it before a boot
-(`experiments/execute`). `capture.tool` picks the program: `auto` takes linkcap where it
-is built or can be, tcpdump otherwise (no C compiler, or the cache not writable);
-`linkcap` and `tcpdump` insist.
+(`dataplane/select.py: prepare_for_lab_kernel`). pathdiv runs it as root, so, as the lab
+kernel's image, it is run only from folders no one but root could have written
+(`kernels/build.py: unsafe_paths`). `capture.tool` picks the program: `auto` takes
+linkcap where it is built or can be, tcpdump otherwise (no C compiler, the cache not
+writable or not safe); `linkcap` and `tcpdump` insist.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pathdiv.kernels.build import CACHE_DIR
+from pathdiv.kernels.build import CACHE_DIR, unsafe_paths
 
 SOURCE = Path(__file__).with_name("linkcap.c")
 CFLAGS = ("-O2", "-Wall")
@@ -56,18 +58,14 @@ def binary_path(cache: Path = CACHE_DIR, source: Path = SOURCE) -> Path:
     return cache / "tools" / f"linkcap-{source_digest(source.read_bytes())}" / COMMAND
 
 
-def find_linkcap(cache: Path = CACHE_DIR) -> Path | None:
-    """The built program, or None when it is not built (for this source)."""
-    path = binary_path(cache)
-    return path if os.access(path, os.X_OK) else None
-
-
 def build_linkcap(cache: Path = CACHE_DIR, log: Callable[[str], None] | None = None
                   ) -> Path:
-    """The built program, compiling it first when absent (LinkcapError: why not)."""
+    """The built program, compiling it first when absent (LinkcapError: why not, also
+    when the program or a folder above it up to the cache could have been replaced by
+    someone other than root)."""
     final = binary_path(cache)
     if os.access(final, os.X_OK):
-        return final
+        return _safe(final, cache)
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise LinkcapError("no C compiler (cc) to build the link captures' program "
@@ -92,9 +90,17 @@ def build_linkcap(cache: Path = CACHE_DIR, log: Callable[[str], None] | None = N
                 raise
         if log:
             log(f"built the link captures' program: {final}")
-        return final
+        return _safe(final, cache)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _safe(binary: Path, cache: Path) -> Path:
+    problems = unsafe_paths(binary, cache, os.geteuid())
+    if problems:
+        raise LinkcapError(f"{binary} is not safe to run as root: {'; '.join(problems)}; "
+                           f"remove {binary.parent} and it is built again")
+    return binary
 
 
 def choose_tool(wanted: str, built: Path | None, why_not: str = "") -> str:

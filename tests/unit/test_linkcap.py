@@ -91,3 +91,14 @@ def test_an_unwritable_cache_is_refused_with_the_reason(tmp_path: Path) -> None:
     blocked.write_text("")
     with pytest.raises(LinkcapError, match="not writable here"):
         build_linkcap(blocked)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
+                    reason="no C compiler (cc or gcc) to build linkcap")
+def test_a_program_others_could_have_replaced_is_not_run(tmp_path: Path) -> None:
+    binary = build_linkcap(tmp_path)
+    binary.parent.chmod(0o777)  # anyone could put another program there
+    with pytest.raises(LinkcapError, match=r"not safe to run as root.*writable by group"):
+        build_linkcap(tmp_path)
+    binary.parent.chmod(0o755)
+    assert build_linkcap(tmp_path) == binary
