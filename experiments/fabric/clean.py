@@ -1,6 +1,6 @@
 """`pathdiv clean`: remove what killed runs left behind, and nothing else.
 
-A run's processes (Mininet node shells, servers, tcpdumps, switches, the lab kernel's
+A run's processes (Mininet node shells, servers, captures, switches, the lab kernel's
 UML) all carry PATHDIV_OWNER=<pid>:<start time> of the pathdiv process that owns them.
 Processes whose owner is gone (a pid reused by another process counts as gone) are
 killed; once the last process of a namespace exits the kernel removes the namespace
