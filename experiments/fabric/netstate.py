@@ -285,18 +285,19 @@ def parse_snapshot(text: str, is_host: bool) -> NodeState:
 USER_HZ = 100  # /proc/net/tcp's timer column counts clock ticks of 1/USER_HZ s
 
 
-def time_wait_expiry_s(lines: list[str]) -> float:
-    """/proc/net/tcp rows -> seconds until the last TIME_WAIT socket's timer expires
-    (0 without one): the `tm->when` of column `tr:tm->when`, hexadecimal ticks."""
-    last = 0.0
+def time_waits(lines: list[str]) -> tuple[int, float]:
+    """/proc/net/tcp rows -> (TIME_WAIT sockets, seconds until the last one's timer
+    expires; 0 without one): the `tm->when` of column `tr:tm->when`, hexadecimal ticks."""
+    count, last = 0, 0.0
     for line in lines:
         f = line.split()
         if len(f) < 6 or f[0] == "sl" or f[3].upper() != "06":
             continue
+        count += 1
         _, _, when = f[5].partition(":")
         with contextlib.suppress(ValueError):
             last = max(last, int(when, 16) / USER_HZ)
-    return last
+    return count, last
 
 
 # ---- what a clean node of a variant looks like -------------------------------------

@@ -11,6 +11,7 @@ leftovers of a killed run and nothing else.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import resource
@@ -47,12 +48,11 @@ from pathdiv.experiments.fabric.netstate import (
     host_sysctl_keys,
     ip_batch,
     parse_snapshot,
-    parse_tcp,
     problems,
     reset_host_commands,
     section,
     snapshot_script,
-    time_wait_expiry_s,
+    time_waits,
     unrepairable,
     variant_state,
 )
@@ -360,10 +360,9 @@ class Network(StartStop):
         for host in self.topo.hosts:
             for table in ("tcp", "tcp6"):
                 with contextlib.suppress(OSError):
-                    lines = Path(f"/proc/{self.node(host).pid}/net/{table}").read_text() \
-                        .splitlines()
-                    count += parse_tcp(lines)[1]
-                    expiry = max(expiry, time_wait_expiry_s(lines))
+                    text = Path(f"/proc/{self.node(host).pid}/net/{table}").read_text()
+                    waiting, last = time_waits(text.splitlines())
+                    count, expiry = count + waiting, max(expiry, last)
         return count, expiry
 
     def wait_time_wait(self, limit_s: float) -> int:
@@ -478,11 +477,12 @@ class Network(StartStop):
         figures = {"snaplen": snaplen, "budget_mb": budget_mb,
                    "max_packets_per_file": max(limits.values()),
                    "max_packets": dict(sorted(limits.items()))}
-        if capture_tool(tool) == "linkcap":
+        chosen, binary, why_not = capture_tool(tool)
+        if chosen == "linkcap" and binary is not None:
             links = [LinkCapture(f"/proc/{self.node(link.b.node).pid}/ns/net", link.b.intf,
                                  limits[link.b.intf], outdir / f"{link.b.intf}.pcap")
                      for link in self.topo.links]
-            argv = linkcap_argv(build_linkcap(), snaplen, CAPTURE_BUFFER_KB, links)
+            argv = linkcap_argv(binary, snaplen, CAPTURE_BUFFER_KB, links)
             # in this process's namespace: it opens each link's socket in the link's own
             self.linkcap = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                             stderr=subprocess.PIPE, text=True)
@@ -518,7 +518,7 @@ class Network(StartStop):
         for intf, proc, _ in self.captures:
             wait_for_line(proc, proc.stderr, "listening on", 15,
                           f"tcpdump on {intf}")
-        why = {"linkcap_refused": _LINKCAP_REFUSED[0]} if _LINKCAP_REFUSED else {}
+        why = {"linkcap_refused": why_not} if why_not else {}
         return {"files": len(self.captures), "tool": "tcpdump",
                 "processes": len(self.captures), **why, **figures}
 
@@ -613,24 +613,31 @@ def set_mptcp_d_parameters(alpha: float, beta: float) -> None:
 
 CAPTURE_WRITE_BYTES = 256 * 1024  # tcpdump's output buffer (start_capture)
 CAPTURE_BUFFER_KB = 4096  # the kernel's buffer for each link's capture (tcpdump -B)
-_LINKCAP_REFUSED: list[str] = []  # why linkcap could not be built, once per process
 
 
-def capture_tool(wanted: str) -> str:
-    """'linkcap' or 'tcpdump' for `capture.tool: wanted` (fabric/linkcap.py), building
-    linkcap on first use where it can be (not in the lab kernel's guest: the host did)."""
-    if wanted == "tcpdump":
-        return "tcpdump"
-    if not _LINKCAP_REFUSED:
-        try:
-            return choose_tool(wanted, build_linkcap())
-        except LinkcapError as exc:
-            _LINKCAP_REFUSED.append(str(exc))
-            log.info("captures: %s", exc)
+@functools.cache
+def _built_linkcap() -> tuple[Path | None, str]:
+    """linkcap's program, built on first use where it can be (not in the lab kernel's
+    guest: the host built it before the boot), or None and why not; once per process."""
     try:
-        return choose_tool(wanted, None, _LINKCAP_REFUSED[0])
+        return build_linkcap(), ""
+    except LinkcapError as exc:
+        log.info("captures: %s", exc)
+        return None, str(exc)
+
+
+def capture_tool(wanted: str) -> tuple[str, Path | None, str]:
+    """The tool for `capture.tool: wanted` (fabric/linkcap.py), linkcap's program when
+    it is built, and why it is not (NetworkError when linkcap is insisted on)."""
+    if wanted == "tcpdump":
+        return "tcpdump", None, ""
+    built, why_not = _built_linkcap()
+    try:
+        return choose_tool(wanted, built, why_not), built, why_not
     except LinkcapError as exc:
         raise NetworkError(str(exc)) from exc
+
+
 STDBUF_LIBRARY = Path("/usr/libexec/coreutils/libstdbuf.so")  # what `stdbuf` preloads
 
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from pathdiv.experiments.fabric import network
-from pathdiv.experiments.fabric.netstate import time_wait_expiry_s
+from pathdiv.experiments.fabric.netstate import time_waits
 from pathdiv.experiments.fabric.network import Network
 
 
@@ -24,12 +24,13 @@ def test_the_wait_ends_when_no_time_wait_socket_is_left_or_at_its_limit(monkeypa
     assert Network.wait_time_wait(stuck, 3.0) == 4 and clock[0] == 3.0
 
 
-def test_the_expiry_is_read_from_the_time_wait_rows_timer_column():
+def test_the_count_and_expiry_are_read_from_the_time_wait_rows_timer_column():
     rows = [
         "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt",
         "   0: 0A000002:1F90 0A000102:C350 06 00000000:00000000 03:00000BB8 00000000 0 0 0",
         "   1: 0A000002:1F91 0A000102:C351 06 00000000:00000000 03:0000012C 00000000 0 0 0",
         "   2: 0A000002:1F92 0A000102:C352 01 00000000:00000000 02:00FFFFFF 00000000 0 0 1",
     ]
-    assert time_wait_expiry_s(rows) == 30.0  # 0xBB8 = 3000 ticks; the ESTABLISHED row not
-    assert time_wait_expiry_s(rows[:1]) == 0.0
+    # two TIME_WAIT rows, the last expiring at 0xBB8 = 3000 ticks; the ESTABLISHED row not
+    assert time_waits(rows) == (2, 30.0)
+    assert time_waits(rows[:1]) == (0, 0.0)
