@@ -9,7 +9,7 @@ itself executes once there, as usual). Then one boot of the lab kernel (virtual 
 executes that run again several times, each time in a network built for it: first
 delayed by each `--shift` (guest milliseconds slept before the run) with the traffic
 started wherever the run happens to be (the grid start turned off), then the same
-shifts with the traffic started on the clock's grid (execute/clockgrid.py). Printed per
+shifts with the traffic started on the clock's grid (traffic/clockgrid.py). Printed per
 attempt: the transfers' FCTs (microseconds, in the run's order) and whether they equal
 the first attempt's. If a run depends on its start only through the clock's phase,
 the first group differs among itself and the second does not.
@@ -44,8 +44,8 @@ def guest(folder: Path, run_id: str, shifts: list[float]) -> int:
     import platform
 
     from pathdiv.experiments import runner
-    from pathdiv.experiments.execute import clockgrid
     from pathdiv.experiments.execute.lab_kernel import GUEST_ENV, kernel_description
+    from pathdiv.experiments.traffic import clockgrid
 
     # what `pathdiv run` tells the guest (execute/lab_kernel.py): this is the lab kernel
     os.environ[GUEST_ENV] = json.dumps(kernel_description(

@@ -40,7 +40,7 @@ import struct
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -321,7 +321,10 @@ class Monitor:
     retransmissions count; switches: nodes whose processes' CPU and internal losses count;
     interval_s: seconds between samples (the config's `fidelity.sample_interval_s`, whose
     default only the schema holds); host_cpu: the network's per-host CPU accounting
-    (`fabric.cpuacct.HostCgroups`, its `usage_ns()`), or None.
+    (`fabric.cpuacct.HostCgroups`, its `usage_ns()`), or None. On the virtual clock
+    `grid_ns` and `sleep_until_ns` (traffic/clockgrid.py's, given by the runner) put
+    the samples at multiples of interval_s from the run's grid point, so they fall at
+    the same distances from its traffic in every run.
     """
 
     nodes: dict[str, int]
@@ -335,6 +338,8 @@ class Monitor:
     samples: int = 0
     cpu_s: float = 0.0
     errors: list[str] = field(default_factory=list)
+    grid_ns: int | None = None
+    sleep_until_ns: Callable[[int], object] | None = None
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -520,13 +525,22 @@ class Monitor:
                     self.tracks.setdefault(key, EgressTrack(self.rates[key])).add(t, stat)
         self.samples += 1
 
+    def _wait(self) -> bool:
+        """Until the next sample is due; True once stop() was called."""
+        if self.grid_ns is None or self.sleep_until_ns is None:
+            return self._stop.wait(self.interval_s)
+        step = max(1, round(self.interval_s * 1e9))
+        since = time.monotonic_ns() - self.grid_ns
+        self.sleep_until_ns(self.grid_ns + (since // step + 1) * step)
+        return self._stop.is_set()
+
     def _loop(self) -> None:
         c0 = time.thread_time()
         readers: dict[str, Any] = {}
         try:
             readers = self._open()
             self._sample(readers, edge=True)
-            while not self._stop.wait(self.interval_s):
+            while not self._wait():
                 self._sample(readers)
             self._sample(readers, edge=True)
         except Exception as exc:  # the monitor never fails a run; the record says why

@@ -14,6 +14,7 @@ namespace, system calls that each cost a round trip through the host.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,12 @@ log = logging.getLogger("pathdiv")
 VIRTUAL_INTERVAL_S = 1.0
 
 
-def start(net: RunningNetwork, section: dict[str, Any], manifest: dict[str, Any]) -> Monitor | None:
+def start(net: RunningNetwork, section: dict[str, Any], manifest: dict[str, Any],
+          sleep_until_ns: Callable[[int], object] | None = None) -> Monitor | None:
     """The fidelity monitor of a run, started; None (and why, in the manifest) when off or
-    when it cannot start. The run's clock is the manifest's (written by the runner)."""
+    when it cannot start. The run's clock is the manifest's (written by the runner); on
+    the virtual clock the samples fall on the run's clock grid (`manifest["clock_grid"]`)
+    through `sleep_until_ns`."""
     clock = str(manifest["clock"])
     if not section.get("enabled", True):
         manifest["fidelity"] = unmonitored("fidelity.enabled is false", clock)
@@ -43,7 +47,11 @@ def start(net: RunningNetwork, section: dict[str, Any], manifest: dict[str, Any]
         section = {**section, "sample_interval_s": max(
             float(section["sample_interval_s"]), VIRTUAL_INTERVAL_S)}
     try:
-        return lab_monitor(net, section).start()
+        monitor = lab_monitor(net, section)
+        if sleep_until_ns is not None and "clock_grid" in manifest:
+            monitor.grid_ns = int(manifest["clock_grid"]["start_ns"])
+            monitor.sleep_until_ns = sleep_until_ns
+        return monitor.start()
     except Exception as exc:
         manifest["fidelity"] = unmonitored(f"the monitor could not start: "
                                            f"{type(exc).__name__}: {exc}", clock)

@@ -19,7 +19,24 @@ window, wherever another timer happened to fire. The guest's heartbeat sleeps to
 multiples of a divisor of GRID_S the same way, so it too wakes at the same distances
 from every run's start.
 
-`next_point` is pure; `sleep_until_ns` and `align` act.
+The grid point is where a run's preparation starts (captures, the fidelity monitor,
+servers), not yet its traffic: what those processes do costs guest time, and not the
+same amount in every run (User-Mode Linux charges 256 ns of guest time per clock read
+in process context, and a run's arguments, files and Python's per-process hash seeds
+change how often they read it). So the traffic has an instant of its own: the first
+round's fetches sleep until FIRST_ROUND_NS after the grid point, each later round's
+until ROUND_GAP_NS after the previous round's last transfer ended (`start_at`, in the
+fetch process, after its own start-up), and the monitor samples at multiples of its
+interval from the grid point. Within a round the i-th fetch wakes i ns after the round's
+instant, so the fetches always wake in the same order (equal timers wake in the order
+they were set, which is the order the processes happened to finish starting), and they
+and the servers run under SCHED_FIFO (transfer.py, `first_in_first_out`), so they also
+run in that order. docs/DESIGN.md ("One network for several runs") has the figures.
+
+This module uses only the standard library: `transfer.py fetch`, run by path, imports
+it as its sibling.
+
+`next_point` is pure; `sleep_until_ns`, `start_at` and `align` act.
 """
 
 from __future__ import annotations
@@ -32,6 +49,8 @@ from collections.abc import Iterator
 
 GRID_S = 5.12  # 512 jiffies at HZ=100: what each run's traffic starts on
 GRID_NS = 5_120_000_000
+FIRST_ROUND_NS = 1_280_000_000  # grid point -> first round (the preparation takes ~ms)
+ROUND_GAP_NS = 100_000_000  # a round's last transfer's end -> the next round
 CLOCK_MONOTONIC = 1
 TIMER_ABSTIME = 1
 PR_SET_TIMERSLACK, PR_GET_TIMERSLACK = 29, 30
@@ -70,6 +89,16 @@ def sleep_until_ns(deadline_ns: int) -> None:
             return
         if err != 4:  # EINTR: sleep again to the same deadline
             raise OSError(err, f"clock_nanosleep failed ({err})")
+
+
+def start_at(deadline_ns: int) -> int:
+    """Sleep, with exact timers, until CLOCK_MONOTONIC reads `deadline_ns`; return how
+    late the call came (ns past the deadline; 0 when it came before it)."""
+    with exact_timers():
+        late = time.monotonic_ns() - deadline_ns
+        if late < 0:
+            sleep_until_ns(deadline_ns)
+    return max(0, late)
 
 
 def align(period_ns: int = GRID_NS) -> int:

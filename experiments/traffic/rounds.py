@@ -34,6 +34,7 @@ from pathdiv.experiments.dataplane.ecmp_model import PathModel
 from pathdiv.experiments.fabric.environment import virtual_clock
 from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
 from pathdiv.experiments.plan.designations import Request, Round
+from pathdiv.experiments.traffic.clockgrid import ROUND_GAP_NS
 from pathdiv.experiments.traffic.placement import Placement, place_argv
 from pathdiv.topologies.fattree import FatTree
 
@@ -82,6 +83,7 @@ class Traffic:
     timeout_s: float
     placement: Placement | None = None
     seed: int = 0  # draws the placement's ports and path offsets
+    start_ns: int | None = None  # virtual clock: the first round's instant (clockgrid.py)
 
 
 def with_placement(traffic: Traffic, subflow_paths: str, subflows: int, net: Network,
@@ -114,9 +116,11 @@ def plan_rows(topo: FatTree, plan: list[Round], traffic: Traffic) -> list[list[T
 
 
 def fetch_argv(rows: list[TransferRow], traffic: Traffic,
-               rng: random.Random | None = None) -> list[str]:
+               rng: random.Random | None = None, start_ns: int | None = None) -> list[str]:
     argv = ["fetch", *(f"{r.server_addr}:{r.server_port}:{r.size_bytes}" for r in rows),
             "--timeout", f"{traffic.timeout_s:g}"]
+    if start_ns is not None:  # the virtual clock (clockgrid.py, transfer.first_in_first_out)
+        argv += ["--start-ns", str(start_ns), "--fifo"]
     if traffic.transport != "mptcp":
         return argv
     if rows and traffic.placement is not None:
@@ -126,8 +130,10 @@ def fetch_argv(rows: list[TransferRow], traffic: Traffic,
     return [*argv, "--mptcp"]
 
 
-def merge_fetch_output(rows: list[TransferRow], stdout: str, failure: str) -> None:
-    """Fill `rows` from fetch's JSON lines (one per target, in target order).
+def merge_fetch_output(rows: list[TransferRow], stdout: str, failure: str
+                       ) -> list[dict[str, Any]]:
+    """Fill `rows` from fetch's JSON lines (one per target, in target order); return
+    the lines.
 
     A target without a line keeps ok=False with `failure` (or what fetch said) as error.
     """
@@ -156,6 +162,7 @@ def merge_fetch_output(rows: list[TransferRow], stdout: str, failure: str) -> No
         row.ok = bool(res.get("ok")) and received == row.size_bytes
         row.error = "" if row.ok else (str(res.get("error") or "")
                                        or f"received {received} of {row.size_bytes} bytes")
+    return results
 
 
 def merge_server_cpu(rows: list[TransferRow], logs: dict[str, list[dict[str, Any]]]) -> None:
@@ -195,6 +202,8 @@ def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = "se
         args.append("--mptcp")
         if joins:
             args.append("--userspace-pm")
+    if virtual_clock():  # one order of wake-ups, whatever ran before (transfer.py)
+        args.append("--fifo")
     if virtual_clock() and not (traffic.transport == "mptcp" and joins):
         spaces = [f"--namespace={net.node(h).pid}:{logdir / f'{label}-{h}.cpu.jsonl'}"
                   for h in net.topo.hosts]
@@ -217,19 +226,30 @@ def run_workload(
     net: Network, plan: list[Round], traffic: Traffic, logdir: Path,
     on_round: Callable[[int, int], None] | None = None,
     on_start: Callable[[], None] | None = None,
+    instants: list[dict[str, int]] | None = None,
 ) -> list[TransferRow]:
     """Start the servers, run every round, return every transfer's row. `on_start` is
-    called once the servers listen, right before the first round."""
+    called once the servers listen, right before the first round. On the virtual clock
+    (`traffic.start_ns`) every round starts at an instant (clockgrid.py); `instants`
+    receives each round's and how late its latest fetch reached it."""
     start_servers(net, traffic, logdir)
     if on_start is not None:
         on_start()
     per_request = plan_rows(net.topo, plan, traffic)
     rng = random.Random(f"pathdiv-placement|{traffic.seed}")
     index = 0
+    start = traffic.start_ns
     for n, rnd in enumerate(plan):
         batch = per_request[index:index + len(rnd)]
         index += len(rnd)
-        _run_round(net, list(rnd), batch, traffic, rng)
+        ended, late = _run_round(net, list(rnd), batch, traffic, rng, start)
+        if late:
+            log.warning("round %d: a fetch reached its start instant %.3f ms late; the "
+                        "run's traffic did not start on the clock's grid", n + 1, late / 1e6)
+        if start is not None:  # the next round: a fixed gap after this one's last transfer
+            if instants is not None:
+                instants.append({"round": n + 1, "start_ns": start, "late_ns": late})
+            start = (ended or time.monotonic_ns()) + ROUND_GAP_NS
         if on_round is not None:
             on_round(n + 1, len(plan))
     rows = [row for rows in per_request for row in rows]
@@ -238,11 +258,17 @@ def run_workload(
 
 
 def _run_round(net: Network, requests: list[Request], batch: list[list[TransferRow]],
-               traffic: Traffic, rng: random.Random) -> None:
+               traffic: Traffic, rng: random.Random, start_ns: int | None = None
+               ) -> tuple[int, int]:
+    """Run one round's fetches (the i-th sleeping until `start_ns` + i ns, if given);
+    return when its last transfer ended (CLOCK_MONOTONIC ns, 0 if none said) and how
+    late the latest fetch reached its instant (ns)."""
     procs = []
-    for req, rows in zip(requests, batch, strict=True):
+    ended, late = 0, 0
+    for i, (req, rows) in enumerate(zip(requests, batch, strict=True)):
+        at = None if start_ns is None else start_ns + i
         try:
-            procs.append(net.transfer(req.client, fetch_argv(rows, traffic, rng)))
+            procs.append(net.transfer(req.client, fetch_argv(rows, traffic, rng, at)))
         except (OSError, NetworkError) as exc:
             procs.append(None)
             for row in rows:
@@ -261,11 +287,14 @@ def _run_round(net: Network, requests: list[Request], batch: list[list[TransferR
             failure = (f"fetch on {req.client} did not finish within "
                        f"{traffic.timeout_s + grace:g} s; it was stopped")
         net.end(proc)
-        merge_fetch_output(rows, out or "", failure)
+        for res in merge_fetch_output(rows, out or "", failure):
+            ended = max(ended, int(res.get("end_ns", 0)))
+            late = max(late, int(res.get("late_ns", 0)))
         bad = [r for r in rows if not r.ok]
         if bad:
             log.warning("group %d (%s): %d of %d transfers failed: %s", req.group_id,
                         req.client, len(bad), len(rows), bad[0].error)
+    return ended, late
 
 
 def row_dicts(rows: list[TransferRow]) -> list[dict[str, Any]]:

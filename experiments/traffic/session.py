@@ -70,6 +70,7 @@ class SessionResult:
     events: list[dict[str, Any]] = field(default_factory=list)
     started_wall_s: float = 0.0
     offered: dict[str, Any] = field(default_factory=dict)
+    instants: list[dict[str, int]] = field(default_factory=list)  # rounds.run_workload's
 
 
 def background_flows(cfg: Config, hosts: list[str], seed: int,
@@ -223,7 +224,8 @@ def run_session(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: 
         if poisson:
             result.rows = _run_poisson(net, cfg, seed, traffic, logdir, begin, result)
         else:
-            result.rows = run_workload(net, plan, traffic, logdir, on_round, begin)
+            result.rows = run_workload(net, plan, traffic, logdir, on_round, begin,
+                                       result.instants)
     finally:
         result.events = applier.stop() if applier.is_alive() or applier.records else []
         for agents in side:

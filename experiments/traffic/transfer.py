@@ -35,9 +35,10 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 
-try:  # the package when imported; the sibling module when run as a script with -S
-    from pathdiv.experiments.traffic import mptcp_pm
+try:  # the package when imported; the sibling modules when run as a script with -S
+    from pathdiv.experiments.traffic import clockgrid, mptcp_pm
 except ImportError:  # pragma: no cover - exercised by the integration tests
+    import clockgrid  # type: ignore[no-redef]
     import mptcp_pm  # type: ignore[no-redef]
 
 SOL_MPTCP = 284
@@ -200,6 +201,8 @@ class Result:
     subflows: int = 0
     cpu_ms: float = 0.0
     placed: str = ""  # the subflows opened through the path manager, addr:port;...
+    end_ns: int = 0  # CLOCK_MONOTONIC when the transfer was over (the next round's base)
+    late_ns: int = 0  # how late fetch reached its --start-ns (0: it slept until then)
 
 
 @dataclass(frozen=True)
@@ -362,6 +365,7 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
         res.error = f"{type(exc).__name__}: {exc}"
     finally:
         sock.close()
+        res.end_ns = time.monotonic_ns()
         res.cpu_ms = round((time.thread_time() - cpu0) * 1000, 3)
     return res
 
@@ -385,6 +389,27 @@ def fetch_many(
     for t in threads:
         t.join()
     return [r for r in results if r is not None]
+
+
+FIFO_HELP = ("run under SCHED_FIFO, every thread (the virtual clock: woken threads run "
+             "in the order they were woken, whatever the scheduler's history)")
+
+
+def first_in_first_out(who: str) -> None:
+    """This process (and the threads it starts) under SCHED_FIFO, priority 1.
+
+    On the virtual clock every clock read in process context costs guest time, so the
+    order in which runnable threads get the CPU moves the packets. The fair scheduler
+    picks by virtual runtimes and lags that every earlier process in the boot shaped:
+    the same run gave other FCTs after other runs than first in its boot. Under
+    SCHED_FIFO a woken thread waits behind those woken before it and runs until it
+    blocks, an order set by the events alone. Never on the real clock: a busy real-time
+    thread would starve the rest."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except OSError as exc:
+        print(f"{who}: SCHED_FIFO refused ({exc.strerror}); threads run in the fair "
+              "scheduler's order", file=sys.stderr)
 
 
 def parse_namespace(text: str) -> tuple[int, str | None]:
@@ -417,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--namespace", action="append", default=[], type=parse_namespace,
                    metavar="PID[:CPU_LOG]", help="serve in the network namespace of PID "
                    "(repeatable: one process for several hosts), its CPU log beside")
+    s.add_argument("--fifo", action="store_true", help=FIFO_HELP)
     f = sub.add_parser("fetch", help="fetch from several servers at once, print JSON lines")
     f.add_argument("targets", nargs="+", type=parse_target, metavar="ADDR:PORT:BYTES")
     f.add_argument("--mptcp", action="store_true")
@@ -424,8 +450,14 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--place", type=parse_place, action="append", metavar="SUBFLOWS",
                    help="per target, in order: ADDR:PORT[/PORT..] of each subflow, "
                    "comma-separated (the first is the initial subflow)")
+    f.add_argument("--fifo", action="store_true", help=FIFO_HELP)
+    f.add_argument("--start-ns", type=int, metavar="NS", help="sleep until CLOCK_MONOTONIC "
+                   "reads NS before the first connection (the round's instant on the "
+                   "virtual clock: clockgrid.py)")
     args = ap.parse_args(argv)
     if args.cmd == "serve":
+        if args.fifo:
+            first_in_first_out("serve")
         if args.namespace and args.userspace_pm:
             ap.error("--namespace and --userspace-pm: one process per host with joins")
         serve(args.address, args.port, args.mptcp, args.userspace_pm, args.cpu_log,
@@ -434,8 +466,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.place and len(args.place) != len(args.targets):
         ap.error(f"{len(args.place)} --place for {len(args.targets)} targets; give one "
                  "per target or none")
+    if args.fifo:
+        first_in_first_out("fetch")
+    late = 0 if args.start_ns is None else clockgrid.start_at(args.start_ns)
     results = fetch_many(args.targets, args.mptcp, args.timeout, args.place)
     for r in results:
+        r.late_ns = late
         print(json.dumps(asdict(r)), flush=True)
     return 0 if all(r.ok for r in results) else 1
 

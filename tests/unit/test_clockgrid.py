@@ -1,11 +1,11 @@
-"""The grid a run's traffic starts on (experiments/execute/clockgrid.py)."""
+"""The grid a run's traffic starts on (experiments/traffic/clockgrid.py)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from pathdiv.experiments.execute.clockgrid import (
+from pathdiv.experiments.traffic.clockgrid import (
     GRID_NS,
     PR_GET_TIMERSLACK,
     _libc,

@@ -1,0 +1,126 @@
+"""On the virtual clock each round's fetches sleep until the round's instant: the first
+round's is given, a later one's follows the previous round's last transfer by a fixed
+gap, and the i-th fetch of a round wakes i ns after it (traffic/clockgrid.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pathdiv.experiments.fidelity import monitor as monitor_mod
+from pathdiv.experiments.fidelity.monitor import Monitor
+from pathdiv.experiments.plan.designations import rounds
+from pathdiv.experiments.traffic import rounds as rounds_mod
+from pathdiv.experiments.traffic.clockgrid import ROUND_GAP_NS, start_at
+from pathdiv.experiments.traffic.rounds import Traffic, run_workload
+from pathdiv.experiments.traffic.transfer import main as transfer_main
+from pathdiv.topologies.fattree import FatTree
+
+FIRST_NS = 50_000_000_000
+
+
+class Fetch:
+    """A finished fetch: its transfers end `length_ns` after its --start-ns (each
+    target's a little later), and it says how late it was."""
+
+    def __init__(self, argv: list[str], length_ns: int, late_ns: int) -> None:
+        self.argv = argv
+        start = int(argv[argv.index("--start-ns") + 1]) if "--start-ns" in argv else 0
+        targets = [a for a in argv[1:] if a.count(":") == 2]
+        lines = [{"server_addr": t.split(":")[0], "server_port": 8080, "size_bytes": 10_000,
+                  "received": 10_000, "ok": True, "start_s": 1.0, "end_s": 1.1,
+                  "end_ns": start + length_ns + i, "late_ns": late_ns}
+                 for i, t in enumerate(targets)]
+        self.out = "\n".join(json.dumps(x) for x in lines)
+        self.returncode = 0
+
+    def communicate(self, timeout: float) -> tuple[str, str]:
+        return self.out, ""
+
+
+def _workload(tmp_path: Path, monkeypatch, start_ns: int | None, late_ns: int = 0
+              ) -> list[Fetch]:
+    topo = FatTree(4)
+    fetches: list[Fetch] = []
+
+    def transfer(client: str, argv: list[str]) -> Fetch:
+        fetches.append(Fetch(argv, 30_000_000 * (len(fetches) + 1), late_ns))
+        return fetches[-1]
+
+    net = SimpleNamespace(topo=topo, transfer=transfer, end=lambda proc: None)
+    monkeypatch.setattr(rounds_mod, "start_servers", lambda *a, **k: None)
+    plan = rounds("noisy", topo.hosts, seed=3, iterations=3, requests=1)
+    instants: list[dict[str, int]] = []
+    rows = run_workload(net, plan, Traffic("query", 10_000, "tcp", 8080, 30.0,
+                                           start_ns=start_ns), tmp_path, instants=instants)
+    assert len(rows) == 42 and all(r.ok for r in rows)
+    # what the manifest keeps: each round's instant, and how late its latest fetch was
+    assert instants == ([] if start_ns is None else [
+        {"round": n + 1, "start_ns": _starts(fetches)[2 * n], "late_ns": late_ns}
+        for n in range(3)])
+    return fetches
+
+
+def _starts(fetches: list[Fetch]) -> list[int]:
+    return [int(f.argv[f.argv.index("--start-ns") + 1]) for f in fetches]
+
+
+def test_each_round_starts_a_fixed_gap_after_the_last_transfer_of_the_one_before(
+        tmp_path, monkeypatch):
+    fetches = _workload(tmp_path, monkeypatch, FIRST_NS)
+    assert len(fetches) == 6  # 3 rounds of two groups' clients
+    starts = _starts(fetches)
+    assert starts[:2] == [FIRST_NS, FIRST_NS + 1]  # one order of waking within a round
+    assert all("--fifo" in f.argv for f in fetches)  # and of running (transfer.py)
+    # the second client's transfers end last in each round (60 ms, the 7th 6 ns later)
+    end1 = FIRST_NS + 1 + 60_000_000 + 6
+    assert starts[2:4] == [end1 + ROUND_GAP_NS, end1 + ROUND_GAP_NS + 1]
+    end2 = starts[3] + 120_000_000 + 6
+    assert starts[4:] == [end2 + ROUND_GAP_NS, end2 + ROUND_GAP_NS + 1]
+
+
+def test_on_the_real_clock_fetches_start_at_once(tmp_path, monkeypatch):
+    fetches = _workload(tmp_path, monkeypatch, None)
+    assert not any("--start-ns" in f.argv or "--fifo" in f.argv for f in fetches)
+
+
+def test_a_fetch_that_reached_its_instant_late_is_reported(tmp_path, monkeypatch, caplog):
+    with caplog.at_level(logging.WARNING, logger="pathdiv"):
+        _workload(tmp_path, monkeypatch, FIRST_NS, late_ns=2_500_000)
+    assert "round 1: a fetch reached its start instant 2.500 ms late" in caplog.text
+
+
+def test_start_at_sleeps_to_a_future_instant_and_reports_a_past_one():
+    soon = time.monotonic_ns() + 20_000_000
+    assert start_at(soon) == 0 and time.monotonic_ns() >= soon
+    assert start_at(time.monotonic_ns() - 5_000_000) >= 5_000_000
+
+
+def test_fetch_reports_its_lateness_with_every_transfer(capsys):
+    # no server: the transfer fails at once, but its line still says how late fetch was
+    assert transfer_main(["fetch", "127.0.0.1:9:10", "--timeout", "2",
+                          "--start-ns", "1"]) == 1
+    line = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert line["late_ns"] > 0 and line["end_ns"] > 0 and not line["ok"]
+
+
+@pytest.mark.parametrize("interval_s", [1.0, 0.25])
+def test_the_monitor_samples_on_the_grid(interval_s, monkeypatch):
+    slept: list[int] = []
+    grid = 10_000_000_000
+    monitor = Monitor({}, {}, [], interval_s, grid_ns=grid, sleep_until_ns=slept.append)
+    clock = iter([grid + 1_280_000_123, grid + 2_000_000_000, grid + 7_999_999_999])
+    monkeypatch.setattr(monitor_mod.time, "monotonic_ns", lambda: next(clock))
+    assert not monitor._wait() and not monitor._wait()
+    monitor._stop.set()
+    assert monitor._wait()  # stop() was called: no sample after this wait
+    monkeypatch.undo()
+    step = round(interval_s * 1e9)
+    assert len(slept) == 3 and all((t - grid) % step == 0 for t in slept)
+    assert 0 < slept[0] - (grid + 1_280_000_123) <= step
+    assert slept[1] == grid + 2_000_000_000 + step  # on a point: the next one
