@@ -66,6 +66,14 @@ def test_stats_tables_are_stats_json(folder, opened):
             assert frame.loc[(m["effect"], "Pillai's trace"), "Pr > F"] == m["p"]
 
 
+def _same_p(a: float, b: float) -> bool:
+    """p-values alike to 1e-6 relative in their logarithm: on another machine a p of
+    2.2e-96 moved by 1e-4 relative with the statistic's last digits."""
+    if a <= 0 or b <= 0:
+        return a == b
+    return math.isclose(math.log(a), math.log(b), rel_tol=1e-6)
+
+
 def test_statistics_recomputed_from_observations_match_stats_json(folder, opened):
     data = json.loads((folder / "stats.json").read_text())
     again = opened.analyze()
@@ -73,8 +81,10 @@ def test_statistics_recomputed_from_observations_match_stats_json(folder, opened
         table = again.manova(cluster["label"])
         for row, want in zip(table.itertuples(), cluster["manova"], strict=True):
             assert row.effect == want["effect"]
-            assert math.isclose(row.value, want["value"], rel_tol=1e-9)
-            assert math.isclose(row.p, want["p"], rel_tol=1e-6, abs_tol=1e-300)
+            # 1e-4, beyond the 4 digits a report shows: another machine's BLAS sums in
+            # another order, and a Wilks' lambda of 0.0021 moved by 1.8e-6 relative
+            assert math.isclose(row.value, want["value"], rel_tol=1e-4)
+            assert _same_p(row.p, want["p"]), (row.p, want["p"])
 
 
 def test_provenance_and_fidelity_cover_every_run(folder, opened):
