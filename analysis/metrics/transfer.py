@@ -7,7 +7,8 @@ Definitions (also in docs/measurement.md):
   sends, including those lost further on.
 - `fct_s`: from the first packet the client sends on the connection (its SYN) to the
   last FIN the server sends on any subflow, both as captured on the client's access
-  link (the last RST if the server sent no FIN).
+  link (the last RST if the server sent no FIN; the client's first FIN or RST if the
+  server sent neither: an MPTCP client that had the DATA_FIN closed first).
 - `wire_bytes`: frame bytes (Ethernet header on, as on the wire) of every packet of the
   transfer, both directions, all subflows, summed over every link that carried them,
   divided by the hop count of the host pair's shortest paths. When nothing is lost this
@@ -269,6 +270,8 @@ def measure_transfer(
     fins = ts[at_client & ~from_client & ((flags & TCP_FIN) != 0)]
     if not len(fins):  # a server that reset its subflows instead of closing them
         fins = ts[at_client & ~from_client & ((flags & TCP_RST) != 0)]
+    if not len(fins):  # the client closed first: it had every byte (MPTCP's DATA_FIN)
+        fins = np.sort(ts[at_client & from_client & ((flags & (TCP_FIN | TCP_RST)) != 0)])[:1]
     fct = float(fins.max() - starts.min()) if len(starts) and len(fins) else float("nan")
 
     wire_bytes = wire.sum() / geo.hops

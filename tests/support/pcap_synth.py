@@ -138,6 +138,7 @@ class TransferSpec:
     key_server: int = 0x5555666677778888
     keys_visible: bool = True  # False: MP_CAPABLE without keys, so joins cannot resolve
     isn: int = 1000  # initial sequence numbers: client isn*(i+1), server 500*isn*(i+1)
+    client_closes: bool = False  # the client sends FIN, then RST; the server no FIN
 
 
 def add_transfer(b: CaptureBuilder, spec: TransferSpec) -> dict[str, Any]:
@@ -232,6 +233,10 @@ def add_transfer(b: CaptureBuilder, spec: TransferSpec) -> dict[str, Any]:
     t_fin = max(t_data + (len(sent) + len(retx)) * spec.gap_s, last_arrival + h)
     for i in range(n):
         t_i = t_fin + i * h
+        if spec.client_closes:  # as an MPTCP client that had the DATA_FIN and closed
+            b.transmit(t_i, fwd[i], frame(i, True, "FA"))
+            b.transmit(t_i + h, fwd[i], frame(i, True, "R"))
+            continue
         b.transmit(t_i, rev[i], frame(i, False, "FA"))
         sseq[i] += 1
         b.transmit(t_i + rtt / 2, fwd[i], frame(i, True, "FA"))

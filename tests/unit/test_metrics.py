@@ -72,6 +72,15 @@ def test_tcp_transfer_known_fct_and_bytes(tmp_path: Path) -> None:
     assert m["utilization"] == 0.25
 
 
+def test_a_client_that_closed_first_ends_the_transfer_at_its_first_fin(tmp_path: Path
+                                                                       ) -> None:
+    closed = one(tmp_path / "c", tcp_spec(size_bytes=5000, client_closes=True))
+    normal = one(tmp_path / "n", tcp_spec(size_bytes=5000))
+    # sent at the same instant, the server's FIN crosses the client's access link after
+    # its six hops, the client's after its first: 5 H sooner
+    assert closed["fct_s"] == pytest.approx(normal["fct_s"] - 5 * H, abs=2e-6)
+
+
 def test_retransmissions_counted_from_the_repeated_sequence_range(tmp_path: Path) -> None:
     # Segment 2 is dropped after 3 of its 6 hops and sent again after segment 4.
     m = one(tmp_path, tcp_spec(size_bytes=5000, lost={2: 3}))
