@@ -29,9 +29,10 @@ until ROUND_GAP_NS after the previous round's last transfer ended (`start_at`, i
 fetch process, after its own start-up), and the monitor samples at multiples of its
 interval from the grid point. Within a round the i-th fetch wakes i ns after the round's
 instant, so the fetches always wake in the same order (equal timers wake in the order
-they were set, which is the order the processes happened to finish starting), and they
-and the servers run under SCHED_FIFO (transfer.py, `first_in_first_out`), so they also
-run in that order. docs/DESIGN.md ("One network for several runs") has the figures.
+they were set, which is the order the processes happened to finish starting); in TCP
+runs the servers and fetches run under SCHED_FIFO (transfer.py, `first_in_first_out`),
+so they also run in that order. docs/DESIGN.md ("One network for several runs") has
+the figures.
 
 This module uses only the standard library: `transfer.py fetch`, run by path, imports
 it as its sibling.

@@ -115,12 +115,18 @@ def plan_rows(topo: FatTree, plan: list[Round], traffic: Traffic) -> list[list[T
     return out
 
 
+def fifo(traffic: Traffic) -> list[str]:
+    """On the virtual clock, TCP's servers and fetches run under SCHED_FIFO: one order of
+    wake-ups whatever ran before in the boot (transfer.first_in_first_out: not MPTCP)."""
+    return ["--fifo"] if traffic.transport == "tcp" else []
+
+
 def fetch_argv(rows: list[TransferRow], traffic: Traffic,
                rng: random.Random | None = None, start_ns: int | None = None) -> list[str]:
     argv = ["fetch", *(f"{r.server_addr}:{r.server_port}:{r.size_bytes}" for r in rows),
             "--timeout", f"{traffic.timeout_s:g}"]
-    if start_ns is not None:  # the virtual clock (clockgrid.py, transfer.first_in_first_out)
-        argv += ["--start-ns", str(start_ns), "--fifo"]
+    if start_ns is not None:  # the virtual clock (clockgrid.py)
+        argv += ["--start-ns", str(start_ns), *fifo(traffic)]
     if traffic.transport != "mptcp":
         return argv
     if rows and traffic.placement is not None:
@@ -202,8 +208,8 @@ def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = "se
         args.append("--mptcp")
         if joins:
             args.append("--userspace-pm")
-    if virtual_clock():  # one order of wake-ups, whatever ran before (transfer.py)
-        args.append("--fifo")
+    if virtual_clock():
+        args += fifo(traffic)
     if virtual_clock() and not (traffic.transport == "mptcp" and joins):
         spaces = [f"--namespace={net.node(h).pid}:{logdir / f'{label}-{h}.cpu.jsonl'}"
                   for h in net.topo.hosts]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,7 +19,8 @@ from pathdiv.experiments.fidelity.monitor import Monitor
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.traffic import rounds as rounds_mod
 from pathdiv.experiments.traffic.clockgrid import ROUND_GAP_NS, start_at
-from pathdiv.experiments.traffic.rounds import Traffic, run_workload
+from pathdiv.experiments.traffic.rounds import Traffic, fetch_argv, fifo, plan_rows, run_workload
+from pathdiv.experiments.traffic.transfer import first_in_first_out
 from pathdiv.experiments.traffic.transfer import main as transfer_main
 from pathdiv.topologies.fattree import FatTree
 
@@ -76,7 +79,7 @@ def test_each_round_starts_a_fixed_gap_after_the_last_transfer_of_the_one_before
     assert len(fetches) == 6  # 3 rounds of two groups' clients
     starts = _starts(fetches)
     assert starts[:2] == [FIRST_NS, FIRST_NS + 1]  # one order of waking within a round
-    assert all("--fifo" in f.argv for f in fetches)  # and of running (transfer.py)
+    assert all("--fifo" in f.argv for f in fetches)  # and of running (TCP: transfer.py)
     # the second client's transfers end last in each round (60 ms, the 7th 6 ns later)
     end1 = FIRST_NS + 1 + 60_000_000 + 6
     assert starts[2:4] == [end1 + ROUND_GAP_NS, end1 + ROUND_GAP_NS + 1]
@@ -124,3 +127,30 @@ def test_the_monitor_samples_on_the_grid(interval_s, monkeypatch):
     assert len(slept) == 3 and all((t - grid) % step == 0 for t in slept)
     assert 0 < slept[0] - (grid + 1_280_000_123) <= step
     assert slept[1] == grid + 2_000_000_000 + step  # on a point: the next one
+
+
+def test_only_tcp_runs_under_sched_fifo():
+    tcp = Traffic("query", 10_000, "tcp", 8080, 30.0)
+    mptcp = Traffic("query", 10_000, "mptcp", 8080, 30.0)
+    rows = plan_rows(FatTree(4), rounds("noisy", FatTree(4).hosts, 3, 1, 1), tcp)[0]
+    assert "--fifo" in fetch_argv(rows, tcp, start_ns=FIRST_NS)
+    # MPTCP's path manager works in kernel workers that a real-time thread would hold off
+    argv = fetch_argv(rows, mptcp, start_ns=FIRST_NS)
+    assert "--start-ns" in argv and "--fifo" not in argv
+    assert fifo(tcp) == ["--fifo"] and fifo(mptcp) == []
+
+
+def test_sched_fifo_is_set_for_the_calling_thread_only():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (CAP_SYS_NICE) to set SCHED_FIFO")
+    seen: list[int] = []
+
+    def thread() -> None:
+        first_in_first_out("test")
+        seen.append(os.sched_getscheduler(0))
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+    worker = threading.Thread(target=thread)
+    worker.start()
+    worker.join(5)
+    assert seen == [os.SCHED_FIFO] and os.sched_getscheduler(0) == os.SCHED_OTHER
