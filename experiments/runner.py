@@ -313,7 +313,10 @@ def execute_run(run: Run, run_dir: Path,
             session = run_session(net, cfg, run.workload_seed, traffic,
                                   run_dir / "lab" / "logs", on_round)
             rows = session.rows
-            timings["traffic_s"] = round(time.monotonic() - t0, 3)
+            # on the virtual clock from the first round's instant: the wait before it is
+            # idle guest time (no traffic, no wall time)
+            began = t0 if traffic.start_ns is None else traffic.start_ns / 1e9
+            timings["traffic_s"] = round(time.monotonic() - began, 3)
             manifest["guest_cost"] = woken.stop()
             started_procs.append(forks())
             memory["after_traffic"] = memory_used_mb()

@@ -491,13 +491,12 @@ SCHEMA = Section(
         ),
         "network": Section(
             {
-                "reuse": Leaf(bool, False, "runs that share topology, data plane and link "
+                "reuse": Leaf(bool, True, "runs that share topology, data plane and link "
                               "conditions reuse one built network (kernel data plane): "
                               "between runs it is reset and verified, and rebuilt when "
                               "the check finds what a reset cannot undo; false = build "
-                              "the network afresh for every run (the default until a "
-                              "reused network is shown to give a fresh one's results: "
-                              "docs/DESIGN.md)"),
+                              "the network afresh for every run (on the virtual clock "
+                              "both give the same results: docs/DESIGN.md)"),
             },
             "how runs share a built network",
         ),

@@ -64,13 +64,12 @@ class Rate:
     build_s: float = 0.0  # more, at k=4, for a run that builds its network (not reused)
 
 
-# Lab kernel, virtual clock: the noisy plan of docs/benchmarks.md ("Where a lab run's
-# host time goes"; 42 runs, two lab kernels at once on the 2-core reference VM, 2026-11-26)
-# and benchmarks/run_fixed_cost.py: a k=4 run costs ~9.5 s besides its traffic when it
-# reuses its network (8.8 s measured), 2 s more when it builds one (11.0 s), and
-# ~0.02 s per MB of payload (noisy long: 700 MB in 23 s). (Before the packet path and
-# the per-run costs were cut: 26 s and 0.1 s per MB.) The real-clock figures are
-# benchmarks/run_timing.py's (docs/benchmarks.md).
+# Lab kernel, virtual clock: benchmarks/run_fixed_cost.py (docs/benchmarks.md, "One
+# network for several runs: per-run fixed cost", 2026-11-27): a k=4 run costs 4.0 s
+# besides its traffic when it reuses its network, 8.6 s when it builds one, and ~0.02 s
+# per MB of payload (the noisy long run's 350 MB: traffic phase 5.5 s). (Before the
+# packet path and the per-run costs were cut: 26 s and 0.1 s per MB; on 2026-11-26
+# 8.8 and 11.0 s.) The real-clock figures are benchmarks/run_timing.py's.
 # A run that builds its network pays build_s on top of fixed_s (the build and the
 # reachability check against a reset and its check: 4.4-4.8 s against ~0.4 s on the host
 # kernel; in the lab kernel the check costs almost what a build does).
@@ -79,8 +78,8 @@ DEFAULT_RATES: dict[tuple[str, str], Rate] = {
                            per_sim_s=1.0, rate_fraction=0.95, build_s=4.5),
     ("lab", "real"): Rate(fixed_s=54.0, per_round_s=2.0, per_mb_s=0.0,
                           per_sim_s=1.0, rate_fraction=0.4, build_s=16.0),
-    ("lab", "virtual"): Rate(fixed_s=9.5, per_round_s=0.0, per_mb_s=0.02, per_sim_s=0.0,
-                             build_s=2.0),
+    ("lab", "virtual"): Rate(fixed_s=4.0, per_round_s=0.0, per_mb_s=0.02, per_sim_s=0.0,
+                             build_s=4.6),
 }
 BOOT_S = 5.0  # one boot of the lab kernel (docs/benchmarks.md: 4.6 s)
 

@@ -30,7 +30,9 @@ def _plan(name: str = "noisy.yaml", **kw):
 
 # ---- estimate --------------------------------------------------------------------------
 def test_expected_duration_grows_with_payload_and_falls_with_link_rate():
-    cfg, runs = _plan("class-quick.yaml")
+    cfg = load(REPO / "configs" / "class-quick.yaml").with_overrides(
+        [("network.reuse", False)])  # every run builds: the fixed part below is whole
+    runs = expand(cfg)
     by_flow = {r.flow_type: expected_run_s(r) for r in runs if r.factors["switching"] ==
                "ecmp-tcp"}
     assert by_flow["short"] > by_flow["query"]
@@ -143,7 +145,8 @@ def test_check_prints_what_a_shard_would_run(capsys):
 
     assert main(["check", str(REPO / "configs/class-quick.yaml"), "--shard", "1/3"]) == 0
     out = capsys.readouterr().out
-    assert "shard 0/3: 2 run(s), ~0.9 min expected" in out
+    # two runs of a lane: the first builds the network, the second reuses it
+    assert "shard 0/3: 2 run(s), ~0.7 min expected" in out
     assert "shard 1/3 runs 2 of them:" in out
     _, runs = _plan("class-quick.yaml")
     mine = shard_runs(runs, Shard(1, 3))

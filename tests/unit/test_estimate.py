@@ -37,15 +37,20 @@ from pathdiv.experiments.plan.lanes import (
 from pathdiv.experiments.plan.runs import expand
 from tests.conftest import REPO
 
+# The plans below build a network for every run (network.reuse false), the model's
+# plain case; reuse's own arithmetic is test_with_network_reuse_a_lane_pays_...
+FRESH = ("network.reuse", False)
+
 
 def host_plan():
     cfg = load(REPO / "configs/noisy.yaml").with_overrides(
-        [("factors.host", {"host": {"hosts.kernel": "host"}})])
+        [("factors.host", {"host": {"hosts.kernel": "host"}}), FRESH])
     return expand(cfg, repetitions=1)
 
 
 def lab_plan(name="noisy", reps=2):
-    return expand(load(REPO / f"configs/{name}.yaml"), repetitions=reps)
+    return expand(load(REPO / f"configs/{name}.yaml").with_overrides([FRESH]),
+                  repetitions=reps)
 
 
 def one_lane(runs):
@@ -282,7 +287,7 @@ def recorded(name):
     """(run, host wall time) of a reference reproduction (docs/reproduction/NAME/plan.json:
     two lab kernels at once on the 2-core reference VM)."""
     folder = REPO / "docs" / "reproduction" / name
-    cfg = load(folder / "config.yaml")
+    cfg = load(folder / "config.yaml").with_overrides([FRESH])  # then the default
     plan = json.loads((folder / "plan.json").read_text())
     runs = {r.run_id: r for r in expand(cfg, repetitions=max(
         e["repetition"] for e in plan["runs"]))}
