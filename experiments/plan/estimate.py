@@ -65,11 +65,13 @@ class Rate:
 
 
 # Lab kernel, virtual clock: benchmarks/run_fixed_cost.py (docs/benchmarks.md, "One
-# network for several runs: per-run fixed cost", 2026-11-27): a k=4 run costs 4.0 s
-# besides its traffic when it reuses its network, 8.6 s when it builds one, and ~0.02 s
-# per MB of payload (the noisy long run's 350 MB: traffic phase 5.5 s). (Before the
-# packet path and the per-run costs were cut: 26 s and 0.1 s per MB; on 2026-11-26
-# 8.8 and 11.0 s.) The real-clock figures are benchmarks/run_timing.py's.
+# network for several runs: per-run fixed cost", 2026-11-27): a k=4 run costs 3.4-4.0 s
+# besides its traffic when it reuses its network, 7.5-8.6 s when it builds one (two
+# VMs; the higher figures are taken), and ~0.02 s per MB of payload (the noisy long
+# run's 350 MB: traffic phase 5.5 s). With them `pathdiv check` said ~3 min for the
+# noisy plan's runs, which took 2.55 min. (Before the packet path and the per-run costs
+# were cut: 26 s and 0.1 s per MB; on 2026-11-26 8.8 and 11.0 s.) The real-clock
+# figures are benchmarks/run_timing.py's.
 # A run that builds its network pays build_s on top of fixed_s (the build and the
 # reachability check against a reset and its check: 4.4-4.8 s against ~0.4 s on the host
 # kernel; in the lab kernel the check costs almost what a build does).

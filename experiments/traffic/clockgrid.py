@@ -22,8 +22,8 @@ from every run's start.
 The grid point is where a run's preparation starts (captures, the fidelity monitor,
 servers), not yet its traffic: what those processes do costs guest time, and not the
 same amount in every run (User-Mode Linux charges 256 ns of guest time per clock read
-in process context, and a run's arguments, files and Python's per-process hash seeds
-change how often they read it). So the traffic has an instant of its own: the first
+in process context, and a run's arguments, files and network, built or reused, change
+how often they read it). So the traffic has an instant of its own: the first
 round's fetches sleep until FIRST_ROUND_NS after the grid point, each later round's
 until ROUND_GAP_NS after the previous round's last transfer ended (`start_at`, in the
 fetch process, after its own start-up), and the monitor samples at multiples of its

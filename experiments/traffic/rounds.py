@@ -250,8 +250,9 @@ def run_workload(
         index += len(rnd)
         ended, late = _run_round(net, list(rnd), batch, traffic, rng, start)
         if late:
-            log.warning("round %d: a fetch reached its start instant %.3f ms late; the "
-                        "run's traffic did not start on the clock's grid", n + 1, late / 1e6)
+            log.warning("round %d: a fetch reached the round's instant %.3f ms late; its "
+                        "traffic did not start at the planned instant (clockgrid.py)",
+                        n + 1, late / 1e6)
         if start is not None:  # the next round: a fixed gap after this one's last transfer
             if instants is not None:
                 instants.append({"round": n + 1, "start_ns": start, "late_ns": late})

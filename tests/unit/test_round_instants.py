@@ -95,7 +95,7 @@ def test_on_the_real_clock_fetches_start_at_once(tmp_path, monkeypatch):
 def test_a_fetch_that_reached_its_instant_late_is_reported(tmp_path, monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="pathdiv"):
         _workload(tmp_path, monkeypatch, FIRST_NS, late_ns=2_500_000)
-    assert "round 1: a fetch reached its start instant 2.500 ms late" in caplog.text
+    assert "round 1: a fetch reached the round's instant 2.500 ms late" in caplog.text
 
 
 def test_start_at_sleeps_to_a_future_instant_and_reports_a_past_one():
