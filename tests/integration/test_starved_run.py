@@ -43,11 +43,11 @@ def test_a_starved_data_plane_is_invalid_repeated_and_kept(root_fabric, tmp_path
     original = runhooks.start
     attempts: list[int] = []
 
-    def start_disturbed(net, section, manifest):
+    def start_disturbed(net, section, manifest, *rest):
         attempts.append(len(attempts) + 1)
         if len(attempts) == 1:
             slow_links(net, SLOW)
-        return original(net, section, manifest)
+        return original(net, section, manifest, *rest)
 
     monkeypatch.setattr(runhooks, "start", start_disturbed)
     outcome = run_plan(cfg, runs, folder, quiet=True)
