@@ -67,11 +67,12 @@ class Rate:
 # Lab kernel, virtual clock: benchmarks/run_fixed_cost.py (docs/benchmarks.md, "One
 # network for several runs: per-run fixed cost", 2026-11-27): a k=4 run costs 3.4-4.0 s
 # besides its traffic when it reuses its network, 7.5-8.6 s when it builds one (two
-# VMs; the higher figures are taken), and ~0.02 s per MB of payload (the noisy long
-# run's 350 MB: traffic phase 5.5 s). With them `pathdiv check` said ~3 min for the
-# noisy plan's runs, which took 2.55 min. (Before the packet path and the per-run costs
-# were cut: 26 s and 0.1 s per MB; on 2026-11-26 8.8 and 11.0 s.) The real-clock
-# figures are benchmarks/run_timing.py's.
+# VMs; the newer, 3.4 and 7.5 s, are taken), and ~0.02 s per MB of payload (the noisy
+# long run's 350 MB: traffic phase 5.5 s). With them the noisy plan's runs are expected
+# to take 3.0 min on two lab kernels; they took 2.55 (+18 %; with the older figures
+# 3.2 min, +27 %). (Before the packet path and the per-run costs were cut: 26 s and
+# 0.1 s per MB; on 2026-11-26 8.8 and 11.0 s.) The real-clock figures are
+# benchmarks/run_timing.py's.
 # A run that builds its network pays build_s on top of fixed_s (the build and the
 # reachability check against a reset and its check: 4.4-4.8 s against ~0.4 s on the host
 # kernel; in the lab kernel the check costs almost what a build does).
@@ -80,8 +81,8 @@ DEFAULT_RATES: dict[tuple[str, str], Rate] = {
                            per_sim_s=1.0, rate_fraction=0.95, build_s=4.5),
     ("lab", "real"): Rate(fixed_s=54.0, per_round_s=2.0, per_mb_s=0.0,
                           per_sim_s=1.0, rate_fraction=0.4, build_s=16.0),
-    ("lab", "virtual"): Rate(fixed_s=4.0, per_round_s=0.0, per_mb_s=0.02, per_sim_s=0.0,
-                             build_s=4.6),
+    ("lab", "virtual"): Rate(fixed_s=3.4, per_round_s=0.0, per_mb_s=0.02, per_sim_s=0.0,
+                             build_s=4.1),
 }
 BOOT_S = 5.0  # one boot of the lab kernel (docs/benchmarks.md: 4.6 s)
 
