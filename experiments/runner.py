@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import gc
 import itertools
 import json
@@ -116,6 +117,7 @@ from pathdiv.experiments.traffic.paths_session import run_paths
 from pathdiv.experiments.traffic.rounds import (
     COLUMNS,
     Traffic,
+    at_instant,
     row_dicts,
     with_placement,
 )
@@ -291,7 +293,8 @@ def execute_run(run: Run, run_dir: Path,
             gc.disable()
             gc.collect()
             grid = clockgrid.align()
-            traffic = dataclasses.replace(traffic, start_ns=grid + clockgrid.FIRST_ROUND_NS)
+            traffic = at_instant(traffic, grid + clockgrid.FIRST_ROUND_NS,
+                                 net.dp.forwards_in_processes)
             manifest["clock_grid"] = {"period_ns": clockgrid.GRID_NS, "start_ns": grid,
                                       "first_round_ns": traffic.start_ns}
         # where start_capture listens: each link's upper end
@@ -304,7 +307,9 @@ def execute_run(run: Run, run_dir: Path,
             manifest["capture"]["start"]["need_mb"] = round(need.total_mb, 1)
             memory["capturing"] = memory_used_mb()
             before = _counters(net, captured, manifest)
-        monitor = fidelity.start(net, cfg.data["fidelity"], manifest, clockgrid.start_at)
+        pace = None if traffic.start_ns is None else \
+            functools.partial(clockgrid.sleep_to_next, manifest["clock_grid"]["start_ns"])
+        monitor = fidelity.start(net, cfg.data["fidelity"], manifest, pace)
         woken = GuestCost()
         woken.start()
         started_procs.append(forks())

@@ -50,6 +50,10 @@ class DataPlane(ABC):
     # the network sets up (RED, `pathdiv.experiments.fabric.shaping`); True = the switch
     # program itself, which is then given the threshold and its egress queues.
     marks_in_program: bool = False
+    # Whether switch processes forward the packets (bmv2), not the kernel in softirq:
+    # on the virtual clock TCP's transfer processes then stay under the fair scheduler
+    # (traffic/rounds.py, `at_instant`), which runs those processes beside them.
+    forwards_in_processes: bool = False
 
     def __init__(self, topo: FatTree, tables: dict[str, SwitchTable], workdir: Path) -> None:
         self.topo = topo

@@ -116,6 +116,7 @@ class Bmv2Switch(Node):
 
 class Bmv2DataPlane(DataPlane):
     name = "bmv2"
+    forwards_in_processes = True
     marks_in_program = True  # include/egress.p4 marks from enq_qdepth
 
     def __init__(

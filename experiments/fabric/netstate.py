@@ -24,7 +24,7 @@ import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pathdiv.experiments.config.switching import MODES as MODE_REGISTRY
 from pathdiv.experiments.fabric.conditions import NFT_TABLE as CONDITIONS_TABLE
@@ -186,20 +186,33 @@ def parse_limits(text: str) -> dict[str, int]:
             if words[i + 1].isdigit()}
 
 
-def parse_tcp(lines: list[str]) -> tuple[list[str], int]:
-    """/proc/net/tcp rows -> (sockets other than TIME_WAIT as 'STATE local remote',
-    TIME_WAIT count). Addresses stay in the kernel's hex form."""
-    live, waiting = [], 0
+USER_HZ = 100  # /proc/net/tcp's timer column counts clock ticks of 1/USER_HZ s
+
+
+class TcpTable(NamedTuple):
+    live: list[str]  # sockets other than TIME_WAIT, 'STATE local remote' (kernel hex)
+    time_wait: int  # TIME_WAIT sockets
+    time_wait_expiry_s: float  # until the last one's timer expires (0 without one)
+
+
+def parse_tcp(lines: list[str]) -> TcpTable:
+    """/proc/net/tcp rows -> the live sockets, and the TIME_WAIT sockets with the
+    expiry of the last one's timer (the `tm->when` of column `tr:tm->when`, in
+    hexadecimal ticks)."""
+    live, waiting, last = [], 0, 0.0
     for line in lines:
         f = line.split()
         if len(f) < 4 or f[0] == "sl":
             continue
         state = TCP_STATES.get(f[3].upper(), f[3])
-        if state == "TIME_WAIT":
-            waiting += 1
-        else:
+        if state != "TIME_WAIT":
             live.append(f"{state} {f[1]} {f[2]}")
-    return sorted(live), waiting
+            continue
+        waiting += 1
+        if len(f) > 5:
+            with contextlib.suppress(ValueError):
+                last = max(last, int(f[5].partition(":")[2], 16) / USER_HZ)
+    return TcpTable(sorted(live), waiting, last)
 
 
 @dataclass
@@ -276,28 +289,10 @@ def parse_snapshot(text: str, is_host: bool) -> NodeState:
         if sep:
             sysctl[path.removeprefix("/proc/sys/").replace("/", ".")] = value.strip()
     s["sysctl" if is_host else "switch_sysctl"] = sysctl
-    s["tcp"], s["time_wait"] = parse_tcp(parts.get("tcp", "").splitlines())
+    s["tcp"], s["time_wait"], _ = parse_tcp(parts.get("tcp", "").splitlines())
     count = parts.get("conntrack", "").strip()
     s["conntrack"] = int(count) if count.isdigit() else 0
     return state
-
-
-USER_HZ = 100  # /proc/net/tcp's timer column counts clock ticks of 1/USER_HZ s
-
-
-def time_waits(lines: list[str]) -> tuple[int, float]:
-    """/proc/net/tcp rows -> (TIME_WAIT sockets, seconds until the last one's timer
-    expires; 0 without one): the `tm->when` of column `tr:tm->when`, hexadecimal ticks."""
-    count, last = 0, 0.0
-    for line in lines:
-        f = line.split()
-        if len(f) < 6 or f[0] == "sl" or f[3].upper() != "06":
-            continue
-        count += 1
-        _, _, when = f[5].partition(":")
-        with contextlib.suppress(ValueError):
-            last = max(last, int(when, 16) / USER_HZ)
-    return count, last
 
 
 # ---- what a clean node of a variant looks like -------------------------------------

@@ -48,11 +48,11 @@ from pathdiv.experiments.fabric.netstate import (
     host_sysctl_keys,
     ip_batch,
     parse_snapshot,
+    parse_tcp,
     problems,
     reset_host_commands,
     section,
     snapshot_script,
-    time_waits,
     unrepairable,
     variant_state,
 )
@@ -361,8 +361,9 @@ class Network(StartStop):
             for table in ("tcp", "tcp6"):
                 with contextlib.suppress(OSError):
                     text = Path(f"/proc/{self.node(host).pid}/net/{table}").read_text()
-                    waiting, last = time_waits(text.splitlines())
-                    count, expiry = count + waiting, max(expiry, last)
+                    table = parse_tcp(text.splitlines())
+                    count += table.time_wait
+                    expiry = max(expiry, table.time_wait_expiry_s)
         return count, expiry
 
     def wait_time_wait(self, limit_s: float) -> int:

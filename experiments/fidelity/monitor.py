@@ -322,9 +322,9 @@ class Monitor:
     interval_s: seconds between samples (the config's `fidelity.sample_interval_s`, whose
     default only the schema holds); host_cpu: the network's per-host CPU accounting
     (`fabric.cpuacct.HostCgroups`, its `usage_ns()`), or None. On the virtual clock
-    `grid_ns` and `sleep_until_ns` (traffic/clockgrid.py's, given by the runner) put
-    the samples at multiples of interval_s from the run's grid point, so they fall at
-    the same distances from its traffic in every run.
+    `pace` (given by the runner: traffic/clockgrid.py's `sleep_to_next` from the run's
+    grid point) sleeps to the next multiple of interval_s from that point, so the
+    samples fall at the same distances from the traffic in every run.
     """
 
     nodes: dict[str, int]
@@ -338,8 +338,7 @@ class Monitor:
     samples: int = 0
     cpu_s: float = 0.0
     errors: list[str] = field(default_factory=list)
-    grid_ns: int | None = None
-    sleep_until_ns: Callable[[int], object] | None = None
+    pace: Callable[[int], object] | None = None  # sleeps to the next sample (ns step)
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -527,11 +526,9 @@ class Monitor:
 
     def _wait(self) -> bool:
         """Until the next sample is due; True once stop() was called."""
-        if self.grid_ns is None or self.sleep_until_ns is None:
+        if self.pace is None:
             return self._stop.wait(self.interval_s)
-        step = max(1, round(self.interval_s * 1e9))
-        since = time.monotonic_ns() - self.grid_ns
-        self.sleep_until_ns(self.grid_ns + (since // step + 1) * step)
+        self.pace(max(1, round(self.interval_s * 1e9)))
         return self._stop.is_set()
 
     def _loop(self) -> None:

@@ -34,11 +34,10 @@ VIRTUAL_INTERVAL_S = 1.0
 
 
 def start(net: RunningNetwork, section: dict[str, Any], manifest: dict[str, Any],
-          sleep_until_ns: Callable[[int], object] | None = None) -> Monitor | None:
+          pace: Callable[[int], object] | None = None) -> Monitor | None:
     """The fidelity monitor of a run, started; None (and why, in the manifest) when off or
     when it cannot start. The run's clock is the manifest's (written by the runner); on
-    the virtual clock the samples fall on the run's clock grid (`manifest["clock_grid"]`)
-    through `sleep_until_ns`."""
+    the virtual clock `pace` puts the samples on the run's clock grid (Monitor)."""
     clock = str(manifest["clock"])
     if not section.get("enabled", True):
         manifest["fidelity"] = unmonitored("fidelity.enabled is false", clock)
@@ -48,9 +47,7 @@ def start(net: RunningNetwork, section: dict[str, Any], manifest: dict[str, Any]
             float(section["sample_interval_s"]), VIRTUAL_INTERVAL_S)}
     try:
         monitor = lab_monitor(net, section)
-        if sleep_until_ns is not None and "clock_grid" in manifest:
-            monitor.grid_ns = int(manifest["clock_grid"]["start_ns"])
-            monitor.sleep_until_ns = sleep_until_ns
+        monitor.pace = pace
         return monitor.start()
     except Exception as exc:
         manifest["fidelity"] = unmonitored(f"the monitor could not start: "

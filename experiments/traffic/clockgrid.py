@@ -30,14 +30,15 @@ fetch process, after its own start-up), and the monitor samples at multiples of 
 interval from the grid point. Within a round the i-th fetch wakes i ns after the round's
 instant, so the fetches always wake in the same order (equal timers wake in the order
 they were set, which is the order the processes happened to finish starting); in TCP
-runs the servers and fetches run under SCHED_FIFO (transfer.py, `first_in_first_out`),
-so they also run in that order. docs/DESIGN.md ("One network for several runs") has
+runs on a kernel-forwarded plane the servers and fetches run under SCHED_FIFO
+(transfer.py, `first_in_first_out`; rounds.py, `at_instant`), so they also run in that
+order. docs/DESIGN.md ("One network for several runs") has
 the figures.
 
 This module uses only the standard library: `transfer.py fetch`, run by path, imports
 it as its sibling.
 
-`next_point` is pure; `sleep_until_ns`, `start_at` and `align` act.
+`next_point` is pure; `sleep_until_ns`, `start_at`, `sleep_to_next` and `align` act.
 """
 
 from __future__ import annotations
@@ -100,6 +101,14 @@ def start_at(deadline_ns: int) -> int:
         if late < 0:
             sleep_until_ns(deadline_ns)
     return max(0, late)
+
+
+def sleep_to_next(origin_ns: int, step_ns: int) -> int:
+    """Sleep, with exact timers, to the first instant origin_ns + k * step_ns after now;
+    return it (the fidelity monitor's samples, on the run's grid)."""
+    target = origin_ns + next_point(time.monotonic_ns() - origin_ns, step_ns)
+    start_at(target)
+    return target
 
 
 def align(period_ns: int = GRID_NS) -> int:

@@ -84,6 +84,7 @@ class Traffic:
     placement: Placement | None = None
     seed: int = 0  # draws the placement's ports and path offsets
     start_ns: int | None = None  # virtual clock: the first round's instant (clockgrid.py)
+    fifo: bool = False  # servers and fetches under SCHED_FIFO (`at_instant`)
 
 
 def with_placement(traffic: Traffic, subflow_paths: str, subflows: int, net: Network,
@@ -115,10 +116,14 @@ def plan_rows(topo: FatTree, plan: list[Round], traffic: Traffic) -> list[list[T
     return out
 
 
-def fifo(traffic: Traffic) -> list[str]:
-    """On the virtual clock, TCP's servers and fetches run under SCHED_FIFO: one order of
-    wake-ups whatever ran before in the boot (transfer.first_in_first_out: not MPTCP)."""
-    return ["--fifo"] if traffic.transport == "tcp" else []
+def at_instant(traffic: Traffic, start_ns: int, forwards_in_processes: bool) -> Traffic:
+    """`traffic` on the virtual clock: its first round at `start_ns` (clockgrid.py), and
+    its servers and fetches under SCHED_FIFO, one order of wake-ups whatever ran before
+    in the boot (transfer.first_in_first_out), where that holds off nothing the traffic
+    needs: TCP only (MPTCP's path manager works in kernel workers), and not with switch
+    processes that forward the packets (bmv2: DataPlane.forwards_in_processes)."""
+    return dataclasses.replace(traffic, start_ns=start_ns, fifo=traffic.transport == "tcp"
+                               and not forwards_in_processes)
 
 
 def fetch_argv(rows: list[TransferRow], traffic: Traffic,
@@ -126,7 +131,7 @@ def fetch_argv(rows: list[TransferRow], traffic: Traffic,
     argv = ["fetch", *(f"{r.server_addr}:{r.server_port}:{r.size_bytes}" for r in rows),
             "--timeout", f"{traffic.timeout_s:g}"]
     if start_ns is not None:  # the virtual clock (clockgrid.py)
-        argv += ["--start-ns", str(start_ns), *fifo(traffic)]
+        argv += ["--start-ns", str(start_ns), *(["--fifo"] if traffic.fifo else [])]
     if traffic.transport != "mptcp":
         return argv
     if rows and traffic.placement is not None:
@@ -208,8 +213,8 @@ def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = "se
         args.append("--mptcp")
         if joins:
             args.append("--userspace-pm")
-    if virtual_clock():
-        args += fifo(traffic)
+    if traffic.fifo:
+        args.append("--fifo")
     if virtual_clock() and not (traffic.transport == "mptcp" and joins):
         spaces = [f"--namespace={net.node(h).pid}:{logdir / f'{label}-{h}.cpu.jsonl'}"
                   for h in net.topo.hosts]

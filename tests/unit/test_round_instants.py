@@ -4,6 +4,7 @@ gap, and the i-th fetch of a round wakes i ns after it (traffic/clockgrid.py).""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -14,12 +15,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from pathdiv.experiments.fidelity import monitor as monitor_mod
 from pathdiv.experiments.fidelity.monitor import Monitor
 from pathdiv.experiments.plan.designations import rounds
+from pathdiv.experiments.traffic import clockgrid
 from pathdiv.experiments.traffic import rounds as rounds_mod
 from pathdiv.experiments.traffic.clockgrid import ROUND_GAP_NS, start_at
-from pathdiv.experiments.traffic.rounds import Traffic, fetch_argv, fifo, plan_rows, run_workload
+from pathdiv.experiments.traffic.rounds import (
+    Traffic,
+    at_instant,
+    fetch_argv,
+    plan_rows,
+    run_workload,
+)
 from pathdiv.experiments.traffic.transfer import first_in_first_out
 from pathdiv.experiments.traffic.transfer import main as transfer_main
 from pathdiv.topologies.fattree import FatTree
@@ -59,8 +66,10 @@ def _workload(tmp_path: Path, monkeypatch, start_ns: int | None, late_ns: int = 
     monkeypatch.setattr(rounds_mod, "start_servers", lambda *a, **k: None)
     plan = rounds("noisy", topo.hosts, seed=3, iterations=3, requests=1)
     instants: list[dict[str, int]] = []
-    rows = run_workload(net, plan, Traffic("query", 10_000, "tcp", 8080, 30.0,
-                                           start_ns=start_ns), tmp_path, instants=instants)
+    traffic = Traffic("query", 10_000, "tcp", 8080, 30.0)
+    if start_ns is not None:  # the virtual clock, the kernel data plane
+        traffic = at_instant(traffic, start_ns, forwards_in_processes=False)
+    rows = run_workload(net, plan, traffic, tmp_path, instants=instants)
     assert len(rows) == 42 and all(r.ok for r in rows)
     # what the manifest keeps: each round's instant, and how late its latest fetch was
     assert instants == ([] if start_ns is None else [
@@ -116,9 +125,11 @@ def test_fetch_reports_its_lateness_with_every_transfer(capsys):
 def test_the_monitor_samples_on_the_grid(interval_s, monkeypatch):
     slept: list[int] = []
     grid = 10_000_000_000
-    monitor = Monitor({}, {}, [], interval_s, grid_ns=grid, sleep_until_ns=slept.append)
     clock = iter([grid + 1_280_000_123, grid + 2_000_000_000, grid + 7_999_999_999])
-    monkeypatch.setattr(monitor_mod.time, "monotonic_ns", lambda: next(clock))
+    monkeypatch.setattr(clockgrid.time, "monotonic_ns", lambda: next(clock))
+    monkeypatch.setattr(clockgrid, "start_at", lambda t: slept.append(t) or 0)
+    monitor = Monitor({}, {}, [], interval_s,
+                      pace=functools.partial(clockgrid.sleep_to_next, grid))
     assert not monitor._wait() and not monitor._wait()
     monitor._stop.set()
     assert monitor._wait()  # stop() was called: no sample after this wait
@@ -129,15 +140,24 @@ def test_the_monitor_samples_on_the_grid(interval_s, monkeypatch):
     assert slept[1] == grid + 2_000_000_000 + step  # on a point: the next one
 
 
-def test_only_tcp_runs_under_sched_fifo():
+def test_the_monitor_without_pace_waits_its_interval():
+    monitor = Monitor({}, {}, [], 0.01)
+    t0 = time.monotonic()
+    assert not monitor._wait() and time.monotonic() - t0 >= 0.009
+
+
+def test_only_tcp_runs_under_sched_fifo_and_not_beside_switch_processes():
     tcp = Traffic("query", 10_000, "tcp", 8080, 30.0)
     mptcp = Traffic("query", 10_000, "mptcp", 8080, 30.0)
     rows = plan_rows(FatTree(4), rounds("noisy", FatTree(4).hosts, 3, 1, 1), tcp)[0]
-    assert "--fifo" in fetch_argv(rows, tcp, start_ns=FIRST_NS)
-    # MPTCP's path manager works in kernel workers that a real-time thread would hold off
-    argv = fetch_argv(rows, mptcp, start_ns=FIRST_NS)
-    assert "--start-ns" in argv and "--fifo" not in argv
-    assert fifo(tcp) == ["--fifo"] and fifo(mptcp) == []
+    on_kernel = at_instant(tcp, FIRST_NS, forwards_in_processes=False)
+    assert on_kernel.start_ns == FIRST_NS and on_kernel.fifo
+    assert "--fifo" in fetch_argv(rows, on_kernel, start_ns=FIRST_NS)
+    # MPTCP's path manager works in kernel workers, bmv2 forwards in its processes: a
+    # real-time thread would hold either off
+    for other in (at_instant(mptcp, FIRST_NS, False), at_instant(tcp, FIRST_NS, True)):
+        argv = fetch_argv(rows, other, start_ns=FIRST_NS)
+        assert not other.fifo and "--start-ns" in argv and "--fifo" not in argv
 
 
 def test_sched_fifo_is_set_for_the_calling_thread_only():

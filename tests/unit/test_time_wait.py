@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from pathdiv.experiments.fabric import network
-from pathdiv.experiments.fabric.netstate import time_waits
+from pathdiv.experiments.fabric.netstate import parse_tcp
 from pathdiv.experiments.fabric.network import Network
 
 
@@ -32,5 +32,7 @@ def test_the_count_and_expiry_are_read_from_the_time_wait_rows_timer_column():
         "   2: 0A000002:1F92 0A000102:C352 01 00000000:00000000 02:00FFFFFF 00000000 0 0 1",
     ]
     # two TIME_WAIT rows, the last expiring at 0xBB8 = 3000 ticks; the ESTABLISHED row not
-    assert time_waits(rows) == (2, 30.0)
-    assert time_waits(rows[:1]) == (0, 0.0)
+    table = parse_tcp(rows)
+    assert (table.time_wait, table.time_wait_expiry_s) == (2, 30.0)
+    assert table.live == ["ESTABLISHED 0A000002:1F92 0A000102:C352"]
+    assert parse_tcp(rows[:1]) == ([], 0, 0.0)
