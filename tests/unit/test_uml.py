@@ -91,6 +91,9 @@ def test_guest_init_mounts_its_own_tmpfs_and_powers_off():
     for d in ("/tmp", "/run", "/var/tmp", "/dev/shm"):
         assert f"mount -t tmpfs -o mode=1777 tmpfs {d}" in script
     assert "mount -t proc proc /proc\n" in script
+    # one memory layout and one hash order in every boot, before the command starts
+    for line in ("echo 0 > /proc/sys/kernel/randomize_va_space\n", "export PYTHONHASHSEED=0\n"):
+        assert script.index(line) < script.index("(cd / && exec true)")
     assert script.index("echo $? > /r/.labkernel/x/rc.tmp") < script.index(
         "echo o > /proc/sysrq-trigger")
 
