@@ -50,10 +50,6 @@ class DataPlane(ABC):
     # the network sets up (RED, `pathdiv.experiments.fabric.shaping`); True = the switch
     # program itself, which is then given the threshold and its egress queues.
     marks_in_program: bool = False
-    # Whether switch processes forward the packets (bmv2), not the kernel in softirq:
-    # on the virtual clock TCP's transfer processes then stay under the fair scheduler
-    # (traffic/rounds.py, `at_instant`), which runs those processes beside them.
-    forwards_in_processes: bool = False
 
     def __init__(self, topo: FatTree, tables: dict[str, SwitchTable], workdir: Path) -> None:
         self.topo = topo
@@ -92,6 +88,12 @@ class DataPlane(ABC):
     @abstractmethod
     def stop(self) -> None:
         """Stop whatever `start` started; idempotent."""
+
+    def first_in_first_out(self) -> int:
+        """On the virtual clock, before a TCP run's traffic (rounds.at_instant): put the
+        processes that forward its packets under SCHED_FIFO beside the transfers; return
+        how many threads. None here: the kernel forwards in softirq context."""
+        return 0
 
     def describe(self) -> dict[str, Any]:
         """What ran, for the manifest (backend, versions, program hashes)."""

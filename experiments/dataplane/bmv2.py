@@ -54,6 +54,7 @@ from pathdiv.experiments.dataplane.p4.switch import (
     offload_argv,
     simple_switch_argv,
     stop_process,
+    threads_first_in_first_out,
     wait_ready,
 )
 from pathdiv.experiments.dataplane.p4.tools import P4Tools, find_p4_tools
@@ -116,7 +117,6 @@ class Bmv2Switch(Node):
 
 class Bmv2DataPlane(DataPlane):
     name = "bmv2"
-    forwards_in_processes = True
     marks_in_program = True  # include/egress.p4 marks from enq_qdepth
 
     def __init__(
@@ -326,6 +326,14 @@ class Bmv2DataPlane(DataPlane):
                 )
             out[h.intf] = PortCounters(rx.packets, rx.bytes, tx.packets, tx.bytes)
         return out
+
+    def first_in_first_out(self) -> int:
+        """Every switch's threads under SCHED_FIFO: they forward the packets, and left to
+        the fair scheduler they woke in an order that the runs before had shaped (the same
+        static-TCP run first in its boot and after another gave FCTs up to 1.2 ms apart:
+        docs/DESIGN.md, "One network for several runs")."""
+        return sum(threads_first_in_first_out(self.net[sw].bmv2.pid)
+                   for sw in self.topo.switches if self.net[sw].bmv2 is not None)
 
     def describe(self) -> dict[str, Any]:
         if self._versions is None:

@@ -30,7 +30,7 @@ fetch process, after its own start-up), and the monitor samples at multiples of 
 interval from the grid point. Within a round the i-th fetch wakes i ns after the round's
 instant, so the fetches always wake in the same order (equal timers wake in the order
 they were set, which is the order the processes happened to finish starting); in TCP
-runs on a kernel-forwarded plane the servers and fetches run under SCHED_FIFO
+runs the servers and fetches (and bmv2's switch threads) run under SCHED_FIFO
 (transfer.py, `first_in_first_out`; rounds.py, `at_instant`), so they also run in that
 order. docs/DESIGN.md ("One network for several runs") has
 the figures.

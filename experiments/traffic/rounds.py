@@ -116,14 +116,13 @@ def plan_rows(topo: FatTree, plan: list[Round], traffic: Traffic) -> list[list[T
     return out
 
 
-def at_instant(traffic: Traffic, start_ns: int, forwards_in_processes: bool) -> Traffic:
-    """`traffic` on the virtual clock: its first round at `start_ns` (clockgrid.py), and
-    its servers and fetches under SCHED_FIFO, one order of wake-ups whatever ran before
-    in the boot (transfer.first_in_first_out), where that holds off nothing the traffic
-    needs: TCP only (MPTCP's path manager works in kernel workers), and not with switch
-    processes that forward the packets (bmv2: DataPlane.forwards_in_processes)."""
-    return dataclasses.replace(traffic, start_ns=start_ns, fifo=traffic.transport == "tcp"
-                               and not forwards_in_processes)
+def at_instant(traffic: Traffic, start_ns: int) -> Traffic:
+    """`traffic` on the virtual clock: its first round at `start_ns` (clockgrid.py), and,
+    for TCP, its servers and fetches under SCHED_FIFO: one order of wake-ups whatever ran
+    before in the boot (transfer.first_in_first_out; the runner puts the data plane's
+    forwarding processes there too, `DataPlane.first_in_first_out`). Not for MPTCP: its
+    path manager works in kernel workers, which a real-time thread holds off."""
+    return dataclasses.replace(traffic, start_ns=start_ns, fifo=traffic.transport == "tcp")
 
 
 def fetch_argv(rows: list[TransferRow], traffic: Traffic,

@@ -405,9 +405,9 @@ def first_in_first_out(who: str) -> None:
     SCHED_FIFO a woken thread waits behind those woken before it and runs until it
     blocks, an order set by the events alone.
 
-    For TCP only, and not beside bmv2's switch processes (rounds.at_instant decides):
-    MPTCP's path manager and its connections' work run in kernel workers, which the
-    fair scheduler runs behind any real-time thread, as it would bmv2's processes.
+    For TCP only (rounds.at_instant decides; bmv2's switch threads join them there:
+    DataPlane.first_in_first_out): MPTCP's path manager and its connections' work run
+    in kernel workers, which the fair scheduler runs behind any real-time thread.
     With the servers and fetches of MPTCP runs under SCHED_FIFO, 28 of 336 ecmp-mptcp
     transfers of the noisy plan opened fewer than 4 subflows (1 of 336 without), and
     with the fetches leaving it after their request, the subflows opened but

@@ -8,6 +8,8 @@ import functools
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pathdiv.experiments.dataplane.p4.switch import threads_first_in_first_out
 from pathdiv.experiments.fidelity.monitor import Monitor
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.traffic import clockgrid
@@ -68,7 +71,7 @@ def _workload(tmp_path: Path, monkeypatch, start_ns: int | None, late_ns: int = 
     instants: list[dict[str, int]] = []
     traffic = Traffic("query", 10_000, "tcp", 8080, 30.0)
     if start_ns is not None:  # the virtual clock, the kernel data plane
-        traffic = at_instant(traffic, start_ns, forwards_in_processes=False)
+        traffic = at_instant(traffic, start_ns)
     rows = run_workload(net, plan, traffic, tmp_path, instants=instants)
     assert len(rows) == 42 and all(r.ok for r in rows)
     # what the manifest keeps: each round's instant, and how late its latest fetch was
@@ -146,18 +149,17 @@ def test_the_monitor_without_pace_waits_its_interval():
     assert not monitor._wait() and time.monotonic() - t0 >= 0.009
 
 
-def test_only_tcp_runs_under_sched_fifo_and_not_beside_switch_processes():
+def test_only_tcp_runs_under_sched_fifo():
     tcp = Traffic("query", 10_000, "tcp", 8080, 30.0)
     mptcp = Traffic("query", 10_000, "mptcp", 8080, 30.0)
     rows = plan_rows(FatTree(4), rounds("noisy", FatTree(4).hosts, 3, 1, 1), tcp)[0]
-    on_kernel = at_instant(tcp, FIRST_NS, forwards_in_processes=False)
-    assert on_kernel.start_ns == FIRST_NS and on_kernel.fifo
-    assert "--fifo" in fetch_argv(rows, on_kernel, start_ns=FIRST_NS)
-    # MPTCP's path manager works in kernel workers, bmv2 forwards in its processes: a
-    # real-time thread would hold either off
-    for other in (at_instant(mptcp, FIRST_NS, False), at_instant(tcp, FIRST_NS, True)):
-        argv = fetch_argv(rows, other, start_ns=FIRST_NS)
-        assert not other.fifo and "--start-ns" in argv and "--fifo" not in argv
+    on_clock = at_instant(tcp, FIRST_NS)
+    assert on_clock.start_ns == FIRST_NS and on_clock.fifo
+    assert "--fifo" in fetch_argv(rows, on_clock, start_ns=FIRST_NS)
+    # MPTCP's path manager works in kernel workers: a real-time thread would hold it off
+    other = at_instant(mptcp, FIRST_NS)
+    argv = fetch_argv(rows, other, start_ns=FIRST_NS)
+    assert not other.fifo and "--start-ns" in argv and "--fifo" not in argv
 
 
 def test_sched_fifo_is_set_for_the_calling_thread_only():
@@ -174,3 +176,24 @@ def test_sched_fifo_is_set_for_the_calling_thread_only():
     worker.start()
     worker.join(5)
     assert seen == [os.SCHED_FIFO] and os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
+def test_every_thread_of_a_switch_process_goes_under_sched_fifo():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (CAP_SYS_NICE) to set SCHED_FIFO")
+    # a process with three threads, as simple_switch has many (one per port and queue)
+    code = ("import threading, time\n"
+            "for _ in range(2):\n"
+            "    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+            "print(flush=True); time.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"\n"
+        tasks = [int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir()]
+        assert len(tasks) == 3
+        assert all(os.sched_getscheduler(t) == os.SCHED_OTHER for t in tasks)
+        assert threads_first_in_first_out(proc.pid) == 3
+        assert all(os.sched_getscheduler(t) == os.SCHED_FIFO for t in tasks)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -7,6 +7,7 @@ harness (tests/support/p4_harness.py) start bmv2 through these functions.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -91,6 +92,20 @@ def wait_ready(
             raise SwitchStartError(f"{what}: simple_switch did not listen on thrift port "
                                    f"{thrift_port} within {timeout_s:g} s; read {log}")
         time.sleep(POLL_S)
+
+
+def threads_first_in_first_out(pid: int) -> int:
+    """Every thread of process `pid` under SCHED_FIFO, priority 1 (as the transfers:
+    experiments/traffic/transfer.py, `first_in_first_out`); return how many. A thread
+    that ended meanwhile is skipped; a refusal raises (OSError)."""
+    count = 0
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+        try:
+            os.sched_setscheduler(int(task.name), os.SCHED_FIFO, os.sched_param(1))
+        except ProcessLookupError:
+            continue
+        count += 1
+    return count
 
 
 def stop_process(proc: subprocess.Popen[bytes] | None, timeout_s: float = 5.0) -> None:
