@@ -15,7 +15,9 @@ measures:
   reorder_queue.py, from a capture on every client interface);
 * the share of copied segments: data segments whose DSN an earlier one already carried
   (a redundant subflow's copies, and MPTCP reinjections);
-* the server's MPTCP counters (MPTcpExt*, e.g. MPJoinAckRx, ArpRedundant), as deltas;
+* the server's MPTCP counters (MPTcpExt*, e.g. MPJoinAckRx, ArpRedundant), as deltas
+  from the fetch's start to its end, and to each event once it was applied (so a
+  scheduler's decisions after a path broke are told from those before);
 * each background flow's goodput.
 
 Roles run in a namespace as `python -m pathdiv.experiments.traffic.paths_session ROLE`:
@@ -118,6 +120,12 @@ def parse_netstat(text: str, prefix: str = "MPTcpExt") -> dict[str, int]:
     if len(rows) < 2:
         return {}
     return {k: int(v) for k, v in zip(rows[0][1:], rows[1][1:], strict=False)}
+
+
+def counter_deltas(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The counters that changed from `before` to `after`, as differences."""
+    return {k: after.get(k, 0) - before.get(k, 0) for k in after
+            if after.get(k, 0) != before.get(k, 0)}
 
 
 def rates(samples: Sequence[tuple[float, dict[str, int]]]) -> dict[str, list[list[float]]]:
@@ -282,10 +290,13 @@ def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
                     if stop.wait(max(0.0, event["at_s"] - (time.monotonic() - t_start))):
                         break
                     run_commands(event_commands(topo, current, event))
-                    done.append({"at_s": round(time.monotonic() - t_start, 3),
+                    at_s = round(time.monotonic() - t_start, 3)
+                    now = parse_netstat(sh(["cat", "/proc/net/netstat"], ns(SERVER)))
+                    done.append({"at_s": at_s,
                                  "link": event["link"], "action": event.get("action"),
                                  "set": {k: v for k, v in (event.get("set") or {}).items()
-                                         if v is not None}})
+                                         if v is not None},
+                                 "mptcp_counters": counter_deltas(before, now)})
                 return done
 
             applied: list[dict[str, Any]] = []
@@ -337,8 +348,7 @@ def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
         "ofo_series": sampled(series, SAMPLE_S),
         "subflow_mbps": rates(subflow_samples),
         "subflow_state": {"fields": ["t_s", *SUBFLOW_STATE], **subflow_state},
-        "mptcp_counters": {k: after.get(k, 0) - before.get(k, 0) for k in after
-                           if after.get(k, 0) != before.get(k, 0)},
+        "mptcp_counters": counter_deltas(before, after),
         "background": background,
     }
 

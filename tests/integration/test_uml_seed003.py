@@ -85,14 +85,20 @@ def test_dual_homed_hosts_open_one_subflow_per_interface_and_arp_marks_the_broke
     # loses 30 % of its packets and its RTT grows to 100 ms (Fig. 10's break), Coupled
     # BBR as the paper pairs it with AR&P. Checked on the kernel's own state: the server's
     # MP_JOIN counters say one subflow joined per extra interface, and AR-Scheduling's
-    # counters (patch 0011) that a subflow was redundant at a large share of its
+    # counters (patch 0011) that after the break a subflow was redundant at most of its
     # decisions, where the same paths without the break leave (nearly) every subflow
     # non-redundant. (With cubic and loss alone arp did not: the inflight < 4 rule caught
     # the lossy subflow at 4-33 % of the splits over five runs; docs/reproduction/seed003.)
+    # The broken paths run twice and their decisions are pooled. In 4 of 101 runs arp
+    # decided only 11-12 times, 1 marking (before the break 8 and 1): the lossy subflow
+    # held the connection's window (268 packets in flight, the other subflow idle at
+    # 0.5 s), so there was little to schedule. 40 runs counted from the break on gave
+    # 11-24 decisions after it, 71-92 % of them marking a subflow redundant.
     config = tmp_path / "broken.yaml"
     config.write_text(BROKEN_PATHS)
     runs = {}
     for name, sched, extra in (("default", "default", []), ("arp", "arp", []),
+                               ("arp-again", "arp", []),
                                ("arp-clean", "arp", ["--set", "events=[]"])):
         out = tmp_path / name
         res = uml.run_in_uml(
@@ -101,8 +107,8 @@ def test_dual_homed_hosts_open_one_subflow_per_interface_and_arp_marks_the_broke
             share=tmp_path, kernel=lab_kernel, timeout_s=900)
         assert res.returncode == 0, res.stderr[-3000:]
         runs[name] = json.loads(res.stdout)
-    print({s: (r["goodput_mbps"], r["subflows_seen"], r["mptcp_counters"])
-           for s, r in runs.items()})
+    print({s: (r["goodput_mbps"], r["subflows_seen"], r["mptcp_counters"],
+               [e["mptcp_counters"] for e in r["events"]]) for s, r in runs.items()})
     for name, run in runs.items():
         assert run["complete"] and run["bytes"] == SIZE, (name, run)
         counters = run["mptcp_counters"]
@@ -112,13 +118,19 @@ def test_dual_homed_hosts_open_one_subflow_per_interface_and_arp_marks_the_broke
     assert runs["default"]["subflows_seen"] == 2, runs["default"]
     assert runs["default"]["mptcp_counters"].get("ArpSplits", 0) == 0
 
-    def redundant_share(name: str) -> float:
-        counters = runs[name]["mptcp_counters"]
-        assert counters.get("ArpSplits", 0) > 10, (name, counters)
-        return counters.get("ArpRedundant", 0) / counters["ArpSplits"]
+    def decisions(name: str, after_break: bool) -> tuple[int, int]:
+        """(splits, subflows marked redundant) of a run, counted from the break on."""
+        run = runs[name]
+        at_break = run["events"][0]["mptcp_counters"] if after_break else {}
+        return tuple(run["mptcp_counters"].get(k, 0) - at_break.get(k, 0)
+                     for k in ("ArpSplits", "ArpRedundant"))
 
-    assert redundant_share("arp") > 0.3
-    assert redundant_share("arp") > redundant_share("arp-clean") + 0.2
+    broken = [decisions(name, after_break=True) for name in ("arp", "arp-again")]
+    splits, redundant = sum(s for s, _ in broken), sum(r for _, r in broken)
+    clean_splits, clean_redundant = decisions("arp-clean", after_break=False)
+    assert splits > 10 and clean_splits > 10, (broken, clean_splits)
+    assert redundant / splits > 0.5, broken
+    assert redundant / splits > clean_redundant / clean_splits + 0.2, (broken, clean_redundant)
 
 
 def test_coupled_bbr_takes_the_best_paths_rate_where_bbr_takes_both(lab_kernel, tmp_path):
