@@ -39,7 +39,7 @@ from pathdiv.experiments.fabric.network import NetworkError
 from pathdiv.experiments.plan.budget import plan_need_mb, plan_total_mb
 from pathdiv.experiments.plan.design import design_problems, observations_per_cell
 from pathdiv.experiments.plan.estimate import format_duration
-from pathdiv.experiments.plan.lanes import virtual_runs
+from pathdiv.experiments.plan.lanes import own_boot, virtual_runs
 from pathdiv.experiments.plan.runs import (
     Run,
     describe,
@@ -111,8 +111,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     _print_time(runs, jobs, planes)
     lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
     if lab_runs:
-        print(f"lab kernel: {lab_runs} run(s) on the pathdiv lab kernel, one boot per lab "
-              "kernel; "
+        alone = sum(map(own_boot, runs))
+        how = (f"{alone} with transfers above lab.own_boot_above_kb in a boot each, the "
+               "others in one boot per lab kernel" if alone else "one boot per lab kernel")
+        print(f"lab kernel: {lab_runs} run(s) on the pathdiv lab kernel, {how}; "
               f"{describe_lab_kernel()}")
     return 0
 

@@ -109,7 +109,7 @@ from pathdiv.experiments.plan.estimate import (
     boot_of,
     key_of,
 )
-from pathdiv.experiments.plan.lanes import phases
+from pathdiv.experiments.plan.lanes import boots, phases
 from pathdiv.experiments.plan.runs import Run, expand
 from pathdiv.experiments.running import RunningNetwork
 from pathdiv.experiments.traffic import clockgrid
@@ -621,7 +621,7 @@ class PlanExecution:
         gives its unfinished run a failed manifest, and runs not started stay pending."""
         self.lanes_now = len(lanes)
         if len(lanes) == 1:
-            self.lab_boot(clock, lanes[0])
+            self.lab_lane(clock, lanes[0])
             return
         self.say(f"running {sum(map(len, lanes))} run(s) in {len(lanes)} lab kernels at "
                  f"once ({clock} clock; --jobs sets how many)")
@@ -631,7 +631,7 @@ class PlanExecution:
 
         def lane_main(index: int, lane: list[Run]) -> None:
             try:
-                self.lab_boot(clock, lane, index, stop)
+                self.lab_lane(clock, lane, index, stop)
             except KeyboardInterrupt:
                 pass  # stopped because another lane or the user stopped the plan
             except BaseException as exc:
@@ -660,6 +660,15 @@ class PlanExecution:
             raise errors[0]
         if stop.is_set():  # a lane saw a stop nobody asked for: treat as an interruption
             raise KeyboardInterrupt("SIGINT")
+
+    def lab_lane(self, clock: str, lane: list[Run], index: int | None = None,
+                 stop: threading.Event | None = None) -> None:
+        """One lane's runs in order, in as many boots of the lab kernel as `boots` says
+        (a run with transfers larger than lab.own_boot_above_kb starts its own)."""
+        for group in boots(lane):
+            if stop is not None and stop.is_set():  # another lane was stopped
+                raise KeyboardInterrupt("SIGINT")
+            self.lab_boot(clock, group, index, stop)
 
     def lab_boot(self, clock: str, group: list[Run], lane: int | None = None,
                  stop: threading.Event | None = None) -> None:

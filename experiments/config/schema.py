@@ -260,6 +260,7 @@ _seconds = Between(0, MAX_SECONDS, "s", low_open=True)
 _at_s = Between(0, MAX_SECONDS, "s")
 _queue = Between(1, MAX_QUEUE_PKTS, "packets", integer=True)
 _lab_memory = Between(256, MAX_LAB_MEMORY_MB, "MB", integer=True)
+_own_boot_kb = Between(0, MAX_SIZE_BYTES // 1000, "KB", integer=True)
 _snaplen = Between(64, MAX_SNAPLEN, "bytes", integer=True)
 _sample_interval = Between(0.05, 60, "s")
 _min_backlogged = Between(0, 600, "s", low_open=True)
@@ -486,6 +487,14 @@ SCHEMA = Section(
                               "clock (for CPU-cost measures)", choices=("virtual", "real")),
                 "memory_mb": Leaf(int, 1536, "memory of the lab kernel in MB (a k=4 run "
                                   "peaks near 500)", check=_lab_memory),
+                "own_boot_above_kb": Leaf(int, 128, "on the virtual clock, a run whose "
+                                          "transfers are larger than this many KB (or "
+                                          "whose pattern is open-loop) starts a boot of "
+                                          "the lab kernel of its own, and so gives the "
+                                          "same results wherever it stands in the plan; "
+                                          "others follow the run before them in its boot "
+                                          "(0: every run boots alone; docs/DESIGN.md)",
+                                          check=_own_boot_kb),
             },
             "how lab-kernel runs execute",
         ),
@@ -496,7 +505,8 @@ SCHEMA = Section(
                               "between runs it is reset and verified, and rebuilt when "
                               "the check finds what a reset cannot undo; false = build "
                               "the network afresh for every run (on the virtual clock "
-                              "both give the same results: docs/DESIGN.md)"),
+                              "both give the same results: docs/DESIGN.md; runs with "
+                              "their own boot, lab.own_boot_above_kb, build their own)"),
             },
             "how runs share a built network",
         ),

@@ -42,6 +42,7 @@ from typing import Any
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.plan.designations import rounds
+from pathdiv.experiments.plan.lanes import boots
 from pathdiv.experiments.plan.runs import Run
 
 UNSHAPED_MBPS = 1000.0
@@ -310,7 +311,7 @@ class Estimator:
 
     def run_s(self, run: Run, plane: str | None = None) -> float:
         """A run's expected wall seconds; with network reuse, as one that reuses the
-        network (a lane's first run builds it: `boot_of`)."""
+        network (a boot's first run builds it: `boot_of`)."""
         work = run_work(run.config, run.flow_type, run.workload_seed)
         return round(self._expected(work, key_of(run, plane), not reuses(run.config, plane),
                                     run.config.name), 3)
@@ -391,16 +392,16 @@ Phases = list[list[list[Run]]]  # phases one after another; lanes of a phase at 
 
 def phases_s(phases: Phases, cost: Callable[[Run], float], boot_s: Callable[[Run], float]
              ) -> float:
-    """Wall seconds of `phases`: per phase its slowest lane (boot included)."""
+    """Wall seconds of `phases`: per phase its slowest lane (its boots included)."""
     total = 0.0
     for lanes in phases:
-        total += max((sum(cost(r) for r in lane) + (boot_s(lane[0]) if lane else 0.0)
+        total += max((sum(cost(r) for r in lane) + sum(boot_s(b[0]) for b in boots(lane))
                       for lane in lanes), default=0.0)
     return total
 
 
 def boot_of(run: Run) -> float:
-    """What a lane starting with `run` pays once: the lab kernel's boot, and with network
+    """What a boot starting with `run` pays once: the lab kernel's boot, and with network
     reuse the first build (by the default rates: a run's own estimate leaves it out)."""
     boot = BOOT_S if run.config.host_kernel == "lab" else 0.0
     if not reuses(run.config):
@@ -428,7 +429,8 @@ class PlanClock:
         self.source = source
         self.lanes: list[list[list[str]]] = [[[r.run_id for r in lane] for lane in ph]
                                              for ph in phases]
-        self.boot = {lane[0].run_id: boot(lane[0]) for ph in phases for lane in ph if lane}
+        self.boot = {b[0].run_id: boot(b[0]) for ph in phases for lane in ph
+                     for b in boots(lane)}
         self.left = {r for ph in self.lanes for lane in ph for r in lane}
         self.since: dict[str, float] = {}  # run id -> when it started (monotonic seconds)
         self.spent_s = 0.0     # wall time of the complete runs measured so far

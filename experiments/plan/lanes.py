@@ -3,14 +3,25 @@ lanes that run at once, each lane a list of runs one after another (pure).
 
     phase 1   this machine's kernel: one lane (namespaces on the host, real clock)
     phase 2+  the lab kernel, one phase per clock (lab.clock) in plan order:
-              virtual: up to `jobs` lanes, one lab kernel each (one per core by default);
-                       on the virtual clock a run's results do not depend on the host's
-                       load, so lanes on the same machine do not disturb each other
+              virtual: up to `jobs` lanes at once (one per core by default), each
+                       its boots of the lab kernel one after another (`boots`); on the
+                       virtual clock a run's results do not depend on the host's load,
+                       so lanes on the same machine do not disturb each other
               real:    one lane, one run at a time (the wall clock is the measurement)
 
 `deal` spreads runs over lanes greedily, longest expected first, each to the lane with
 the least expected time so far (ties: run id, then the lowest lane), so the same plan and
 costs always give the same lanes; the shards of `pathdiv.experiments.cluster` use it too.
+
+`boots` splits a lane into boots of the lab kernel: on the virtual clock a run whose
+transfers are large (`own_boot`) has a boot to itself, so that nothing ran in that guest
+before it, and nothing waits in the runner to run after it; the other runs of the lane
+share one boot (and its network) and go first. What else a guest runs reaches a run's
+packets through the guest's own history (its scheduler, the runner's process): a query
+run's FCTs stay the same to the microsecond after other runs, a long incast run's, whose
+losses and timeouts magnify a microsecond into seconds, do not, even when the runs only
+wait their turn (docs/DESIGN.md, "One network for several runs"). On the virtual clock
+the order of a lane's runs does not change their results, so it may be rearranged.
 
 `jobs_problem` says why a number of lanes cannot run here: each lab kernel takes
 lab.memory_mb of guest memory (plus its jail's allowance) from this machine's RAM.
@@ -20,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.experiments.plan.runs import Run
 
 MAX_JOBS = 64
@@ -60,6 +72,35 @@ def parallel(clock: str) -> bool:
     return clock == "virtual"
 
 
+def own_boot(run: Run) -> bool:
+    """Whether `run` starts a boot of the lab kernel of its own: a lab run on the virtual
+    clock whose transfers are larger than lab.own_boot_above_kb, or whose pattern draws
+    arrivals over a duration (open loop: sizes from a distribution)."""
+    cfg = run.config
+    if cfg.host_kernel != "lab" or not parallel(str(cfg.data["lab"]["clock"])):
+        return False
+    if open_loop(str(cfg.data["workload"]["pattern"])):
+        return True
+    return cfg.flow_sizes()[run.flow_type] > 1000 * int(cfg.data["lab"]["own_boot_above_kb"])
+
+
+def boots(lane: list[Run]) -> list[list[Run]]:
+    """The boots of the lab kernel that execute `lane`, one after another, in its order:
+    a run that needs its own (`own_boot`) alone, consecutive others together."""
+    out: list[list[Run]] = []
+    for run in lane:
+        if not out or own_boot(run) or own_boot(out[-1][0]):
+            out.append([])
+        out[-1].append(run)
+    return out
+
+
+def shared_first(lane: list[Run]) -> list[Run]:
+    """`lane` with the runs that share a boot first, then those that boot alone, each in
+    plan order: one shared boot instead of one between every two large runs."""
+    return sorted(lane, key=own_boot)
+
+
 def phases(runs: list[Run], jobs: int, cost: Callable[[Run], float]
            ) -> list[tuple[str, list[list[Run]]]]:
     """(what, lanes) per phase in execution order; `what` is 'host' or a lab clock."""
@@ -69,7 +110,7 @@ def phases(runs: list[Run], jobs: int, cost: Callable[[Run], float]
         out.append(("host", [host]))
     for clock, group in lab_groups(runs):
         count = min(jobs, len(group)) if parallel(clock) else 1
-        out.append((clock, [lane for lane in deal(group, count, cost) if lane]))
+        out.append((clock, [shared_first(lane) for lane in deal(group, count, cost) if lane]))
     return out
 
 

@@ -29,6 +29,7 @@ from pathdiv.experiments.plan.estimate import (
     run_work,
 )
 from pathdiv.experiments.plan.lanes import (
+    boots,
     deal,
     default_jobs,
     jobs_problem,
@@ -113,7 +114,10 @@ def test_lanes_at_once_take_as_long_as_the_slowest_and_the_run_in_progress_count
     expected = {r.run_id: expected_run_s(r) for r in runs}
     lanes = deal(runs, 2, lambda r: expected[r.run_id])
     clock = PlanClock([lanes], expected, boot=boot_of)
-    per_lane = [sum(expected[r.run_id] for r in lane) + BOOT_S for lane in lanes]
+    # a boot per lane, and one more before each run larger than lab.own_boot_above_kb
+    per_lane = [sum(expected[r.run_id] for r in lane) + BOOT_S * len(boots(lane))
+                for lane in lanes]
+    assert sum(len(boots(lane)) for lane in lanes) > len(lanes)
     assert clock.remaining_s() == pytest.approx(max(per_lane))
     assert max(per_lane) < 0.6 * sum(per_lane)  # two lanes: about half the serial time
     first = lanes[0][0]
@@ -138,7 +142,8 @@ def test_phases_run_host_runs_then_one_lab_phase_per_clock():
     total_one = phases_s([lanes for _, lanes in one], expected_run_s, boot_of)
     total_two = phases_s([lanes for _, lanes in phases(lab, 2, expected_run_s)],
                          expected_run_s, boot_of)
-    assert total_one == pytest.approx(sum(map(expected_run_s, lab)) + BOOT_S)
+    (lane,) = one[0][1]
+    assert total_one == pytest.approx(sum(map(expected_run_s, lab)) + BOOT_S * len(boots(lane)))
     assert total_two < 0.6 * total_one
 
 
