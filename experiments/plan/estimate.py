@@ -85,7 +85,7 @@ DEFAULT_RATES: dict[tuple[str, str], Rate] = {
     ("lab", "virtual"): Rate(fixed_s=3.4, per_round_s=0.0, per_mb_s=0.02, per_sim_s=0.0,
                              build_s=4.1),
 }
-BOOT_S = 5.0  # one boot of the lab kernel (docs/benchmarks.md: 4.6 s)
+BOOT_S = 3.0  # one boot of the lab kernel to its runner (docs/benchmarks.md: 2.8-3.0 s)
 
 # (hosts.kernel, data plane) -> wall time over the same run on the kernel data plane;
 # measured on the probe (docs/p4.md): bmv2 in the lab kernel took 15x the kernel plane
