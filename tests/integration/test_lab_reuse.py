@@ -3,7 +3,8 @@ executed with a network built for each (`network.reuse: false`) and in one reuse
 (`true`) give the same static TCP results to the microsecond (every transfer's FCT), the
 randomised levels (ECMP, spraying, MPTCP: the guest draws ports and keys at random) the
 same distribution of FCTs and of subflows opened, and MPTCP runs after a TCP run still
-open their extra subflows."""
+open their extra subflows. Runs with transfers above lab.own_boot_above_kb, which have a
+boot to themselves, give in a lane of three what they give alone."""
 
 from __future__ import annotations
 
@@ -136,8 +137,8 @@ def test_a_run_larger_than_own_boot_above_kb_is_independent_of_the_runs_before_i
     # one boot after another run the same 256 KB run's FCTs moved by up to 47 ms, a 25 MB
     # run's by seconds, and a 25 MB run first in a boot moved with the run queued after it
     # (docs/DESIGN.md). Such runs have a boot to themselves, and so give in a plan what
-    # they give alone, to the microsecond. Three runs in one lane: whatever their order,
-    # at least one of the two large ones ran after another.
+    # they give alone, to the microsecond. Three runs in one lane: the two large ones ran
+    # after another (the lane's shared boot, here the query run's, goes first).
     plan, *alone = large_runs
     assert sorted(run["manifest"]["order"] for run in plan.values()) == [0, 1, 2]
     for single in alone:
