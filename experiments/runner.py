@@ -294,11 +294,11 @@ def execute_run(run: Run, run_dir: Path,
             gc.collect()
             grid = clockgrid.align()
             traffic = at_instant(traffic, grid + clockgrid.FIRST_ROUND_NS)
+            switch_threads = net.dp.first_in_first_out() if traffic.fifo else 0
             manifest["clock_grid"] = {
                 "period_ns": clockgrid.GRID_NS, "start_ns": grid,
                 "first_round_ns": traffic.start_ns, "sched_fifo": traffic.fifo,
-                "sched_fifo_switch_threads": net.dp.first_in_first_out() if traffic.fifo
-                else 0}
+                "sched_fifo_switch_threads": switch_threads}
         # where start_capture listens: each link's upper end
         captured = [(link.b.node, link.b.intf) for link in net.topo.links]
         if need is not None:

@@ -88,10 +88,13 @@ def boots(lane: list[Run]) -> list[list[Run]]:
     """The boots of the lab kernel that execute `lane`, one after another, in its order:
     a run that needs its own (`own_boot`) alone, consecutive others together."""
     out: list[list[Run]] = []
+    last_alone = False
     for run in lane:
-        if not out or own_boot(run) or own_boot(out[-1][0]):
+        alone = own_boot(run)
+        if not out or alone or last_alone:
             out.append([])
         out[-1].append(run)
+        last_alone = alone
     return out
 
 

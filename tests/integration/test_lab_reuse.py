@@ -146,4 +146,5 @@ def test_a_run_larger_than_own_boot_above_kb_is_independent_of_the_runs_before_i
         mine = plan[name]["manifest"]
         assert mine["flow_type"] in ("short", "long")
         assert mine["network"]["built_because"] == "first run"  # first in its boot
+        assert len(run["rows"]) == 14  # one noisy iteration: 2 groups of 7 transfers
         assert _same_to_the_microsecond(_fcts(plan[name]["rows"]), _fcts(run["rows"])), name
