@@ -147,6 +147,22 @@ def read_beneath(dirfd: int, rel: str | Path, limit: int) -> bytes:
         os.close(fd)
 
 
+def read_tail_beneath(dirfd: int, rel: str | Path, limit: int) -> tuple[bytes, int]:
+    """The last ``limit`` bytes of regular file ``rel`` below ``dirfd`` and its size (a
+    log whose end is what matters); :class:`FileRefused` for a link or no regular file."""
+    fd = open_beneath(dirfd, rel, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileRefused(errno.EINVAL, f"{rel!s} is not a regular file; not read")
+        start = max(0, info.st_size - limit)
+        os.lseek(fd, start, os.SEEK_SET)
+        data = os.read(fd, limit)
+        return data, max(info.st_size, start + len(data))
+    finally:
+        os.close(fd)
+
+
 def read_file(path: str | Path, limit: int) -> bytes:
     """:func:`read_beneath` for an absolute ``path`` (no link anywhere on it)."""
     p = Path(os.path.abspath(path))
@@ -164,6 +180,18 @@ def read_file(path: str | Path, limit: int) -> bytes:
 def read_text(path: str | Path, limit: int) -> str:
     """:func:`read_file` decoded as UTF-8, undecodable bytes replaced."""
     return read_file(path, limit).decode("utf-8", errors="replace")
+
+
+# C0 controls but tab and newline, DEL and C1 controls: what moves a terminal's cursor,
+# rewrites its title or answers back when a hostile file is printed on it
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]
+            if c not in (0x09, 0x0A)}
+
+
+def printable(text: str) -> str:
+    """``text`` with every terminal control character shown as ``\\xNN``: what another
+    user (or a guest) wrote is never echoed raw."""
+    return text.translate(_CONTROL)
 
 
 def _umask() -> int:

@@ -21,6 +21,7 @@ from pathdiv.experiments.plan.runs import expand
 from pathdiv.kernels import build, processes, uml
 from pathdiv.kernels.build import LabKernelError
 from pathdiv.kernels.processes import restore_handlers, stop_on_signals
+from tests.conftest import open_for_guest
 
 
 @pytest.fixture
@@ -171,15 +172,30 @@ def test_the_guest_user_is_never_root_nor_an_existing_account():
         uml.guest_id({uml.GUEST_ID_ENV: str(__import__("pwd").getpwnam("daemon").pw_uid)})
 
 
-def test_folders_the_guest_user_cannot_enter_are_named(tmp_path):
+def test_a_folder_the_guest_cannot_enter_is_covered_and_only_a_needed_closed_one_named(
+        tmp_path):
+    """A checkout inside a 0700 folder: the jail covers that folder (the guest reaches the
+    checkout through the cover's empty tmpfs); a checkout that is itself 0700 is named."""
     closed = tmp_path / "closed"
-    (closed / "inner").mkdir(parents=True)
+    checkout, share = closed / "inner" / "checkout", closed / "results"
+    checkout.mkdir(parents=True)
+    share.mkdir()
     closed.chmod(0o700)
-    tmp_path.chmod(0o755)
+    open_for_guest(tmp_path)
     st = closed.stat()
     other = st.st_uid + 12345
-    assert str(closed) in uml.unreachable([closed / "inner" / "x"], other, other)
-    assert str(closed) not in uml.unreachable([closed / "inner" / "x"], st.st_uid, st.st_gid)
+    assert uml.guest_reach([share, checkout], share, other, other) == ([str(closed)], [])
+    assert uml.guest_reach([share, checkout], share, st.st_uid, st.st_gid) == ([], [])
+    checkout.chmod(0o700)
+    assert uml.guest_reach([share, checkout], share, other, other) == (
+        [str(closed)], [str(checkout)])
+    # a closed folder between a revealed one and a needed one inside it is named too
+    checkout.chmod(0o755)
+    inner_share = checkout / "private" / "results"
+    inner_share.mkdir(parents=True)
+    (checkout / "private").chmod(0o700)
+    assert uml.guest_reach([inner_share, checkout], inner_share, other, other) == (
+        [str(closed)], [str(checkout / "private")])
 
 
 def test_hand_over_gives_the_share_to_the_guest_without_following_symlinks(tmp_path):
