@@ -18,7 +18,7 @@ status, output, release) are opened without following a link, checked to be regu
 files, read up to a bound and shown with their control characters escaped
 (:func:`guest_result`); UML's console goes through a pipe into a bounded console.log
 (:class:`ConsoleLog`); the control folder and the share are reached through folder
-descriptors (kernels/safefiles.py).
+descriptors (analysis/safefiles.py).
 
 Pure parts (command lines, guest init script) come first; the functions that run
 processes (:func:`run_in_uml`, :func:`stop_uml`) after them.
@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pathdiv.kernels import safefiles
+import pathdiv.analysis.safefiles as safefiles
 from pathdiv.kernels.build import (
     LabKernelError,
     build_lab_kernel,
@@ -227,7 +227,7 @@ def guest_reach(needed: Sequence[Path], share: Path, uid: int, gid: int,
 
 def hand_over(share: Path, uid: int, gid: int) -> None:
     """Give the share (and what it holds) to the guest's user: walked through folder
-    descriptors, no link followed (kernels/safefiles.py)."""
+    descriptors, no link followed (analysis/safefiles.py)."""
     fd = safefiles.open_dir(share)
     try:
         safefiles.chown_tree(fd, uid, gid)

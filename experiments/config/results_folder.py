@@ -31,11 +31,14 @@ finished writing the folder.
 from __future__ import annotations
 
 import os
-import pwd
 import stat
 from pathlib import Path
 
-from pathdiv.kernels import safefiles
+import pathdiv.analysis.safefiles as safefiles
+from pathdiv.experiments.config.files import invoking_user, user_groups, user_may
+
+__all__ = ["MARKER", "hand_over", "invoking_user", "link_inside", "out_problem",
+           "resolved_out", "user_problem"]
 
 MARKER = ".pathdiv-results"
 SYSTEM_FOLDERS = frozenset({"/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32",
@@ -77,31 +80,14 @@ def resolved_out(out: Path) -> Path:
     return safefiles.resolve_physical(out)
 
 
-def _groups(uid: int, gid: int) -> set[int]:
-    try:
-        return {gid, *os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)}
-    except KeyError:
-        return {gid}
-
-
-def _user_may(info: os.stat_result, uid: int, groups: set[int], bits: int) -> bool:
-    """Whether `uid` (in `groups`) holds every permission of `bits` (an rwx triple,
-    e.g. 0o3 for write and search) on a file `info` describes."""
-    if info.st_uid == uid:
-        return (info.st_mode >> 6) & bits == bits
-    if info.st_gid in groups:
-        return (info.st_mode >> 3) & bits == bits
-    return info.st_mode & bits == bits
-
-
 def user_problem(path: Path, user: tuple[int, int]) -> str | None:
     """Why the user `user` (uid, gid) could not have made the results folder `path`
     (physical) themselves; None when they could."""
     uid, gid = user
-    groups = _groups(uid, gid)
+    groups = user_groups(uid, gid)
     existing = next(p for p in (path, *path.parents) if p.exists())
     for folder in reversed(existing.parents):
-        if not _user_may(folder.stat(), uid, groups, 0o1):
+        if not user_may(folder.stat(), uid, groups, 0o1):
             return (f"{path}: uid {uid}, who ran pathdiv through sudo, cannot enter "
                     f"{folder}; give a results folder of your own")
     info = existing.stat()
@@ -111,7 +97,7 @@ def user_problem(path: Path, user: tuple[int, int]) -> str | None:
                     "pathdiv through sudo; pathdiv would hand it to you: give a folder "
                     "of your own (a new one, or one of your results folders)")
         return None
-    if not _user_may(info, uid, groups, 0o3):
+    if not user_may(info, uid, groups, 0o3):
         return (f"{path}: uid {uid}, who ran pathdiv through sudo, may not make folders "
                 f"in {existing}; give a results folder where you may write (pathdiv "
                 "hands it to you)")
@@ -147,20 +133,9 @@ def out_problem(out: Path, user: tuple[int, int] | None = _ASK) -> str | None:
     return user_problem(path, owner) if owner is not None else None
 
 
-def invoking_user() -> tuple[int, int] | None:
-    """(uid, gid) of the user who ran pathdiv through sudo; None when run directly."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        uid, gid = int(os.environ["SUDO_UID"]), int(os.environ["SUDO_GID"])
-    except (KeyError, ValueError):
-        return None
-    return (uid, gid) if uid > 0 else None
-
-
 def hand_over(folder: Path, owner: tuple[int, int] | None = None) -> int:
     """chown `folder` and everything below it to `owner` (default: the sudo user),
-    through folder descriptors (kernels/safefiles.py `chown_tree`): a link is given
+    through folder descriptors (analysis/safefiles.py `chown_tree`): a link is given
     itself, never its target, a file with a second hard link is skipped, and a folder
     reached through a link is not handed over at all. Returns how many entries changed
     owner. Call it once root has finished writing the folder."""

@@ -19,16 +19,17 @@ FOLDERS = ("topologies", "experiments", "analysis", "kernels")
 
 # The layers, lowest first. A module imports its own unit and units of lower layers only;
 # units that share a layer do not import each other. A module's unit is the longest entry
-# its dotted name starts with. `kernels.safefiles` (files root opens without following
-# links, standard library only) sits at the bottom: kernels and analysis both use it.
-# `analysis` needs only `topologies` and it (so `pathdiv analyze` runs without the
-# emulation stack); `kernels` builds and boots and needs nothing of
-# `experiments`. Inside `experiments` the data flow: what the user wrote (config) ← what
-# will run (plan) ← the network's parts (fabric) ← data planes ← the assembled network ←
-# traffic ← executing a run ← the cluster's view of a plan ← runner ← the public API
+# its dotted name starts with. `analysis.safefiles` (files root opens without following
+# links, standard library only) sits at the bottom: the rest of analysis and kernels
+# both use it, as analysis/atomic.py, the one writer, is used by experiments.
+# `analysis` needs only `topologies` (so `pathdiv analyze` runs without the emulation
+# stack); `kernels` builds and boots and needs nothing of `experiments`. Inside
+# `experiments` the data flow: what the user wrote (config) ← what will run (plan) ←
+# the network's parts (fabric) ← data planes ← the assembled network ← traffic ←
+# executing a run ← the cluster's view of a plan ← runner ← the public API
 # (pathdiv.experiments.api, the `experiments/api/` folder) ← cli.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pathdiv.topologies", "pathdiv.kernels.safefiles"),
+    ("pathdiv.topologies", "pathdiv.analysis.safefiles"),
     ("pathdiv.kernels", "pathdiv.analysis"),
     ("pathdiv.experiments.running",),
     ("pathdiv.experiments.config", "pathdiv.experiments.manifest"),

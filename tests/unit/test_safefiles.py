@@ -1,4 +1,4 @@
-"""kernels/safefiles.py: what root opens in folders others write follows no link, reads
+"""analysis/safefiles.py: what root opens in folders others write follows no link, reads
 nothing unbounded and writes nothing in place."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pathdiv.kernels import safefiles as sf
+from pathdiv.analysis import safefiles as sf
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
 
@@ -149,3 +149,13 @@ def test_chown_tree_gives_links_not_their_targets_and_skips_hard_linked_files(tr
         assert foreign.stat().st_uid == 0, foreign
     # the kernel clears set-user-ID when the owner changes
     assert not (results / "runs" / "r1" / "tool").stat().st_mode & stat.S_ISUID
+
+
+def test_dotdot_in_a_path_is_walked_not_normalised_away(tree):
+    """`runs/../../secret` from a run id a guest chose: abspath would take it out of
+    the folder, the walk refuses it."""
+    with pytest.raises(sf.FileRefused, match="leaves its folder"):
+        sf.read_file(f"{tree}/dir/sub/../../secret", 100)
+    with pytest.raises(sf.FileRefused, match="leaves its folder"):
+        sf.write_file_atomic(f"{tree}/dir/../x", b"1")
+    assert not (tree / "x").exists()

@@ -163,9 +163,16 @@ def read_tail_beneath(dirfd: int, rel: str | Path, limit: int) -> tuple[bytes, i
         os.close(fd)
 
 
+def _absolute(path: str | Path) -> Path:
+    """``path`` made absolute against the working folder, its ``..`` kept (and refused
+    when walked): normalising it away would take ``runs/../../etc`` out of a folder."""
+    text = os.fspath(path)
+    return Path(text if text.startswith("/") else os.path.join(os.getcwd(), text))
+
+
 def read_file(path: str | Path, limit: int) -> bytes:
-    """:func:`read_beneath` for an absolute ``path`` (no link anywhere on it)."""
-    p = Path(os.path.abspath(path))
+    """:func:`read_beneath` for ``path`` (no link anywhere on it, no ``..``)."""
+    p = _absolute(path)
     top = open_dir(p.parent)
     try:
         fd = _open_step(top, p.name, os.O_RDONLY | os.O_NONBLOCK, 0, str(p))
@@ -232,9 +239,9 @@ def write_atomic(dirfd: int, name: str, data: bytes, mode: int = 0o644,
 
 def write_file_atomic(path: str | Path, data: bytes, mode: int = 0o644,
                       sync: bool = True) -> None:
-    """:func:`write_atomic` at the absolute ``path``; its folders (made when missing) are
-    reached through no link."""
-    p = Path(os.path.abspath(path))
+    """:func:`write_atomic` at ``path``; its folders (made when missing) are reached
+    through no link and no ``..``."""
+    p = _absolute(path)
     fd = open_dir(p.parent, create=True)
     try:
         write_atomic(fd, p.name, data, mode, sync)
