@@ -22,10 +22,11 @@ from typing import Any
 import yaml
 
 from pathdiv.analysis.metrics.columns import dependent_variables
+from pathdiv.analysis.safe_yaml import MAX_TEXT_BYTES, YamlRefused, load_text, shorten
 from pathdiv.analysis.stats.scope import APPLIES_TO, level_overrides, scope_problems
-from pathdiv.experiments.config.files import is_file_reference
-from pathdiv.experiments.config.safe_yaml import MAX_TEXT_BYTES, YamlRefused, load_text, shorten
+from pathdiv.experiments.config.files import invoking_user, is_file_reference, user_cannot_read
 from pathdiv.experiments.config.schema import (
+    MAX_TRANSFERS,
     SCHEMA,
     SIZE_DISTRIBUTIONS,
     Leaf,
@@ -35,9 +36,9 @@ from pathdiv.experiments.config.schema import (
     parse_size,
     plain_name_problem,
 )
-from pathdiv.experiments.config.sizes import CdfError, read_cdf
+from pathdiv.experiments.config.sizes import MIN_SIZE, CdfError, mean_size, read_cdf, size_cdf
 from pathdiv.experiments.config.switching import MODES
-from pathdiv.experiments.config.workloads import open_loop
+from pathdiv.experiments.config.workloads import PATTERNS, open_loop
 from pathdiv.topologies.conditions import (
     ConditionError,
     Conditions,
@@ -129,8 +130,12 @@ def _validate(node: Leaf | Section | MapOf | ListOf, value: Any, key: str,
         source = value or copy.deepcopy(node.default)
         out: dict[str, Any] = {}
         for name, child in source.items():
-            sub = f"{key}.{shorten(name, 40) if not isinstance(name, str) else name[:60]}"
-            if not isinstance(name, str) or not re.match(node.key_pattern, name):
+            plain = isinstance(name, str) and re.fullmatch(node.key_pattern, name)
+            # a name with a newline or escape sequence is shown as repr, never raw
+            shown = name[:60] if isinstance(name, str) and name.isprintable() else \
+                shorten(name, 40)
+            sub = f"{key}.{shown}"
+            if not plain:
                 problems.append(f"{sub}: the name {shorten(name, 40)} is not allowed; use "
                                 f"letters, digits, '_', '-' (pattern {node.key_pattern})")
                 continue
@@ -426,6 +431,15 @@ def _cross_problems(data: Mapping[str, Any]) -> list[str]:
     if analysis["ivs"] is None:  # resolved here, so every later stage reads a list
         analysis["ivs"] = list(factors)
     known = dependent_variables()
+    if not analysis["dvs"]:
+        problems.append("analysis.dvs: [] is empty; name at least one metric column, e.g. "
+                        "[throughput_mbps, fct_s], or leave analysis.dvs out for the defaults")
+    for key in ("ivs", "clusters", "dvs"):
+        names = [str(n) for n in analysis[key] or []]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            problems.append(f"analysis.{key}: {', '.join(map(repr, twice))} given twice; "
+                            "name each column once")
     for name in analysis["dvs"]:
         if name not in known:
             problems.append(f"analysis.dvs: {name!r} is not a metrics.csv column; choose "
@@ -563,6 +577,8 @@ def condition_problems(data: dict[str, Any]) -> list[str]:
             read_cdf(sizes)
         except CdfError as exc:
             problems.append(f"workload.sizes: {exc}")
+    if not problems:
+        problems += enumeration_problems(data, len(topo.hosts))
     lossy = any((p or {}).get("loss_pct") for p in [
         *data["topology"]["links"].values(), *data["topology"]["link_overrides"].values(),
         *((e.get("set") or {}) for e in data.get("events") or [])])
@@ -581,11 +597,61 @@ def condition_problems(data: dict[str, Any]) -> list[str]:
     return problems
 
 
+def run_transfers(data: Mapping[str, Any], hosts: int) -> float:
+    """How many transfers one run of `data` makes on `hosts` hosts, in closed form
+    (the expected count of an open-loop pattern's arrivals), before any is drawn."""
+    w = data["workload"]
+    pattern = PATTERNS[str(w["pattern"])]
+    if not pattern.open_loop:
+        return int(w["iterations"]) * int(w["requests"]) * pattern.transfers(hosts)
+    rate = data["topology"]["links"]["host"]["bw_mbps"]
+    cap = parse_size(w["max_size"]) if w["max_size"] is not None else None
+    mean = mean_size(size_cdf(str(w["sizes"]), cap))
+    per_host = float(w["load"]) * float(rate or 0) * 1e6 / 8 / max(mean, MIN_SIZE)
+    return hosts * per_host * float(w["duration_s"])
+
+
+def enumeration_problems(data: Mapping[str, Any], hosts: int) -> list[str]:
+    """What one run would enumerate, bounded before anything enumerates it: a closed
+    pattern the hosts cannot carry, or more transfers (arrivals) than MAX_TRANSFERS."""
+    w = data["workload"]
+    pattern = PATTERNS[str(w["pattern"])]
+    if not pattern.open_loop:
+        why = pattern.hosts_problem(hosts)
+        carried = [p.name for p in PATTERNS.values() if not p.hosts_problem(hosts)]
+        if why:
+            return [f"workload.pattern: {pattern.name!r} cannot be drawn on the {hosts} "
+                    f"hosts of this {data['topology']['kind']} topology: it {why}; choose "
+                    f"one it can carry ({', '.join(carried)})"]
+        count = run_transfers(data, hosts)
+        if count > MAX_TRANSFERS:
+            return [f"workload.iterations: {w['iterations']} x workload.requests: "
+                    f"{w['requests']} x {pattern.transfers(hosts)} transfers of the "
+                    f"{pattern.name} pattern on {hosts} hosts make {count} transfers per run; "
+                    f"a run has at most {MAX_TRANSFERS}: lower iterations or requests"]
+        return []
+    count = run_transfers(data, hosts)
+    if count > MAX_TRANSFERS * 0.9:  # drawn, a Poisson count stays below the hard cap
+        return [f"workload.duration_s: {w['duration_s']} s at workload.load {w['load']} of "
+                f"{data['topology']['links']['host']['bw_mbps']} Mbit/s on {hosts} hosts "
+                f"makes about {count:.3g} arrivals per run with workload.sizes "
+                f"{shorten(Path(str(w['sizes'])).name, 40)}; a run has at most "
+                f"{int(MAX_TRANSFERS * 0.9)} expected: shorten the window or lower the load"]
+    return []
+
+
 def read_config_text(p: Path) -> str:
-    """The text of a config file: a regular file (not a device or FIFO) of at most
-    MAX_TEXT_BYTES, UTF-8."""
+    """The text of a config file: a regular file (not a device or FIFO: opened without
+    blocking, so a FIFO is refused at once) of at most MAX_TEXT_BYTES, UTF-8; run
+    through sudo, one the invoking user may read."""
+    user = invoking_user()
+    denied = user_cannot_read(p, user) if user is not None else None
+    if denied:
+        raise ConfigError([f"{p}: {denied}; pathdiv reads only configs you may read"],
+                          str(p))
     try:
-        with open(p, "rb") as f:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 raise ConfigError([f"{p} is not a regular file; a config is a YAML file"],
                                   str(p))
