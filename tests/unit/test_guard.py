@@ -139,7 +139,7 @@ def test_clean_restores_a_setting_whose_owner_is_gone_and_keeps_a_live_owners(tm
     dead.wait()
     (records / "dead.json").write_text(json.dumps(
         {"path": str(setting), "previous": "reno cubic", "owner": f"{dead.pid}:1"}))
-    restored = env.restore_orphaned_settings(records, prefix=str(tmp_path / "sys") + "/")
+    restored = env.restore_orphaned_settings(records, settings=(str(setting),))
     assert restored == ["tcp_allowed_congestion_control: 'reno cubic'"]
     assert setting.read_text() == "reno cubic"
     assert list(records.iterdir()) == []
@@ -149,18 +149,30 @@ def test_clean_restores_a_setting_whose_owner_is_gone_and_keeps_a_live_owners(tm
         {"path": str(setting), "previous": "reno cubic", "owner": f"{dead.pid}:1"}))
     (records / "live.json").write_text(json.dumps(
         {"path": str(setting), "previous": "reno cubic", "owner": processes.owner_mark()}))
-    assert env.restore_orphaned_settings(records, prefix=str(tmp_path / "sys") + "/") == []
+    assert env.restore_orphaned_settings(records, settings=(str(setting),)) == []
     assert setting.read_text() == "reno cubic bbr"
     assert [p.name for p in records.iterdir()] == ["live.json"]
 
 
-def test_only_a_sysctl_is_ever_written_back(tmp_path):
+def test_only_a_setting_pathdiv_sets_is_ever_written_back_with_a_plain_value(tmp_path):
     target = tmp_path / "elsewhere"
     target.write_text("keep")
     (tmp_path / "r.json").write_text(json.dumps(
         {"path": str(target), "previous": "evil", "owner": "1:1"}))
     assert env.restore_orphaned_settings(tmp_path) == []
     assert target.read_text() == "keep"
+    # another sysctl (kernel.core_pattern: a root shell for whoever sets it) is dropped
+    (tmp_path / "r.json").write_text(json.dumps(
+        {"path": "/proc/sys/kernel/core_pattern", "previous": "|/tmp/x", "owner": "1:1"}))
+    assert env.restore_orphaned_settings(tmp_path) == []
+    assert env.RESTORABLE == (env.ALLOWED_CC,)
+    # and so is a value that is not a list of congestion-control names
+    for value in ("reno\n|/tmp/x", "", "reno;id"):
+        (tmp_path / "r.json").write_text(json.dumps(
+            {"path": str(target), "previous": value, "owner": "1:1"}))
+        assert env.restore_orphaned_settings(tmp_path, settings=(str(target),)) == []
+        assert target.read_text() == "keep"
+    assert not env.RESTORED_VALUE.fullmatch("reno\n")
 
 
 # ---- the lab kernel's user and its image -------------------------------------------------
