@@ -14,7 +14,6 @@ machines never write the same file.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pathdiv.experiments.cluster.shards import Shard
-from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.manifest import read_json_dict, write_json_atomic
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels.processes import owner_alive, process_start
 
@@ -59,11 +58,8 @@ def busy_runs(folder: Path, run_ids: list[str], host: str | None = None) -> list
     process must not delete and redo what that one is writing."""
     busy = []
     for run_id in run_ids:
-        try:
-            marker = json.loads(marker_path(folder, run_id).read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(marker, dict) or marker.get("pid") == os.getpid():
+        marker = read_json_dict(marker_path(folder, run_id))  # no link, bounded
+        if marker is None or marker.get("pid") == os.getpid():
             continue
         if process_alive(marker, host) is True:
             since = f" since {marker['run_started']}" if marker.get("run_started") else ""
