@@ -7,13 +7,22 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import pathdiv.analysis.safefiles as safefiles
+from pathdiv.analysis import results
+from pathdiv.analysis.metrics.table import compute_metrics
+from pathdiv.analysis.readers import FolderError
 from pathdiv.experiments.cluster import planfile
+from pathdiv.experiments.cluster.status import folder_status
 from pathdiv.experiments.dataplane.p4 import programs as p4programs
 from pathdiv.experiments.manifest import read_json_dict
+from tests.hostile_configs import LAUGHS
+from tests.unit.test_metrics import run as metrics_run
+from tests.unit.test_metrics import tcp_spec
 
 
 def test_the_plan_lock_is_not_created_through_a_dangling_link(tmp_path):
@@ -80,3 +89,70 @@ def test_a_cached_p4_program_others_could_have_replaced_is_not_loaded(tmp_path):
     (folder / "p4info.txtpb").symlink_to(tmp_path / "elsewhere")
     assert any("is a symlink" in p for p in
                p4programs.cached_problems([folder / "p4info.txtpb"], cache))
+
+
+# ---- what analyze, status, compare and results.open read -------------------------------
+def _runs(folder: Path) -> None:
+    """Three measured runs r1..r3 (tests/unit/test_metrics.py's synthetic captures)."""
+    for i, size in enumerate((3000, 4000, 5000), 1):
+        metrics_run(folder, [tcp_spec(size_bytes=size)], name=f"r{i}")
+
+
+def test_one_bad_run_is_named_and_skipped_not_fatal(tmp_path):
+    """A guest (or the folder's owner) wrote garbage, a FIFO and a link into three of
+    five runs: the metrics cover the two good ones and say why the others are out."""
+    _runs(tmp_path)
+    metrics_run(tmp_path, [tcp_spec(size_bytes=6000)], name="r4")
+    metrics_run(tmp_path, [tcp_spec(size_bytes=7000)], name="r5")
+    (tmp_path / "runs" / "r1" / "transfers.csv").write_text("\x00" * 10)
+    os.unlink(tmp_path / "runs" / "r2" / "transfers.csv")
+    os.mkfifo(tmp_path / "runs" / "r2" / "transfers.csv")
+    secret = tmp_path / "secret.csv"
+    secret.write_text("transfer_id,SECRETCOLUMN\n1,2\n")
+    os.unlink(tmp_path / "runs" / "r3" / "transfers.csv")
+    (tmp_path / "runs" / "r3" / "transfers.csv").symlink_to(secret)
+    (tmp_path / "runs" / "evil").symlink_to(tmp_path / "runs" / "r4")  # a second r4
+    notes: list[str] = []
+    started = time.monotonic()
+    path = compute_metrics(tmp_path, notes=notes)
+    assert time.monotonic() - started < 30
+    assert sorted(pd.read_csv(path)["run_id"]) == ["r4", "r5"]
+    said = "\n".join(notes)
+    for run in ("r1", "r2", "r3"):
+        assert f"run {run} was not measured" in said
+    assert "is not a regular file" in said and "is a symbolic link" in said
+    assert "runs/'evil' is a symbolic link; skipped." in said
+    assert "SECRETCOLUMN" not in said
+
+
+def test_status_and_results_stay_inside_the_folder_and_do_not_hang(tmp_path, capsys):
+    """plan.json names a run `../../secret` (its owner may edit it), config.yaml is an
+    alias bomb, stats.json a FIFO: status and results.open read none of it whole."""
+    folder = tmp_path / "results"
+    _runs(folder)
+    outside = tmp_path / "secret"
+    (outside / "runs" / "x").mkdir(parents=True)
+    (outside / "runs" / "x" / "manifest.json").write_text(
+        json.dumps({"status": "failed", "error": "SECRET"}))
+    (folder / "plan.json").write_text(json.dumps({"runs": [
+        {"run_id": "../../secret/runs/x", "flow_type": "q"},
+        {"run_id": "r1", "flow_type": "q"}]}))
+    (folder / "runs" / "r1" / "manifest.json").write_text(json.dumps(
+        {"status": "failed", "error": "\x1b]0;owned\x07 broken"}))
+    started = time.monotonic()
+    status = folder_status(folder)
+    summary = status.summary()
+    assert "SECRET" not in summary and "\x1b" not in summary
+    assert [r.state for r in status.runs] == ["failed", "failed"]
+    assert "not a run id" in status.runs[0].note
+    assert status.runs[1].note == "\\x1b]0;owned\\x07 broken"
+    (folder / "config.yaml").write_text(LAUGHS)
+    with pytest.raises(FolderError, match=r"config\.yaml cannot be read \(line \d+: with "
+                                          r"its aliases"):
+        results.open(folder)
+    (folder / "config.yaml").write_text("name: ok\n")
+    os.mkfifo(folder / "stats.json")
+    res = results.open(folder)
+    assert res.stats is None and any("stats.json is not a regular file" in n
+                                     for n in res.notes)
+    assert time.monotonic() - started < 30
