@@ -324,6 +324,29 @@ def _chown_entry(dirfd: int, name: str, uid: int, gid: int) -> int:
         os.close(fd)
 
 
+def sync_tree(dirfd: int) -> int:
+    """fsync every regular file below the open folder ``dirfd`` and every folder (no
+    link followed), so a record written after this (a manifest saying the captures are
+    complete) never survives a crash that the files it declares did not. Returns how
+    many files were synced."""
+    synced = 0
+    for _root, _dirs, files, rootfd in os.fwalk(".", dir_fd=dirfd, follow_symlinks=False):
+        for name in files:
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                             dir_fd=rootfd)
+            except OSError:
+                continue
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.fsync(fd)
+                    synced += 1
+            finally:
+                os.close(fd)
+        os.fsync(rootfd)
+    return synced
+
+
 def iter_names(dirfd: int) -> Iterator[tuple[str, os.stat_result]]:
     """(name, lstat) of each entry of the open folder ``dirfd``, sorted by name."""
     for name in sorted(os.listdir(dirfd)):

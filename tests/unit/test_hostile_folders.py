@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import pathdiv.analysis.safefiles as safefiles
 from pathdiv.analysis import results
 from pathdiv.analysis.metrics.table import compute_metrics
 from pathdiv.analysis.readers import FolderError
-from pathdiv.experiments.cluster import planfile
+from pathdiv.experiments.cluster import planfile, tracking
 from pathdiv.experiments.cluster.status import folder_status
 from pathdiv.experiments.dataplane.p4 import programs as p4programs
 from pathdiv.experiments.manifest import read_json_dict
@@ -156,3 +158,34 @@ def test_status_and_results_stay_inside_the_folder_and_do_not_hang(tmp_path, cap
     assert res.stats is None and any("stats.json is not a regular file" in n
                                      for n in res.notes)
     assert time.monotonic() - started < 30
+
+
+def test_a_second_run_of_the_plan_is_refused_for_the_whole_execution(tmp_path):
+    """The plan lock (running/plan.lock) is held by a run between its runs too, where no
+    running marker exists; a second process is refused, told who holds it; another
+    shard of the plan has a lock of its own."""
+    code = ("import sys, pathlib\n"
+            "from pathdiv.experiments.cluster.tracking import FolderBusy, execution_lock\n"
+            "from pathdiv.experiments.cluster.shards import parse_shard\n"
+            "shard = parse_shard(sys.argv[2]) if len(sys.argv) > 2 else None\n"
+            "try:\n"
+            "    with execution_lock(pathlib.Path(sys.argv[1]), shard):\n"
+            "        print('ran')\n"
+            "except FolderBusy as exc:\n"
+            "    print(exc)\n")
+    with tracking.execution_lock(tmp_path):
+        other = subprocess.run([sys.executable, "-c", code, str(tmp_path)],
+                               capture_output=True, text=True, timeout=60)
+        assert f"another `pathdiv run` executes this plan there (pid {os.getpid()}" in \
+            other.stdout, other.stderr
+        shard = subprocess.run([sys.executable, "-c", code, str(tmp_path), "1/2"],
+                               capture_output=True, text=True, timeout=60)
+        assert shard.stdout == "ran\n", shard.stderr
+    after = subprocess.run([sys.executable, "-c", code, str(tmp_path)],
+                           capture_output=True, text=True, timeout=60)
+    assert after.stdout == "ran\n"
+    (tmp_path / "running" / "plan.lock").unlink()
+    (tmp_path / "running" / "plan.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(safefiles.FileRefused), tracking.execution_lock(tmp_path):
+        pass
+    assert not (tmp_path / "elsewhere").exists()

@@ -159,3 +159,14 @@ def test_dotdot_in_a_path_is_walked_not_normalised_away(tree):
     with pytest.raises(sf.FileRefused, match="leaves its folder"):
         sf.write_file_atomic(f"{tree}/dir/../x", b"1")
     assert not (tree / "x").exists()
+
+
+def test_sync_tree_syncs_the_files_below_and_follows_no_link(tree):
+    (tree / "dir" / "a.pcap").write_bytes(b"x")
+    (tree / "dir" / "link.pcap").symlink_to(tree / "secret")
+    os.mkfifo(tree / "dir" / "fifo")
+    fd = sf.open_dir(tree / "dir")
+    try:
+        assert sf.sync_tree(fd) == 2  # a.pcap and sub/f; not the link nor the FIFO
+    finally:
+        os.close(fd)
