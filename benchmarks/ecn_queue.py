@@ -33,8 +33,8 @@ from pathlib import Path
 from pathdiv.analysis.capture.pcap import ip_to_int, read_pcap
 from pathdiv.analysis.metrics.transfer import ce_marks
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.fabric.network import Network
 from pathdiv.experiments.fabric.shaping import FRAME_BYTES
+from pathdiv.experiments.network.network import Network
 
 # h2 shares h1's edge switch, h3 reaches it through an aggregation switch: their data
 # meets only at e1's port towards h1, whatever ECMP chooses; h4's pings cross it too

@@ -35,7 +35,6 @@ from pathdiv.experiments.execute.lab_kernel import (
 )
 from pathdiv.experiments.fabric.clean import clean
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
-from pathdiv.experiments.fabric.network import NetworkError
 from pathdiv.experiments.plan.budget import plan_need_mb, plan_total_mb
 from pathdiv.experiments.plan.design import design_problems, observations_per_cell
 from pathdiv.experiments.plan.estimate import format_duration
@@ -53,6 +52,7 @@ from pathdiv.experiments.runner import (
     free_mb,
     prepare_folder,
 )
+from pathdiv.experiments.running import NetworkError
 from pathdiv.kernels.processes import restore_handlers, stop_on_signals
 from pathdiv.topologies.fattree import FatTree
 

@@ -85,7 +85,6 @@ from pathdiv.experiments.execute.runstate import (
     write_status,
 )
 from pathdiv.experiments.fabric.environment import preflight, running_kernel_release
-from pathdiv.experiments.fabric.network import NetworkError
 from pathdiv.experiments.fidelity import runhooks as fidelity
 from pathdiv.experiments.fidelity.attempts import attempt_entry, shelve, should_repeat
 from pathdiv.experiments.fidelity.record import machine_clock
@@ -111,7 +110,7 @@ from pathdiv.experiments.plan.estimate import (
 )
 from pathdiv.experiments.plan.lanes import boots, phases
 from pathdiv.experiments.plan.runs import Run, expand
-from pathdiv.experiments.running import RunningNetwork
+from pathdiv.experiments.running import NetworkError, RunningNetwork
 from pathdiv.experiments.traffic import clockgrid
 from pathdiv.experiments.traffic.paths_session import run_paths
 from pathdiv.experiments.traffic.rounds import (
@@ -138,7 +137,8 @@ def new_folder_name(name: str, now: datetime) -> str:
 
 def split_resume(runs: list[Run], folder: Path) -> tuple[list[Run], list[Run]]:
     """(runs still to do, runs already complete); failed/skipped/partial ones are redone."""
-    todo, done = [], []
+    todo: list[Run] = []
+    done: list[Run] = []
     for run in runs:
         (done if run_state(folder / "runs" / run.run_id) == "complete" else todo).append(run)
     return todo, done
@@ -277,7 +277,7 @@ def execute_run(run: Run, run_dir: Path,
         info = memory_mb()
         memory = manifest["memory_mb"] = {"total": info and info[0],
                                           "built": info and info[1]}
-        manifest["dataplane"].update(net.dp.describe())
+        manifest["dataplane"].update(net.plane.describe())
         # a reused network was verified equal to the state that passed this check
         failed = [] if reused else net.ping_all()
         if failed:
@@ -294,16 +294,16 @@ def execute_run(run: Run, run_dir: Path,
             gc.collect()
             grid = clockgrid.align()
             traffic = at_instant(traffic, grid + clockgrid.FIRST_ROUND_NS)
-            switch_threads = net.dp.first_in_first_out() if traffic.fifo else 0
+            switch_threads = net.plane.first_in_first_out() if traffic.fifo else 0
             manifest["clock_grid"] = {
                 "period_ns": clockgrid.GRID_NS, "start_ns": grid,
                 "first_round_ns": traffic.start_ns, "sched_fifo": traffic.fifo,
                 "sched_fifo_switch_threads": switch_threads}
-        # where start_capture listens: each link's upper end
+        # where the captures listen: each link's upper end
         captured = [(link.b.node, link.b.intf) for link in net.topo.links]
         if need is not None:
             budget = budget_of(cfg, need)
-            manifest["capture"]["start"] = net.start_capture(
+            manifest["capture"]["start"] = net.captures.start(
                 run_dir / "captures", int(capture["snaplen"]), budget, need.caps(budget),
                 str(capture["tool"]))
             manifest["capture"]["start"]["need_mb"] = round(need.total_mb, 1)
@@ -334,7 +334,7 @@ def execute_run(run: Run, run_dir: Path,
             if capture["enabled"]:
                 net.wait_quiet()  # the last FINs and ACKs belong in the captures
                 after = _counters(net, captured, manifest)
-                manifest["capture"]["stop"] = net.stop_capture()
+                manifest["capture"]["stop"] = net.captures.stop()
                 fidelity.captures(record, manifest["capture"]["stop"], manifest)
                 if before and after:
                     manifest["interface_counters"] = counter_deltas(before, after)

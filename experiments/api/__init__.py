@@ -26,10 +26,10 @@ from pathdiv.experiments.api.session import (
 )
 from pathdiv.experiments.config.load import Config, ConfigError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
-from pathdiv.experiments.fabric.network import NetworkError
 from pathdiv.experiments.plan.designations import Shape
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.experiments.runner import RunProgress
+from pathdiv.experiments.running import NetworkError
 
 # Names of the analysis side, loaded on first use: pandas and the statistics stack stay
 # out of the command line's start until a command needs them.

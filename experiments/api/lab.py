@@ -49,7 +49,7 @@ from pathdiv.experiments.execute.lab_kernel import (
     kernel_description,
     lab_kernel_image,
 )
-from pathdiv.experiments.fabric.network import NetworkError
+from pathdiv.experiments.running import NetworkError
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import LabKernelError, kernel_release
 from pathdiv.kernels.processes import remove_scratch, scratch_folder

@@ -29,7 +29,7 @@ from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.dataplane.base import PortCounters
 from pathdiv.experiments.dataplane.select import select_dataplane
 from pathdiv.experiments.fabric.environment import preflight
-from pathdiv.experiments.fabric.network import Network
+from pathdiv.experiments.network.network import Network
 from pathdiv.kernels.processes import scratch
 from pathdiv.topologies.fattree import FatTree
 
@@ -173,13 +173,13 @@ class KernelNetwork(LiveNetwork):
     def capture(self, folder: str | Path, snaplen: int = 128,
                 budget_mb: float = 200) -> Iterator[Path]:
         out = Path(folder)
-        self.net.start_capture(out, snaplen, budget_mb,
+        self.net.captures.start(out, snaplen, budget_mb,
                                tool=str(self.net.cfg.data["capture"]["tool"]))
         try:
             yield out
         finally:
             self.net.wait_quiet()  # the last FINs and ACKs belong in the captures
-            self.net.stop_capture()
+            self.net.captures.stop()
 
 
 @contextmanager

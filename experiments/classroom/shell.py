@@ -28,7 +28,9 @@ from pathdiv.experiments.classroom.views import (
 from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.config.switching import SPRAYS
 from pathdiv.experiments.dataplane.base import MODES, DataPlaneError, PortCounters
-from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
+from pathdiv.experiments.network.network import Network
+from pathdiv.experiments.running import NetworkError
 
 FLOW_PORT = PORT  # the server `pathdiv probe` uses; _fetch targets it
 
@@ -70,7 +72,7 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         self.last_flow: tuple[str, str, list[LinkTraffic]] | None = None
         setLogLevel("output")  # the lab builds quietly; node commands must print here
         lg.propagate = False  # Mininet prints node output itself (stderr); not twice
-        super().__init__(net.net, **kwargs)
+        super().__init__(net.mininet, **kwargs)
 
     # ---- helpers -------------------------------------------------------------
     def _host(self, name: str) -> str:
@@ -135,7 +137,7 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         self._guard(self._mode, line)
 
     def _mode(self, args: list[str]) -> None:
-        dp = self.net.dp
+        dp = self.net.plane
         if args:
             mode = args[0]
             spray = args[1] if len(args) > 1 else dp.spray

@@ -256,3 +256,13 @@ def restore_orphaned_settings(records: Path | None = None,
                 live.add(setting)  # the oldest record of a setting is its value before
         path.unlink(missing_ok=True)
     return restored
+
+
+MPTCP_PARAMETERS = Path("/sys/module/mptcp/parameters")
+
+
+def set_mptcp_d_parameters(alpha: float, beta: float) -> None:
+    """hosts.mptcp_d_alpha/beta into the lab kernel's mptcp-d (module parameters in %;
+    one kernel for every host of the network, so one setting)."""
+    for name, value in (("mptcp_d_alpha_pct", alpha), ("mptcp_d_beta_pct", beta)):
+        (MPTCP_PARAMETERS / name).write_text(f"{round(value * 100)}\n")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -380,7 +380,7 @@ def _differs(name: str, ref: Any, now: Any) -> str:
 
 
 def problems(reference: NodeState, observed: NodeState, expected: Mapping[str, Any],
-             procs: list[str] = ()) -> dict[str, list[str]]:
+             procs: Sequence[str] = ()) -> dict[str, list[str]]:
     """Section -> what differs from a clean node ({} when clean). `reference`: the node
     after its build; `expected`: `variant_state`; `procs`: processes left in it."""
     out: dict[str, list[str]] = {}

@@ -57,7 +57,7 @@ def dump_request(kind: int, seq: int, ifindex: int = 0) -> bytes:
 def messages(buf: bytes) -> tuple[list[tuple[int, bytes]], bool]:
     """One datagram of a dump -> ([(message type, message without its header)], done).
     OSError for an error message."""
-    out = []
+    out: list[tuple[int, bytes]] = []
     off = 0
     while off + NLMSG_HDR.size <= len(buf):
         length, kind, _, _, _ = NLMSG_HDR.unpack_from(buf, off)

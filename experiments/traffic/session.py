@@ -29,8 +29,9 @@ from typing import Any
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.config.workloads import open_loop
-from pathdiv.experiments.fabric.network import Network, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
 from pathdiv.experiments.manifest import write_csv_atomic
+from pathdiv.experiments.network.network import Network
 from pathdiv.experiments.plan.arrivals import (
     Flow,
     access_rate_mbps,
@@ -108,7 +109,7 @@ def schedule_files(net: Network, flows: list[Flow], port: int,
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     try:
         text = path.read_text()
     except OSError:

@@ -22,9 +22,9 @@ FOLDERS = ("topologies", "experiments", "analysis", "kernels")
 # its dotted name starts with. `analysis` needs only `topologies` (so `pathdiv analyze`
 # runs without the emulation stack); `kernels` builds and boots and needs nothing of
 # `experiments`. Inside `experiments` the data flow: what the user wrote (config) ← what
-# will run (plan) ← the network's parts (fabric) ← data planes ← the assembled network ←
-# traffic ← executing a run ← the cluster's view of a plan ← runner ← the public API
-# (pathdiv.experiments.api, the `experiments/api/` folder) ← cli.
+# will run (plan) ← the network's parts (fabric) ← data planes ← the assembled network
+# (network) ← traffic ← executing a run ← the cluster's view of a plan ← runner ← the
+# public API (pathdiv.experiments.api, the `experiments/api/` folder) ← cli.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pathdiv.topologies",),
     ("pathdiv.kernels", "pathdiv.analysis"),
@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pathdiv.experiments.plan",),
     ("pathdiv.experiments.fabric",),
     ("pathdiv.experiments.dataplane",),
-    ("pathdiv.experiments.fabric.network",),
+    ("pathdiv.experiments.network",),
     ("pathdiv.experiments.traffic", "pathdiv.experiments.fidelity"),
     ("pathdiv.experiments.execute",),
     ("pathdiv.experiments.cluster",),
