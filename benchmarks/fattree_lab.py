@@ -31,7 +31,7 @@ from hoststat import HostLoad
 
 from pathdiv.experiments.api.session import estimator, expected_time
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.execute.lab_kernel import PROGRESS_FILE
+from pathdiv.experiments.execute.lab_runs import PROGRESS_FILE
 from pathdiv.experiments.manifest import memory_mb
 from pathdiv.experiments.plan.runs import expand
 

@@ -26,8 +26,8 @@ import pandas as pd
 
 from pathdiv.analysis.metrics.slowdown import slowdowns
 from pathdiv.experiments.config.load import validate
+from pathdiv.experiments.execute.run import execute_run
 from pathdiv.experiments.plan.runs import expand
-from pathdiv.experiments.runner import execute_run
 
 
 def cpu_steal() -> tuple[int, int]:

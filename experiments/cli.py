@@ -26,13 +26,14 @@ from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
 from pathdiv.experiments.dataplane.select import resolve_planes, select_dataplane
-from pathdiv.experiments.execute.guest import run_in_lab_kernel
-from pathdiv.experiments.execute.lab_kernel import (
-    LabKernelError,
+from pathdiv.experiments.execute.boot import (
     LabKernelUnavailable,
     describe_lab_kernel,
     guest_kernel_description,
 )
+from pathdiv.experiments.execute.lab_command import run_in_lab_kernel
+from pathdiv.experiments.execute.run import free_mb
+from pathdiv.experiments.execute.runstate import ResultsError
 from pathdiv.experiments.fabric.clean import clean
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
 from pathdiv.experiments.plan.budget import plan_need_mb, plan_total_mb
@@ -47,12 +48,9 @@ from pathdiv.experiments.plan.runs import (
     quick_config,
     quick_flow_types,
 )
-from pathdiv.experiments.runner import (
-    ResultsError,
-    free_mb,
-    prepare_folder,
-)
+from pathdiv.experiments.runner import prepare_folder
 from pathdiv.experiments.running import NetworkError
+from pathdiv.kernels.build import LabKernelError
 from pathdiv.kernels.processes import restore_handlers, stop_on_signals
 from pathdiv.topologies.fattree import FatTree
 

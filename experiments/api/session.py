@@ -29,7 +29,7 @@ from pathdiv.experiments.config.results_folder import hand_over, link_inside
 from pathdiv.experiments.config.schema import MAX_K
 from pathdiv.experiments.config.workloads import PATTERNS
 from pathdiv.experiments.dataplane.select import mode_problems, resolve_planes
-from pathdiv.experiments.execute.lab_kernel import host_cores, host_ram_mb
+from pathdiv.experiments.execute.boot import host_cores, host_ram_mb
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
 from pathdiv.experiments.plan import history
 from pathdiv.experiments.plan.budget import budget_problems

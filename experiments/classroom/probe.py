@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
-from pathdiv.experiments.execute.lab_kernel import guest_kernel_description
+from pathdiv.experiments.execute.boot import guest_kernel_description
 from pathdiv.experiments.fabric.nodeprocs import wait_for_line
 from pathdiv.experiments.fidelity.monitor import core_shares, parse_proc_stat, read_text
 from pathdiv.experiments.fidelity.record import build_record, lab_monitor, machine_clock

@@ -20,7 +20,7 @@ from pathdiv.kernels.abilities import LAB_ONLY_CCS, KernelAbilities, lab_kernel_
 from pathdiv.kernels.processes import owner_alive, owner_mark, parse_owner
 
 # Every process a lab starts carries PATHDIV_OWNER (kernels/processes.py).
-LAB_KERNEL_ENV = "PATHDIV_LAB_KERNEL"  # set by experiments.execute.lab_kernel in the guest
+LAB_KERNEL_ENV = "PATHDIV_LAB_KERNEL"  # set in the guest by experiments/execute/boot.py
 TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "sysctl", "ping", "mnexec")
 
 
