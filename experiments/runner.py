@@ -232,7 +232,6 @@ class PlanExecution:
         self.statuses: dict[str, dict[str, Any]] = {
             r.run_id: {"status": "complete", "reason": ""} for r in self.done}
         self.outcome = PlanOutcome(folder, {r.run_id: "complete" for r in self.done})
-        self.host_todo = [r for r in todo if r.config.host_kernel != "lab"]
         self.lab_todo = [r for r in todo if r.config.host_kernel == "lab"]
         self.image: Path | None = None  # the lab kernel, once found or built
         self.tracker = RunTracker(folder, runs, shard, complete_before=len(self.done))

@@ -122,16 +122,6 @@ def owned_processes() -> Iterator[tuple[int, int]]:
             yield pid, owner[0]
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep(owner: int | None = None) -> list[int]:
     """Kill lab processes of `owner` (None: of every owner no longer alive, a reused pid
     included: the mark's start time differs)."""

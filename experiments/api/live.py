@@ -16,7 +16,7 @@ the picture. `api.network` (networks.py) chooses between the two.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,11 +192,3 @@ def local_network(cfg: Config, workdir: str | Path | None = None) -> Iterator[Ke
         folder = Path(workdir) if workdir else stack.enter_context(scratch("net"))
         net = stack.enter_context(Network(cfg, cls, folder))
         yield KernelNetwork(net, reason)
-
-
-def as_mapping(transfer: Transfer) -> Mapping[str, Any]:
-    """A transfer as plain data (for JSON or a DataFrame row)."""
-    return {"src": transfer.src, "dst": transfer.dst, "size": transfer.size,
-            "transport": transfer.transport, "fct_s": transfer.fct_s,
-            "goodput_mbps": transfer.goodput_mbps, "received": transfer.received,
-            "paths": [" > ".join(p) for p in transfer.paths]}

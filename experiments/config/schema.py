@@ -248,7 +248,6 @@ MAX_FLOW_TYPES = 20
 MAX_EVENTS = 1000
 MAX_FACTORS = 4
 MAX_LEVELS = 50
-MAX_NAME_CHARS = 40  # a flow type, factor or level name: part of every run id
 
 _repetitions = Between(1, MAX_REPETITIONS, integer=True)
 _iterations = Between(1, MAX_ITERATIONS, integer=True)

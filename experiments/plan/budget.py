@@ -100,12 +100,6 @@ class RunNeed:
                 for intf, n in self.link_packets.items()}
 
 
-def pair_links(topo: FatTree, client: str, server: str) -> tuple[int, set[str]]:
-    """(hop count, capture interfaces of every link any shortest path uses)."""
-    hops, intfs = _pair_links(topo.k, client, server, topo)
-    return hops, set(intfs)
-
-
 _PAIRS: dict[tuple[int, str, str], tuple[int, frozenset[str]]] = {}
 
 
