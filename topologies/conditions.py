@@ -65,6 +65,19 @@ def link_params_of(links: Mapping[str, Mapping[str, Any]]) -> dict[Tier, LinkPar
     return out
 
 
+def fat_tree_of(config: Mapping[str, Any]) -> FatTree:
+    """The fat tree a config describes: `topology.k`, `topology.links` and an alias
+    address per extra MPTCP subflow on every host; missing keys take the schema's
+    defaults, and `topology.kind` is not looked at. The one way a config becomes a fat
+    tree: the experiment's `Config.topology` and the analysis of a results folder (a
+    run's manifest holds its resolved config) both call it."""
+    topology = config.get("topology") or {}
+    hosts = config.get("hosts") or {}
+    aliases = int(hosts.get("subflows", 1)) - 1 if hosts.get("transport") == "mptcp" else 0
+    return FatTree(int(topology.get("k", 4)), link_params_of(topology.get("links") or {}),
+                   aliases_per_host=max(aliases, 0))
+
+
 def changed(params: LinkParams, changes: Mapping[str, Any]) -> LinkParams:
     """`params` with every non-null key of `changes` replaced."""
     kinds = {"queue_pkts": int}

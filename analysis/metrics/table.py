@@ -47,7 +47,7 @@ from pathdiv.analysis.metrics.transfer import (
     PairGeometry,
     measure_transfer,
 )
-from pathdiv.topologies.conditions import link_params_of, resolve
+from pathdiv.topologies.conditions import fat_tree_of, resolve
 from pathdiv.topologies.fattree import FatTree
 
 log = logging.getLogger(__name__)
@@ -98,14 +98,10 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
 
 def topology_of(config: dict[str, Any]) -> FatTree:
     """The run's fat tree as the runner built it (alias addresses for MPTCP subflows)."""
-    topo_cfg = config.get("topology", {})
-    kind = topo_cfg.get("kind", "fattree")
+    kind = config.get("topology", {}).get("kind", "fattree")
     if kind != "fattree":
         raise RunLayoutError(f"topology.kind {kind!r} not supported by analysis; expected fattree")
-    hosts = config.get("hosts", {})
-    aliases = int(hosts.get("subflows", 1)) - 1 if hosts.get("transport") == "mptcp" else 0
-    links = link_params_of(topo_cfg.get("links") or {})
-    return FatTree(int(topo_cfg.get("k", 4)), links, aliases_per_host=max(aliases, 0))
+    return fat_tree_of(config)
 
 
 def load_transfers(run_dir: Path) -> pd.DataFrame:

@@ -41,6 +41,7 @@ from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.topologies.conditions import (
     ConditionError,
     Conditions,
+    fat_tree_of,
     link_params_of,
     parse_link,
     resolve,
@@ -348,7 +349,7 @@ class Config:
         """The one topology object every stage reads."""
         if self.topology_kind == "paths":
             return paths_topology(self.data["topology"]["paths"])
-        return FatTree(self.k, self.link_params(), aliases_per_host=self.subflows - 1)
+        return fat_tree_of(self.data)
 
     def fat_tree(self, what: str) -> FatTree:
         """The topology of a config that `what` (a command, the live network) can build
