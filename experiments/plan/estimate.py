@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.lanes import boots
 from pathdiv.experiments.plan.runs import Run
@@ -147,7 +148,7 @@ def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
     size = cfg.flow_sizes()[flow_type]
     bps = bottleneck_mbps(cfg) * 1e6
     timeout = float(w["timeout_s"])
-    if w["pattern"] == "poisson":  # the arrival window at the offered load, then a drain
+    if open_loop(w["pattern"]):  # the arrival window at the offered load, then a drain
         seconds = float(w["duration_s"])
         mb = float(w.get("load", 0.5)) * bps * seconds * len(topo.hosts) / 8 / 1e6
         return Work(nodes, 1, mb, seconds + min(timeout, 2.0), len(topo.hosts))
