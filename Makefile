@@ -59,12 +59,13 @@ reproduce: need-root $(STAMP)
 
 # mypy on the whole product (every folder is typed). mypy cannot follow the editable
 # install's import hook, so it reads the folders linked under pathdiv/.
-TYPED := pathdiv.topologies pathdiv.kernels pathdiv.analysis pathdiv.experiments
+TYPED := pathdiv
 TYPECHECK := .typecheck
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	@mkdir -p $(TYPECHECK)/pathdiv && for f in topologies experiments analysis kernels; do \
-	  ln -sfn "$(CURDIR)/$$f" $(TYPECHECK)/pathdiv/$$f; done
+	  ln -sfn "$(CURDIR)/$$f" $(TYPECHECK)/pathdiv/$$f; done && \
+	  ln -sfn "$(CURDIR)/pathdiv/__init__.py" $(TYPECHECK)/pathdiv/__init__.py
 	cd $(TYPECHECK) && $(CURDIR)/$(PY) -m mypy --ignore-missing-imports --follow-imports=silent \
 	  --cache-dir .mypy_cache $(addprefix -p ,$(TYPED))
 

@@ -15,7 +15,6 @@ import pathdiv.experiments.api as api
 from pathdiv.experiments.api.live import KernelNetwork
 from pathdiv.experiments.classroom.probe import format_probe, run_probe
 from pathdiv.experiments.classroom.shell import PathdivCLI
-from pathdiv.experiments.cluster.planfile import options_conflict, read_plan, register_plan
 from pathdiv.experiments.cluster.shards import describe_shards, parse_shard, shard_runs
 from pathdiv.experiments.cluster.slurm import SlurmError, SlurmJob, submit, write_scripts
 from pathdiv.experiments.cluster.status import folder_status
@@ -33,7 +32,6 @@ from pathdiv.experiments.execute.boot import (
 )
 from pathdiv.experiments.execute.lab_command import run_in_lab_kernel
 from pathdiv.experiments.execute.run import free_mb
-from pathdiv.experiments.execute.runstate import ResultsError
 from pathdiv.experiments.fabric.clean import clean
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
 from pathdiv.experiments.plan.budget import plan_need_mb, plan_total_mb
@@ -48,7 +46,6 @@ from pathdiv.experiments.plan.runs import (
     quick_config,
     quick_flow_types,
 )
-from pathdiv.experiments.runner import prepare_folder
 from pathdiv.experiments.running import NetworkError
 from pathdiv.kernels.build import LabKernelError
 from pathdiv.kernels.processes import restore_handlers, stop_on_signals
@@ -274,36 +271,26 @@ def _plan(args: argparse.Namespace) -> tuple[Config, list[Run], dict[str, Any]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    shard = parse_shard(args.shard) if args.shard else None
+    shard = parse_shard(args.shard) if args.shard else None  # refused before the plan
     if shard and args.out is None:
         raise ValueError(f"--shard {shard} needs --out DIR: every shard of a plan writes into "
                          "the same results folder")
     cfg, runs, options = _plan(args)
-    planned = runs
-    if shard:
-        options["shards"] = shard.count
-        runs = shard_runs(planned, shard)
-        if not runs:
-            print(f"pathdiv: shard {shard} has no runs (the plan has {len(planned)}); "
-                  "nothing to do")
-            return 0
-    jobs = api.jobs_for(runs, args.jobs)  # refused here, before any folder is made
     folder_seen: list[Path] = []
 
-    def started(folder: Path) -> None:
-        folder_seen.append(folder)
-        if shard:  # refused here, before any run, if the folder's shards expand another plan
-            register_plan(folder, cfg, planned, options)
+    def started(start: api.RunStart) -> None:
+        folder_seen.append(start.folder)
         if not args.quiet:
-            part = f"shard {shard}: {len(runs)} of {len(planned)}" if shard else f"{len(runs)}"
-            at_once = (f", up to {jobs} lab kernels at once (--jobs)"
-                       if jobs > 1 and virtual_runs(runs) > 1 else "")
-            print(f"pathdiv: {part} run(s) into {folder}{at_once}", file=sys.stderr)
+            part = (f"shard {start.shard}: {start.runs} of {start.planned}" if start.shard
+                    else f"{start.runs}")
+            at_once = (f", up to {start.jobs} lab kernels at once (--jobs)" if start.at_once
+                       else "")
+            print(f"pathdiv: {part} run(s) into {start.folder}{at_once}", file=sys.stderr)
 
     try:
         result = api.run(cfg, args.out, runs=runs, quiet=args.quiet, options=options,
-                         plan_runs=planned, shard=shard, on_start=started,
-                         analyze=not (shard or args.no_analyze), jobs=jobs)
+                         shard=shard, on_start=started,
+                         analyze=not (shard or args.no_analyze), jobs=args.jobs)
     except KeyboardInterrupt as exc:
         again = f" --shard {shard}" if shard else ""
         where = folder_seen[0] if folder_seen else args.out
@@ -312,6 +299,9 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{where} (with the same options)", file=sys.stderr)
         return 130
     folder, outcome = result.folder, result.outcome
+    if shard and not outcome.statuses:
+        print(f"pathdiv: shard {shard} has no runs (the plan has {len(runs)}); nothing to do")
+        return 0
     print(f"{folder}: {outcome.summary()}")
     if shard:
         print(f"pathdiv: shard {shard} finished; a shard does not analyse. Once every shard "
@@ -360,13 +350,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     if not 1 <= args.shards <= len(runs):
         raise ValueError(f"--shards {args.shards}: expected 1 to {len(runs)} (the plan has "
                          f"{len(runs)} run(s); an empty shard would only hold a node)")
-    out = args.out.resolve()
-    options["shards"] = args.shards
-    conflict = options_conflict(read_plan(out), options)
-    if conflict:
-        raise ResultsError(f"{out}: {conflict}")
-    folder = prepare_folder(cfg, out)
-    register_plan(folder, cfg, runs, options)
+    folder = api.shard_plan(cfg, args.out.resolve(), runs, args.shards, options)
     plan_args = [a for item in args.set or [] for a in ("--set", item)]
     plan_args += [a for item in args.only or [] for a in ("--only", item)]
     plan_args += ["--reps", str(args.reps)] if args.reps is not None else []
@@ -376,8 +360,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
                    partition=args.partition, time_limit=args.time, mem=args.mem,
                    cpus=args.cpus, exclusive=not args.shared_nodes, workdir=Path.cwd())
     array, analysis = write_scripts(job)
-
-    hand_over(folder)
+    hand_over(folder)  # the scripts too
     print(f"plan: {len(runs)} run(s) in {args.shards} shard(s) into {folder}")
     print(describe_shards(runs, args.shards))
     if args.dry_run:

@@ -16,6 +16,7 @@ from pathdiv.experiments.api.networks import network
 from pathdiv.experiments.api.session import (
     PlanTime,
     RunResult,
+    RunStart,
     analyze,
     check_plan,
     expected_time,
@@ -23,6 +24,7 @@ from pathdiv.experiments.api.session import (
     load_config,
     plan,
     run,
+    shard_plan,
 )
 from pathdiv.experiments.config.load import Config, ConfigError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
@@ -62,6 +64,7 @@ __all__ = [
     "Run",
     "RunProgress",
     "RunResult",
+    "RunStart",
     "Shape",
     "Statistics",
     "Transfer",
@@ -78,5 +81,6 @@ __all__ = [
     "register_pattern",
     "results",
     "run",
+    "shard_plan",
     "unregister_metric",
 ]
