@@ -7,7 +7,7 @@ fidelity monitor, the captures stopped, the network kept or torn down, and what 
 measured written. Each phase records what it did in the run's manifest, written last
 (runstate.py): a run is complete only when its manifest says so. `execute_attempts`
 repeats a run whose fidelity verdict is invalid; `execute_paths_run` is a run on the
-parallel-paths topology (traffic/paths_session.py).
+parallel-paths topology (traffic/paths_run.py).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from pathdiv.experiments.plan.budget import RunNeed, budget_of, disk_shortfall, 
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.experiments.running import NetworkError, RunningNetwork
 from pathdiv.experiments.traffic import clockgrid
-from pathdiv.experiments.traffic.paths_session import run_paths
+from pathdiv.experiments.traffic.paths_run import run_paths
 from pathdiv.experiments.traffic.rounds import (
     COLUMNS,
     Traffic,
@@ -314,7 +314,7 @@ def execute_run(run: Run, run_dir: Path, on_round: OnRound | None = None,
 
 def execute_paths_run(run: Run, run_dir: Path, manifest: dict[str, Any],
                       started: float) -> dict[str, Any]:
-    """A run on the parallel-paths topology (experiments/traffic/paths_session.py): one
+    """A run on the parallel-paths topology (experiments/traffic/paths_run.py): one
     measured fetch beside the paths' background flows; its measurements go to paths.json,
     which the analysis reads in place of transfers.csv and the fat tree's captures."""
     timings = manifest["timings"]

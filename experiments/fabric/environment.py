@@ -206,20 +206,23 @@ def settings_record(directory: Path | None = None) -> Path:
     return (directory or SETTINGS_DIR) / f"{owner_mark().replace(':', '-')}.json"
 
 
-def allow_cc(cc: str, records: Path | None = None) -> str | None:
-    """Make `cc` settable inside namespaces; return the previous list to restore, if changed.
+def allow_cc(*ccs: str, records: Path | None = None) -> str | None:
+    """Make every one of `ccs` settable inside namespaces; return the previous list to
+    restore (`restore_allowed_cc`), if changed. The change is recorded first, so that
+    `pathdiv clean` restores it when this process is killed before it could.
 
     A namespace may only pick a congestion control the initial namespace lists in
     net.ipv4.tcp_allowed_congestion_control (e.g. Debian cloud images allow reno bbr).
     """
     allowed = _read(ALLOWED_CC).split()
-    if cc in allowed:
+    missing = [cc for cc in dict.fromkeys(ccs) if cc not in allowed]
+    if not missing:
         return None
     record = settings_record(records)
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({"path": ALLOWED_CC, "previous": " ".join(allowed),
                                   "owner": owner_mark()}))
-    Path(ALLOWED_CC).write_text(" ".join([*allowed, cc]))
+    Path(ALLOWED_CC).write_text(" ".join([*allowed, *missing]))
     return " ".join(allowed)
 
 

@@ -22,7 +22,6 @@ from pathdiv.experiments.fidelity.monitor import (
     QdiscStat,
     core_shares,
     group_by_namespace,
-    parse_netstat,
     parse_pid_cpu_ticks,
     parse_pressure,
     parse_proc_stat,
@@ -41,7 +40,7 @@ from pathdiv.experiments.fidelity.verdict import (
     judge,
     judge_captures,
 )
-from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.manifest import parse_netstat, write_json_atomic
 from pathdiv.experiments.plan.runs import expand
 from tests.conftest import REPO
 
