@@ -8,7 +8,7 @@ Layout (every file written atomically):
         runs/<run_id>/manifest.json written last: a run is complete only when it says so
         runs/<run_id>/transfers.csv one row per transfer
         runs/<run_id>/captures/     one pcap per link (headers only)
-        runs/<run_id>/lab/          node scripts and server logs of the run
+        runs/<run_id>/network/      node scripts and server logs of the run's network
         runs/<run_id>/fidelity.json the fidelity monitor's record and verdict
         runs/<run_id>/attempt-<n>/  an earlier attempt judged invalid, kept whole
 

@@ -13,7 +13,7 @@ from typing import Any
 from pathdiv.experiments.api.extend import register_metric, register_pattern, unregister_metric
 from pathdiv.experiments.api.live import KernelNetwork, LiveNetwork, Transfer
 from pathdiv.experiments.api.networks import network
-from pathdiv.experiments.api.session import (
+from pathdiv.experiments.api.plans import (
     PlanTime,
     RunResult,
     RunStart,

@@ -480,7 +480,7 @@ SCHEMA = Section(
         ),
         "lab": Section(
             {
-                "clock": Leaf(str, "virtual", "clock of the lab kernel (hosts.kernel: net): "
+                "clock": Leaf(str, "virtual", "clock of the lab kernel (hosts.kernel: lab): "
                               "virtual = User-Mode Linux time-travel, CPU work takes no "
                               "time and links are the only bottleneck; real = the wall "
                               "clock (for CPU-cost measures)", choices=("virtual", "real")),

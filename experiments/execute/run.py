@@ -61,7 +61,7 @@ from pathdiv.experiments.traffic.rounds import (
     row_dicts,
     with_placement,
 )
-from pathdiv.experiments.traffic.session import SessionResult, run_session, session_manifest
+from pathdiv.experiments.traffic.workload import WorkloadResult, run_traffic, workload_manifest
 
 log = logging.getLogger("pathdiv")
 
@@ -94,7 +94,7 @@ class RunContext:
     traffic: Traffic | None = None
     need: RunNeed | None = None  # the captures' need; None when nothing is captured
     before: dict[str, Any] = field(default_factory=dict)  # interface counters at the start
-    session: SessionResult | None = None
+    workload: WorkloadResult | None = None
     started_procs: list[int] = field(default_factory=list)  # processes started so far,
     # read before the traffic, after it and after the teardown
 
@@ -139,7 +139,7 @@ def get_network(ctx: RunContext) -> None:
     workload = cfg.data["workload"]
     traffic = Traffic(run.flow_type, cfg.flow_sizes()[run.flow_type], cfg.transport,
                       int(workload["server_port"]), float(workload["timeout_s"]))
-    net, manifest["network"] = ctx.keeper.acquire(cfg, cls, ctx.run_dir / "lab")
+    net, manifest["network"] = ctx.keeper.acquire(cfg, cls, ctx.run_dir / "network")
     ctx.net = net
     reused = bool(manifest["network"]["reused"])
     ctx.traffic = with_placement(traffic, cfg.subflow_paths, cfg.subflows, net, run.seed)
@@ -193,7 +193,7 @@ def start_captures(ctx: RunContext) -> None:
     ctx.before = _counters(net, ctx.captured, manifest)
 
 
-def run_traffic(ctx: RunContext) -> dict[str, Any] | None:
+def measure(ctx: RunContext) -> dict[str, Any] | None:
     """The workload under the fidelity monitor; the monitor's record, judged."""
     net, manifest, traffic = ctx.network, ctx.manifest, ctx.traffic
     assert traffic is not None
@@ -205,8 +205,8 @@ def run_traffic(ctx: RunContext) -> dict[str, Any] | None:
     ctx.started_procs.append(forks())
     t0 = time.monotonic()
     try:
-        ctx.session = run_session(net, ctx.cfg, ctx.run.workload_seed, traffic,
-                                  ctx.run_dir / "lab" / "logs", ctx.on_round)
+        ctx.workload = run_traffic(net, ctx.cfg, ctx.run.workload_seed, traffic,
+                                  ctx.run_dir / "network" / "logs", ctx.on_round)
         # on the virtual clock from the first round's instant: the wait before it is
         # idle guest time (no traffic, no wall time)
         began = t0 if traffic.start_ns is None else traffic.start_ns / 1e9
@@ -247,19 +247,19 @@ def release_network(ctx: RunContext, own: bool) -> None:
 
 def record_results(ctx: RunContext) -> None:
     """transfers.csv and the traffic's figures; the run is complete."""
-    manifest, session = ctx.manifest, ctx.session
-    assert session is not None
+    manifest, workload = ctx.manifest, ctx.workload
+    assert workload is not None
     manifest["processes_started"] = dict(zip(
         ("before_traffic", "traffic", "after_traffic"),
         (b - a for a, b in itertools.pairwise(ctx.started_procs)), strict=True))
-    rows = session.rows
+    rows = workload.rows
     write_csv_atomic(ctx.run_dir / "transfers.csv", COLUMNS, row_dicts(rows))
-    manifest.update(session_manifest(session, ctx.run_dir))
-    if session.instants:  # the virtual clock's round instants (traffic/clockgrid.py)
-        manifest["clock_grid"]["rounds"] = session.instants
+    manifest.update(workload_manifest(workload, ctx.run_dir))
+    if workload.instants:  # the virtual clock's round instants (traffic/clockgrid.py)
+        manifest["clock_grid"]["rounds"] = workload.instants
     ok = sum(1 for r in rows if r.ok)
     manifest["transfers"] = {"total": len(rows), "ok": ok, "failed": len(rows) - ok,
-                             "rounds": session.rounds}
+                             "rounds": workload.rounds}
     manifest["status"] = "complete"
 
 
@@ -294,7 +294,7 @@ def execute_run(run: Run, run_dir: Path, on_round: OnRound | None = None,
         get_network(ctx)
         align_to_grid(ctx)
         start_captures(ctx)
-        record = run_traffic(ctx)
+        record = measure(ctx)
         stop_captures(ctx, record)
         release_network(ctx, own)
         record_results(ctx)

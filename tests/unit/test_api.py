@@ -54,7 +54,7 @@ def test_run_calls_progress_once_per_run_and_writes_the_folder(tmp_path, monkeyp
         return manifest
 
     monkeypatch.setattr(one_run, "execute_run", fake_execute)
-    monkeypatch.setattr(api.session, "preflight", lambda cfg: None)
+    monkeypatch.setattr(api.plans, "preflight", lambda cfg: None)
     cfg = api.load_config({"seed": 5, "factors": FACTORS, "hosts": {"kernel": "host"}})
     runs = api.plan(cfg, repetitions=1, flow_types=["query"])
     seen: list[api.RunProgress] = []

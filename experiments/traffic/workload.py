@@ -1,6 +1,6 @@
 """One run's traffic: the measured workload with what runs beside it.
 
-`run_session` starts, in this order: the background load (`workload.background`) and the
+`run_traffic` starts, in this order: the background load (`workload.background`) and the
 request/response traffic (`workload.rpc`), both with their own servers and ports; then
 the measured workload (rounds of `rounds.py`, or the `poisson` schedule), starting the
 event timeline (`events.py`) the moment the measured servers listen. When the measured
@@ -9,7 +9,7 @@ transfers.csv; background flows to background.csv and requests to requests.csv, 
 background is in the captures but never among the measured transfers (it uses another
 server port, which is also how the analysis tells it apart).
 
-Every agent writes its JSON lines to a file under the run's lab/logs (never into a pipe
+Every agent writes its JSON lines to a file under the run's network/logs (never into a pipe
 nobody reads while it runs).
 """
 
@@ -63,7 +63,7 @@ REQUEST_COLUMNS = ["client", "conn", "server_addr", "request", "sent_s", "done_s
 
 
 @dataclass
-class SessionResult:
+class WorkloadResult:
     rows: list[TransferRow]
     rounds: int
     background: list[dict[str, Any]] = field(default_factory=list)
@@ -170,8 +170,8 @@ def start_rpc_servers(net: Network, port: int, mptcp: bool, logdir: Path) -> Non
                       f"request/response server on {host}")
 
 
-def run_session(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: Path,
-                on_round: Callable[[int, int], None] | None = None) -> SessionResult:
+def run_traffic(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: Path,
+                on_round: Callable[[int, int], None] | None = None) -> WorkloadResult:
     """Side traffic, then the measured workload with the event timeline; see the module."""
     logdir.mkdir(parents=True, exist_ok=True)
     w = cfg.data["workload"]
@@ -183,7 +183,7 @@ def run_session(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: 
     horizon = float(w["duration_s"]) + traffic.timeout_s if poisson else \
         min(MAX_SIDE_HORIZON_S, max(1, len(plan)) * traffic.timeout_s)
     applier = EventApplier(net, timeline(cfg.data["events"]))
-    result = SessionResult([], len(plan))
+    result = WorkloadResult([], len(plan))
     side: list[Agents] = []
     try:
         bg_flows = background_flows(cfg, hosts, seed, horizon)
@@ -241,7 +241,7 @@ def run_session(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: 
 
 
 def _run_poisson(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: Path,
-                 begin: Callable[[], None], result: SessionResult) -> list[TransferRow]:
+                 begin: Callable[[], None], result: WorkloadResult) -> list[TransferRow]:
     flows = poisson_flows(cfg, net.topo.hosts, seed)
     rows = {f.flow_id: TransferRow(
         f.flow_id, f.flow_id, traffic.flow_type, traffic.transport, f.client, f.server,
@@ -279,7 +279,7 @@ def _run_poisson(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir:
     return [rows[i] for i in sorted(rows)]
 
 
-def session_manifest(result: SessionResult, run_dir: Path) -> dict[str, Any]:
+def workload_manifest(result: WorkloadResult, run_dir: Path) -> dict[str, Any]:
     """Write background.csv and requests.csv (when there were any); the manifest's
     `traffic` entry: workload start (wall clock, the captures' clock), the events as
     applied, and what the side traffic offered and got."""

@@ -165,11 +165,6 @@ def jobs_for(runs: list[Run], jobs: int | None = None) -> int:
     return jobs
 
 
-def estimator() -> Estimator:
-    """Run-time estimates calibrated from this machine's history of runs."""
-    return history.estimator()
-
-
 @dataclass(frozen=True)
 class PlanTime:
     """The expected wall time of a plan on this machine."""
@@ -184,7 +179,7 @@ class PlanTime:
 def expected_time(runs: list[Run], jobs: int, est: Estimator | None = None) -> PlanTime:
     """What `pathdiv check` prints: the plan's runs (boots included, analysis not) with
     `jobs` lab kernels at once, one at a time, and on the kernel plane."""
-    est = est or estimator()
+    est = est or history.estimator()
     planes = resolve_planes(r.config.dataplane for r in runs)
 
     def plane(run: Run) -> str | None:
@@ -302,7 +297,7 @@ def run(config: ConfigSource, out: str | Path | None = None, *,
     try:
         outcome = run_plan(cfg, runs, folder, quiet=quiet, options=opts,
                            plan_runs=planned if shard is not None else None, shard=shard,
-                           progress=progress, jobs=jobs, estimator=estimator())
+                           progress=progress, jobs=jobs, estimator=history.estimator())
     finally:
         hand_over(folder)  # run through sudo: the results are the user's
     result = RunResult(folder, outcome)
