@@ -10,12 +10,12 @@ that set them on a running network are `pathdiv.experiments.fabric.conditions`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import Link, LinkParams, Tier
-from pathdiv.topologies.paths import ParallelPaths
+from pathdiv.topologies.paths import ParallelPaths, PathSpec
 
 Topology = FatTree | ParallelPaths
 
@@ -76,6 +76,25 @@ def fat_tree_of(config: Mapping[str, Any]) -> FatTree:
     aliases = int(hosts.get("subflows", 1)) - 1 if hosts.get("transport") == "mptcp" else 0
     return FatTree(int(topology.get("k", 4)), link_params_of(topology.get("links") or {}),
                    aliases_per_host=max(aliases, 0))
+
+
+def parallel_paths_of(paths: Iterable[Mapping[str, Any]]) -> ParallelPaths:
+    """`topology.paths` of a config as the parallel-paths topology object."""
+    specs = []
+    for p in paths:
+        params = link_params_of({"bottleneck": p})[Tier.BOTTLENECK]
+        background = p.get("background") or {}
+        specs.append(PathSpec(params, int(background.get("flows", 0)),
+                              background.get("cc")))
+    return ParallelPaths(tuple(specs))
+
+
+def topology_of(config: Mapping[str, Any]) -> FatTree | ParallelPaths:
+    """The topology object a (validated) config describes, as its `topology.kind` says."""
+    topology = config.get("topology") or {}
+    if topology.get("kind") == "paths":
+        return parallel_paths_of(topology.get("paths") or [])
+    return fat_tree_of(config)
 
 
 def changed(params: LinkParams, changes: Mapping[str, Any]) -> LinkParams:

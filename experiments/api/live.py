@@ -24,8 +24,8 @@ from typing import Any
 
 from pathdiv.experiments.classroom.shell import run_flow, settled_snapshot
 from pathdiv.experiments.classroom.views import carried, link_traffic, traffic_bytes
+from pathdiv.experiments.config.checks import parse_size
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.dataplane.base import PortCounters
 from pathdiv.experiments.dataplane.select import select_dataplane
 from pathdiv.experiments.fabric.environment import preflight

@@ -16,18 +16,18 @@ from typing import Any
 
 from pathdiv.experiments.cluster.planfile import options_conflict, read_plan, register_plan
 from pathdiv.experiments.cluster.shards import Shard, parse_shard, shard_runs
+from pathdiv.experiments.config.checks import MAX_K
+from pathdiv.experiments.config.cross import shadowed_overrides
 from pathdiv.experiments.config.load import (
     Config,
     ConfigError,
     apply_overrides,
     load,
     parse_override,
-    shadowed_overrides,
     validate,
 )
 from pathdiv.experiments.config.names import resolve_config
 from pathdiv.experiments.config.results_folder import hand_over, link_inside
-from pathdiv.experiments.config.schema import MAX_K
 from pathdiv.experiments.config.workloads import PATTERNS
 from pathdiv.experiments.dataplane.select import mode_problems, resolve_planes
 from pathdiv.experiments.execute.boot import host_cores, host_ram_mb

@@ -25,7 +25,7 @@ from pathdiv.experiments.classroom.views import (
     link_traffic,
     traffic_bytes,
 )
-from pathdiv.experiments.config.schema import parse_size
+from pathdiv.experiments.config.checks import parse_size
 from pathdiv.experiments.config.switching import SPRAYS
 from pathdiv.experiments.dataplane.base import MODES, DataPlaneError, PortCounters
 from pathdiv.experiments.fabric.nodeprocs import wait_for_line

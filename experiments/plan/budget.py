@@ -32,8 +32,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pathdiv.experiments.config.checks import MAX_BUDGET_MB
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.schema import MAX_BUDGET_MB
 from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.experiments.plan.arrivals import poisson_flows
 from pathdiv.experiments.plan.designations import rounds

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pathdiv.experiments.config.checks import parse_size
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.experiments.fabric.nodeprocs import wait_for_line
 from pathdiv.experiments.manifest import write_csv_atomic
