@@ -1,9 +1,9 @@
 """Load, validate and override pathdiv configurations. Pure: no side effects.
 
-A config is YAML read with `yaml.safe_load`, checked against `schema.SCHEMA`
-and returned as a `Config`: the resolved mapping (every default filled in) plus typed
-accessors. Every problem is reported at once, each naming the key, the bad value and
-what is allowed, and nothing is started.
+A config is YAML read within bounds (safe_yaml.py), checked against `schema.SCHEMA`
+and between its keys (cross.py), and returned as a `Config`: the resolved mapping (every
+default filled in) plus typed accessors. Every problem is reported at once, each naming
+the key, the bad value and what is allowed, and nothing is started.
 """
 
 from __future__ import annotations
