@@ -89,7 +89,7 @@ def measure(plane: str, threshold: int | None, cc: str, seconds: float,
     topo = cfg.topology()
     port = topo.link_between("e1", CLIENT).port_of("e1").intf
     client_intf = topo.link_between("e1", CLIENT).port_of(CLIENT).intf
-    rate = cfg.conditions()[("e1", CLIENT)].bw_mbps or 0.0
+    rate = cfg.link_conditions()[("e1", CLIENT)].bw_mbps or 0.0
     with Network(cfg, plane_class(plane), work) as net:
         pcap = work / "h1.pcap"
         dump = net.popen(CLIENT, ["tcpdump", "-i", client_intf, "-s", "64", "-w", str(pcap),

@@ -62,7 +62,7 @@ def one_run(load: float, seed: int, args: argparse.Namespace,
     hosts = len(cfg.topology().hosts)
     capacity = hosts * args.rate * 1e6 / 8 * args.duration
     window_end = manifest["workload_start_wall_s"] + args.duration
-    sd = slowdowns(tr, cfg.topology(), cfg.conditions())
+    sd = slowdowns(tr, cfg.topology(), cfg.link_conditions())
     return {
         "load": load,
         "seed": seed,

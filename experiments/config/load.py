@@ -327,7 +327,7 @@ class Config:
     def link_params(self) -> dict[Tier, LinkParams]:
         return link_params_of(self.data["topology"]["links"])
 
-    def conditions(self) -> Conditions:
+    def link_conditions(self) -> Conditions:
         """Every link direction's conditions (`pathdiv.topologies.conditions`)."""
         return resolve(self.topology(), self.data["topology"]["link_overrides"])
 

@@ -260,7 +260,8 @@ SCHEMA = Section(
                                           "the lab kernel of its own, and so gives the "
                                           "same results wherever it stands in the plan; "
                                           "others follow the run before them in its boot "
-                                          "(0: every run boots alone; docs/DESIGN.md)",
+                                          "(0: every run boots alone; docs/decisions/"
+                                          "0008-network-reuse.md)",
                                           check=allowed.own_boot_kb),
             },
             "how lab-kernel runs execute",
@@ -272,7 +273,8 @@ SCHEMA = Section(
                               "between runs it is reset and verified, and rebuilt when "
                               "the check finds what a reset cannot undo; false = build "
                               "the network afresh for every run (on the virtual clock "
-                              "both give the same results: docs/DESIGN.md; runs with "
+                              "both give the same results: docs/decisions/"
+                              "0008-network-reuse.md; runs with "
                               "their own boot, lab.own_boot_above_kb, build their own)"),
             },
             "how runs share a built network",

@@ -60,9 +60,9 @@ class Network(StartStop):
         self.workdir = workdir
         self.plane = dataplane(self.topo, self.tables, workdir)
         self.plane.switching = dict(cfg.data["switching"])
-        self.conditions = cfg.conditions()  # per direction; events change it
+        self.link_conditions = cfg.link_conditions()  # per direction; events change it
         # ECN marking: in the switch program (bmv2) or in the switches' egress qdiscs
-        self.plane.set_ecn(cfg.ecn_threshold_pkts, program_queues(self.topo, self.conditions))
+        self.plane.set_ecn(cfg.ecn_threshold_pkts, program_queues(self.topo, self.link_conditions))
         self.qdisc_ecn_pkts = None if self.plane.marks_in_program else cfg.ecn_threshold_pkts
         self.mininet: Emulator | None = None
         self.procs: list[subprocess.Popen[str]] = []
@@ -133,7 +133,7 @@ class Network(StartStop):
 
     def link_commands(self, node: str) -> list[list[str]]:
         """The commands that shape `node`'s links under the current conditions."""
-        return node_commands(self.topo, node, self.conditions, self.qdisc_ecn_pkts)
+        return node_commands(self.topo, node, self.link_conditions, self.qdisc_ecn_pkts)
 
     def reconfigure(self, cfg: Config, workdir: Path) -> None:
         """Take `cfg` (a config this network may serve: reuse.py) as the network's own,
@@ -141,7 +141,7 @@ class Network(StartStop):
         self.cfg, self.workdir = cfg, workdir
         self.plane.workdir = workdir
         self.plane.switching = dict(cfg.data["switching"])
-        self.conditions = cfg.conditions()
+        self.link_conditions = cfg.link_conditions()
         workdir.mkdir(parents=True, exist_ok=True)
 
     def stop(self) -> None:

@@ -72,7 +72,7 @@ def event_commands(topo: FatTree, event: LinkEvent, conds: Conditions,
 class ShapedNetwork(RunningNetwork, Protocol):
     """A running network whose link conditions events change (`network.Network`)."""
 
-    conditions: Conditions  # its `qdisc_ecn_pkts`, where it has one, shapes them too
+    link_conditions: Conditions  # its `qdisc_ecn_pkts`, where it has one, shapes them too
 
 
 class EventApplier(threading.Thread):
@@ -121,8 +121,8 @@ class EventApplier(threading.Thread):
         record["applied_s"] = round(time.monotonic() - self._t0, 4)
         record["wall_s"] = time.time()
         try:
-            commands, self.net.conditions = event_commands(
-                self.net.topo, event, self.net.conditions,
+            commands, self.net.link_conditions = event_commands(
+                self.net.topo, event, self.net.link_conditions,
                 getattr(self.net, "qdisc_ecn_pkts", None))
             for node, cmds in commands.items():
                 for argv in cmds:
