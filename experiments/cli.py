@@ -271,10 +271,6 @@ def _plan(args: argparse.Namespace) -> tuple[Config, list[Run], dict[str, Any]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    shard = parse_shard(args.shard) if args.shard else None  # refused before the plan
-    if shard and args.out is None:
-        raise ValueError(f"--shard {shard} needs --out DIR: every shard of a plan writes into "
-                         "the same results folder")
     cfg, runs, options = _plan(args)
     folder_seen: list[Path] = []
 
@@ -289,18 +285,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         result = api.run(cfg, args.out, runs=runs, quiet=args.quiet, options=options,
-                         shard=shard, on_start=started,
-                         analyze=not (shard or args.no_analyze), jobs=args.jobs)
+                         shard=args.shard, on_start=started,
+                         analyze=not (args.shard or args.no_analyze), jobs=args.jobs)
     except KeyboardInterrupt as exc:
-        again = f" --shard {shard}" if shard else ""
+        again = f" --shard {args.shard}" if args.shard else ""
         where = folder_seen[0] if folder_seen else args.out
         print(f"pathdiv: interrupted{_by(exc)}; the network was torn down and no partial run is "
               f"marked complete. Resume with: pathdiv run {args.config}{again} --out "
               f"{where} (with the same options)", file=sys.stderr)
         return 130
+    return _ran(args, result, len(runs))
+
+
+def _ran(args: argparse.Namespace, result: api.RunResult, planned: int) -> int:
+    """What `pathdiv run` says once its runs ended, and its exit status."""
+    shard = args.shard
     folder, outcome = result.folder, result.outcome
     if shard and not outcome.statuses:
-        print(f"pathdiv: shard {shard} has no runs (the plan has {len(runs)}); nothing to do")
+        print(f"pathdiv: shard {shard} has no runs (the plan has {planned}); nothing to do")
         return 0
     print(f"{folder}: {outcome.summary()}")
     if shard:

@@ -4,7 +4,7 @@ behaviour).
 `RunningNetwork` is what the manifest helpers, the fidelity monitor and link events take
 of a network (`pathdiv.experiments.network.Network` is the one implementation), so they
 are typed without importing it and test doubles need only these members. `Emulator` and
-`Node` are what pathdiv uses of Mininet: nodes by name, each its namespace's shell.
+`NodeShell` are what pathdiv uses of Mininet: nodes by name, each its namespace's shell.
 `NetworkError` is what a network, or any of its parts, raises when it cannot be built
 or a node command fails.
 """
@@ -21,7 +21,7 @@ class NetworkError(RuntimeError):
     """The network could not be built or a node command failed."""
 
 
-class Node(Protocol):
+class NodeShell(Protocol):
     """One node of the emulator: the shell process of its namespace."""
 
     pid: int
@@ -42,7 +42,7 @@ class Node(Protocol):
 class Emulator(Protocol):
     """What pathdiv uses of Mininet once the network is built: its nodes by name."""
 
-    def __getitem__(self, name: str) -> Node:
+    def __getitem__(self, name: str) -> NodeShell:
         """The node `name`."""
 
     def stop(self) -> None:

@@ -26,7 +26,6 @@ import contextlib
 import os
 import select
 import shutil
-import sys
 import threading
 import time
 import traceback
@@ -45,6 +44,7 @@ from pathdiv.experiments.execute.boot import (
     LabKernelUnavailable,
     lab_kernel_image,
     prepare,
+    say,
 )
 from pathdiv.experiments.running import NetworkError
 from pathdiv.kernels import uml
@@ -55,10 +55,6 @@ BOOT_TIMEOUT_S = 1200.0  # wall seconds: boot and network build (~1 min on an id
 REQUEST_TIMEOUT_S = 1800.0  # wall seconds for one answer (a transfer, a capture's end)
 CLOSE_TIMEOUT_S = 120.0  # wall seconds the guest gets to tear down and power off
 SERVE_MODULE = "pathdiv.experiments.api.lab_serve"  # the guest's side
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 class Guest:

@@ -230,6 +230,27 @@ def shard_plan(config: ConfigSource, out: str | Path, runs: list[Run], shards: i
     return folder
 
 
+def _shard(shard: Shard | str | None, out: str | Path | None) -> Shard | None:
+    """`run`'s shard, parsed; ValueError without the folder every shard writes into."""
+    if isinstance(shard, str):
+        shard = parse_shard(shard)
+    if shard is not None and out is None:
+        raise ValueError(f"--shard {shard} needs --out DIR: every shard of a plan writes into "
+                         "the same results folder")
+    return shard
+
+
+def _refuse_early(runs: list[Run], jobs: int | None) -> int:
+    """What `run` refuses before any folder is made (jobs, the plan, this machine); the
+    lab kernels at once."""
+    jobs = jobs_for(runs, jobs)
+    check_plan(runs)
+    host_runs = [r for r in runs if r.config.host_kernel == "host"]
+    if host_runs:
+        preflight(host_runs[0].config)
+    return jobs
+
+
 def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     """The plan's options as plan.json records them (what a resume must repeat)."""
     return dict(options or {"reps": None, "only": [], "quick": False, "set": []})
@@ -271,11 +292,7 @@ def run(config: ConfigSource, out: str | Path | None = None, *,
     one at a time)."""
     cfg = load_config(config)
     planned = runs if runs is not None else plan(cfg)
-    if isinstance(shard, str):
-        shard = parse_shard(shard)
-    if shard is not None and out is None:
-        raise ValueError(f"--shard {shard} needs --out DIR: every shard of a plan writes into "
-                         "the same results folder")
+    shard = _shard(shard, out)
     opts = _options(options)
     runs = planned
     if shard is not None:
@@ -283,11 +300,7 @@ def run(config: ConfigSource, out: str | Path | None = None, *,
         runs = shard_runs(planned, shard)
         if not runs:
             return RunResult(Path(str(out)), PlanOutcome(Path(str(out))))
-    jobs = jobs_for(runs, jobs)  # refused here, before any folder is made
-    check_plan(runs)
-    host_runs = [r for r in runs if r.config.host_kernel == "host"]
-    if host_runs:
-        preflight(host_runs[0].config)
+    jobs = _refuse_early(runs, jobs)
     folder = prepare_folder(cfg, Path(out) if out is not None else None)
     if shard is not None:  # refused here, before any run, if the folder's shards differ
         register_plan(folder, cfg, planned, opts)

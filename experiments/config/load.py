@@ -86,16 +86,7 @@ def _validate(node: Leaf | Section | MapOf | ListOf, value: Any, key: str,
               problems: list[str]) -> Any:
     """Return the value with defaults filled; append problems for bad values."""
     if isinstance(node, ListOf):
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            problems.append(f"{key}: expected a list, got {shorten(value)}")
-            return []
-        if len(value) > node.max_items:
-            problems.append(f"{key}: {len(value)} items; at most {node.max_items}")
-            return []
-        return [_validate(node.item, item, f"{key}[{i}]", problems)
-                for i, item in enumerate(value)]
+        return _validate_list(node, value, key, problems)
     if isinstance(node, Leaf):
         return _validate_leaf(node, value, key, problems)
     if value is None:
@@ -108,28 +99,51 @@ def _validate(node: Leaf | Section | MapOf | ListOf, value: Any, key: str,
         problems.append(f"{key or 'config'}: expected {what}, got {shorten(value)}")
         return _defaults(node)
     if isinstance(node, MapOf):
-        if len(value) > node.max_items:
-            problems.append(f"{key}: {len(value)} entries; at most {node.max_items}")
-            return _defaults(node)
-        if len(value) < node.min_items and node.default:
-            problems.append(f"{key}: {shorten(dict(value))} is empty; name at least "
-                            f"{node.min_items} entry, or leave {key} out for the defaults "
-                            f"({', '.join(node.default)})")
-            return _defaults(node)
-        if len(value) < node.min_items:
-            problems.append(f"{key}: {shorten(dict(value))} is empty; give at least "
-                            f"{node.min_items} entry")
-            return {}
-        source = value or copy.deepcopy(node.default)
-        out: dict[str, Any] = {}
-        for name, child in source.items():
-            sub = f"{key}.{shorten(name, 40) if not isinstance(name, str) else name[:60]}"
-            if not isinstance(name, str) or not re.match(node.key_pattern, name):
-                problems.append(f"{sub}: the name {shorten(name, 40)} is not allowed; use "
-                                f"letters, digits, '_', '-' (pattern {node.key_pattern})")
-                continue
-            out[name] = _validate(node.value, child, sub, problems)
-        return out
+        return _validate_map(node, value, key, problems)
+    return _validate_section(node, value, key, problems)
+
+
+def _validate_list(node: ListOf, value: Any, key: str, problems: list[str]) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.append(f"{key}: expected a list, got {shorten(value)}")
+        return []
+    if len(value) > node.max_items:
+        problems.append(f"{key}: {len(value)} items; at most {node.max_items}")
+        return []
+    return [_validate(node.item, item, f"{key}[{i}]", problems)
+            for i, item in enumerate(value)]
+
+
+def _validate_map(node: MapOf, value: Mapping[Any, Any], key: str,
+                  problems: list[str]) -> Any:
+    if len(value) > node.max_items:
+        problems.append(f"{key}: {len(value)} entries; at most {node.max_items}")
+        return _defaults(node)
+    if len(value) < node.min_items and node.default:
+        problems.append(f"{key}: {shorten(dict(value))} is empty; name at least "
+                        f"{node.min_items} entry, or leave {key} out for the defaults "
+                        f"({', '.join(node.default)})")
+        return _defaults(node)
+    if len(value) < node.min_items:
+        problems.append(f"{key}: {shorten(dict(value))} is empty; give at least "
+                        f"{node.min_items} entry")
+        return {}
+    source = value or copy.deepcopy(node.default)
+    out: dict[str, Any] = {}
+    for name, child in source.items():
+        sub = f"{key}.{shorten(name, 40) if not isinstance(name, str) else name[:60]}"
+        if not isinstance(name, str) or not re.match(node.key_pattern, name):
+            problems.append(f"{sub}: the name {shorten(name, 40)} is not allowed; use "
+                            f"letters, digits, '_', '-' (pattern {node.key_pattern})")
+            continue
+        out[name] = _validate(node.value, child, sub, problems)
+    return out
+
+
+def _validate_section(node: Section, value: Mapping[Any, Any], key: str,
+                      problems: list[str]) -> dict[str, Any]:
     out = {}
     for name in value:
         if name not in node.fields:

@@ -88,6 +88,11 @@ def guest_kernel_description() -> dict[str, Any] | None:
 
 
 # ---- side effects ----------------------------------------------------------------------
+def say(message: str) -> None:
+    """What the host says while it prepares a boot, on standard error."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def describe_lab_kernel() -> str:
     """Whether the lab kernel is built, for `pathdiv check` (never builds anything)."""
     try:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.execute.boot import LabBoot, lab_kernel_image, prepare
+from pathdiv.experiments.execute.boot import LabBoot, lab_kernel_image, prepare, say
 from pathdiv.kernels.processes import remove_scratch, scratch_folder
 
 COMMANDS = ("net", "probe")
@@ -34,10 +34,6 @@ def command_args(command: str, config: Path, json_out: bool = False,
                          f"only {', '.join(COMMANDS)} do")
     return [*(["-v"] if verbose else []), command, str(config),
             *(["--json"] if json_out else [])]
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def run_in_lab_kernel(command: str, cfg: Config, json_out: bool = False,

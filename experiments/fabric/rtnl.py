@@ -31,7 +31,7 @@ TC_H_ROOT = 0xFFFFFFFF
 CLONE_NEWNET = 0x40000000
 
 
-def align(n: int) -> int:
+def nlmsg_align(n: int) -> int:
     return (n + 3) & ~3
 
 
@@ -43,7 +43,7 @@ def attributes(buf: bytes, start: int, end: int) -> dict[int, bytes]:
         if length < RTATTR.size:
             break
         out[kind & 0x3FFF] = buf[start + RTATTR.size:start + length]
-        start += align(length)
+        start += nlmsg_align(length)
     return out
 
 
@@ -69,7 +69,7 @@ def messages(buf: bytes) -> tuple[list[tuple[int, bytes]], bool]:
             err = -struct.unpack_from("=i", buf, off + NLMSG_HDR.size)[0]
             raise OSError(err, f"netlink dump: {os.strerror(err)}")
         out.append((kind, buf[off + NLMSG_HDR.size:off + length]))
-        off += align(length)
+        off += nlmsg_align(length)
     return out, False
 
 

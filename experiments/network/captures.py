@@ -64,18 +64,31 @@ class LinkCaptures:
                    "max_packets": dict(sorted(limits.items()))}
         chosen, binary, why_not = capture_tool(tool)
         if chosen == "linkcap" and binary is not None:
-            captures = [LinkCapture(f"/proc/{self.net.node(link.b.node).pid}/ns/net",
-                                    link.b.intf, limits[link.b.intf],
-                                    outdir / f"{link.b.intf}.pcap")
-                        for link in links]
-            argv = linkcap_argv(binary, snaplen, CAPTURE_BUFFER_KB, captures)
-            # in this process's namespace: it opens each link's socket in the link's own
-            self.linkcap = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.PIPE, text=True)
-            wait_for_line(self.linkcap, self.linkcap.stderr, "listening on", 15,
-                          "the link captures (linkcap)")
-            return {"files": len(captures), "tool": "linkcap", "processes": 1, **figures}
-        for link in links:
+            return {**self._start_linkcap(binary, outdir, snaplen, limits), **figures}
+        self._start_tcpdumps(outdir, snaplen, limits)
+        why = {"linkcap_refused": why_not} if why_not else {}
+        return {"files": len(self.tcpdumps), "tool": "tcpdump",
+                "processes": len(self.tcpdumps), **why, **figures}
+
+    def _start_linkcap(self, binary: Path, outdir: Path, snaplen: int,
+                       limits: Mapping[str, int]) -> dict[str, Any]:
+        """One linkcap process for every link, once it listens on all of them."""
+        links = self.net.topo.links
+        captures = [LinkCapture(f"/proc/{self.net.node(link.b.node).pid}/ns/net",
+                                link.b.intf, limits[link.b.intf],
+                                outdir / f"{link.b.intf}.pcap")
+                    for link in links]
+        argv = linkcap_argv(binary, snaplen, CAPTURE_BUFFER_KB, captures)
+        # in this process's namespace: it opens each link's socket in the link's own
+        self.linkcap = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True)
+        wait_for_line(self.linkcap, self.linkcap.stderr, "listening on", 15,
+                      "the link captures (linkcap)")
+        return {"files": len(captures), "tool": "linkcap", "processes": 1}
+
+    def _start_tcpdumps(self, outdir: Path, snaplen: int, limits: Mapping[str, int]) -> None:
+        """One tcpdump per link in its node, once each listens."""
+        for link in self.net.topo.links:
             max_packets = limits[link.b.intf]
             intf = link.b.intf
             path = outdir / f"{intf}.pcap"
@@ -103,9 +116,6 @@ class LinkCaptures:
             self.tcpdumps.append((intf, proc, path))
         for intf, proc, _ in self.tcpdumps:
             wait_for_line(proc, proc.stderr, "listening on", 15, f"tcpdump on {intf}")
-        why = {"linkcap_refused": why_not} if why_not else {}
-        return {"files": len(self.tcpdumps), "tool": "tcpdump",
-                "processes": len(self.tcpdumps), **why, **figures}
 
     def stop(self) -> dict[str, Any]:
         """Stop the captures (linkcap, or every tcpdump) and sum what the kernel dropped;

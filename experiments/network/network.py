@@ -40,7 +40,7 @@ from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, 
 from pathdiv.experiments.fabric.reach import ping_pairs
 from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
 from pathdiv.experiments.network.captures import LinkCaptures
-from pathdiv.experiments.running import Emulator, NetworkError, Node
+from pathdiv.experiments.running import Emulator, NetworkError, NodeShell
 from pathdiv.kernels.processes import OWNER_ENV, owner_mark, sweep
 from pathdiv.topologies.forwarding import forwarding_tables
 
@@ -163,7 +163,7 @@ class Network(StartStop):
         self._cc_restore = None
 
     # ---- running things in nodes -------------------------------------------------
-    def node(self, name: str) -> Node:
+    def node(self, name: str) -> NodeShell:
         if self.mininet is None:
             raise NetworkError("the network is not running")
         return self.mininet[name]

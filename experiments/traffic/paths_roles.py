@@ -32,7 +32,7 @@ SAMPLE_S = 0.5
 SOL_MPTCP, MPTCP_INFO = 284, 1
 
 
-def serve(subflows: int, tcp: bool) -> None:
+def serve_once(subflows: int, tcp: bool) -> None:
     """Answer one request (8-byte size) with that many bytes, once the client's extra
     subflows joined (bounded wait)."""
     proto = socket.IPPROTO_TCP if tcp else socket.IPPROTO_MPTCP
@@ -150,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--server", required=True)
     args = parser.parse_args(argv)
     if args.role == "serve":
-        serve(args.subflows, args.tcp)
+        serve_once(args.subflows, args.tcp)
     elif args.role == "fetch":
         fetch(args.size, args.timeout, args.tcp)
     elif args.role == "bulk-serve":

@@ -170,13 +170,58 @@ def start_rpc_servers(net: Network, port: int, mptcp: bool, logdir: Path) -> Non
                       f"request/response server on {host}")
 
 
+def start_background(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: Path,
+                     horizon: float) -> tuple[Agents, int] | None:
+    """The background load's servers and schedules, started (its agents, its flows), or
+    None when the config has none."""
+    bg_flows = background_flows(cfg, net.topo.hosts, seed, horizon)
+    if not bg_flows:
+        return None
+    bg = cfg.data["workload"]["background"]
+    start_servers(net, Traffic("background", 0, traffic.transport, int(bg["port"]),
+                               traffic.timeout_s), logdir, "background-server")
+    files = schedule_files(net, bg_flows, int(bg["port"]), logdir / "background")
+    start = time.time() + START_MARGIN_S
+    agents = Agents(net, logdir, "background")
+    for host, path in files.items():
+        agents.start(host, ["schedule", str(path), "--start", f"{start:.6f}",
+                            "--timeout", f"{traffic.timeout_s:g}",
+                            *(["--mptcp"] if traffic.transport == "mptcp" else [])])
+    return agents, len(bg_flows)
+
+
+def start_rpc(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: Path,
+              horizon: float) -> Agents | None:
+    """The request/response traffic's servers and clients, started, or None when the
+    config has none."""
+    rpc = cfg.data["workload"]["rpc"]
+    if float(rpc["rate_per_s"]) <= 0:
+        return None
+    mptcp = traffic.transport == "mptcp"
+    hosts = net.topo.hosts
+    start_rpc_servers(net, int(rpc["port"]), mptcp, logdir)
+    start = time.time() + START_MARGIN_S
+    agents = Agents(net, logdir, "rpc")
+    for i, host in enumerate(hosts):
+        rng = random.Random(f"pathdiv-rpc-targets|{seed}|{host}")
+        others = [h for h in hosts if h != host]
+        targets = [f"{net.topo.nodes[rng.choice(others)].address}:{rpc['port']}"
+                   for _ in range(int(rpc["connections"]))]
+        agents.start(host, ["rpc", *targets, "--rate", f"{float(rpc['rate_per_s']):g}",
+                            "--request", str(parse_size(rpc["request_size"])),
+                            "--response", str(parse_size(rpc["response_size"])),
+                            "--duration", f"{horizon:g}", "--start", f"{start:.6f}",
+                            "--seed", str(seed * 1000 + i),
+                            *(["--mptcp"] if mptcp else [])])
+    return agents
+
+
 def run_traffic(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: Path,
                 on_round: Callable[[int, int], None] | None = None) -> WorkloadResult:
     """Side traffic, then the measured workload with the event timeline; see the module."""
     logdir.mkdir(parents=True, exist_ok=True)
     w = cfg.data["workload"]
     hosts = net.topo.hosts
-    mptcp = traffic.transport == "mptcp"
     poisson = open_loop(w["pattern"])
     plan = [] if poisson else rounds(str(w["pattern"]), hosts, seed, int(w["iterations"]),
                                      int(w["requests"]))
@@ -186,37 +231,13 @@ def run_traffic(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: 
     result = WorkloadResult([], len(plan))
     side: list[Agents] = []
     try:
-        bg_flows = background_flows(cfg, hosts, seed, horizon)
-        if bg_flows:
-            bg = w["background"]
-            start_servers(net, Traffic("background", 0, traffic.transport, int(bg["port"]),
-                                       traffic.timeout_s), logdir, "background-server")
-            files = schedule_files(net, bg_flows, int(bg["port"]), logdir / "background")
-            start = time.time() + START_MARGIN_S
-            agents = Agents(net, logdir, "background")
-            for host, path in files.items():
-                agents.start(host, ["schedule", str(path), "--start", f"{start:.6f}",
-                                    "--timeout", f"{traffic.timeout_s:g}",
-                                    *(["--mptcp"] if mptcp else [])])
-            side.append(agents)
-            result.offered["background_flows"] = len(bg_flows)
-        rpc = w["rpc"]
-        if float(rpc["rate_per_s"]) > 0:
-            start_rpc_servers(net, int(rpc["port"]), mptcp, logdir)
-            start = time.time() + START_MARGIN_S
-            agents = Agents(net, logdir, "rpc")
-            for i, host in enumerate(hosts):
-                rng = random.Random(f"pathdiv-rpc-targets|{seed}|{host}")
-                others = [h for h in hosts if h != host]
-                targets = [f"{net.topo.nodes[rng.choice(others)].address}:{rpc['port']}"
-                           for _ in range(int(rpc["connections"]))]
-                agents.start(host, ["rpc", *targets, "--rate", f"{float(rpc['rate_per_s']):g}",
-                                    "--request", str(parse_size(rpc["request_size"])),
-                                    "--response", str(parse_size(rpc["response_size"])),
-                                    "--duration", f"{horizon:g}", "--start", f"{start:.6f}",
-                                    "--seed", str(seed * 1000 + i),
-                                    *(["--mptcp"] if mptcp else [])])
-            side.append(agents)
+        background = start_background(net, cfg, seed, traffic, logdir, horizon)
+        if background is not None:
+            side.append(background[0])
+            result.offered["background_flows"] = background[1]
+        rpc = start_rpc(net, cfg, seed, traffic, logdir, horizon)
+        if rpc is not None:
+            side.append(rpc)
 
         def begin() -> None:
             result.started_wall_s = time.time()
