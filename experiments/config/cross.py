@@ -9,11 +9,11 @@ Each problem names the key, the bad value and what is allowed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pathdiv.analysis.metrics.columns import dependent_variables
-from pathdiv.analysis.stats.scope import APPLIES_TO, level_overrides
+from pathdiv.analysis.stats.scope import level_overrides
 from pathdiv.experiments.config.checks import SIZE_DISTRIBUTIONS
 from pathdiv.experiments.config.sizes import CdfError, read_cdf
 from pathdiv.experiments.config.switching import MODES
@@ -24,19 +24,25 @@ from pathdiv.topologies.paths import ParallelPaths
 
 
 # ---- factors and analysis ---------------------------------------------------------------
+def level_keys(factors: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """(factor, level, dotted key) of every key a factor level sets."""
+    for factor, levels in factors.items():
+        for level, overrides in levels.items():
+            for dotted in level_overrides(overrides):
+                yield factor, level, dotted
+
+
 def factor_problems(data: Mapping[str, Any]) -> list[str]:
     """A key set by the levels of two factors (one would silently undo the other)."""
     problems = []
     owner: dict[str, str] = {}
-    for factor, levels in data["factors"].items():
-        for level, overrides in levels.items():
-            for dotted in level_overrides(overrides):
-                other = owner.setdefault(dotted, factor)
-                if other != factor:
-                    problems.append(
-                        f"factors.{factor}.{level}.{dotted}: factor {other!r} sets {dotted} "
-                        "too; a key belongs to one factor, or the levels of one would "
-                        "silently undo the other's (merge the two factors into one)")
+    for factor, level, dotted in level_keys(data["factors"]):
+        other = owner.setdefault(dotted, factor)
+        if other != factor:
+            problems.append(
+                f"factors.{factor}.{level}.{dotted}: factor {other!r} sets {dotted} "
+                "too; a key belongs to one factor, or the levels of one would "
+                "silently undo the other's (merge the two factors into one)")
     return problems
 
 
@@ -86,13 +92,11 @@ def cross_problems(data: Mapping[str, Any]) -> list[str]:
 def shadowed_overrides(data: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
     """`--set` keys that factor levels set again, so the override would not reach them."""
     problems = []
+    sets = list(level_keys(data.get("factors", {})))
     for key in keys:
-        levels = [f"{factor}={level}"
-                  for factor, lvls in data.get("factors", {}).items()
-                  for level, overrides in lvls.items()
-                  if any(k != APPLIES_TO and (k == key or k.startswith(key + ".")
-                                              or key.startswith(k + "."))
-                         for k in overrides)]
+        levels = list(dict.fromkeys(
+            f"{factor}={level}" for factor, level, k in sets
+            if k == key or k.startswith(key + ".") or key.startswith(k + ".")))
         if levels:
             problems.append(
                 f"--set {key}: the factor level(s) {', '.join(levels)} set {key} "
