@@ -495,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     if args.debug:
-        os.environ[DEBUG_ENV] = "1"  # read by every bmv2 switch the lab starts
+        os.environ[DEBUG_ENV] = "1"  # read by every bmv2 switch the network starts
     _setup_logging(logging.INFO if args.verbose else logging.WARNING)
     try:
         code = int(args.func(args))

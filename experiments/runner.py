@@ -115,7 +115,7 @@ def check_resumable(folder: Path, cfg: Config) -> None:
             raise ResultsError(f"{folder} has runs/ but no config.yaml; it was not written by "
                                "`pathdiv run`. Choose another --out folder")
         return
-    try:  # within bounds: a lab guest may write into the folder, config.yaml included
+    try:  # within bounds: a lab kernel's guest may write into the folder, config.yaml included
         old = load_text(read_config_text(path)) or {}
     except (ConfigError, YamlRefused) as exc:
         raise ResultsError(f"{path} cannot be read ({shorten_text(str(exc))}); choose "

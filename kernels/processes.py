@@ -33,7 +33,8 @@ def process_start(pid: int) -> int | None:
 
 
 def owner_mark(pid: int | None = None) -> str:
-    """`<pid>:<start time>` of process `pid` (this one by default): who owns a lab."""
+    """`<pid>:<start time>` of process `pid` (this one by default): who owns a network,
+    a boot of the lab kernel or a host setting."""
     pid = os.getpid() if pid is None else pid
     return f"{pid}:{process_start(pid) or 0}"
 

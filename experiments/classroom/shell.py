@@ -70,7 +70,7 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         self.net = net
         self.mark = snapshot(net)
         self.last_flow: tuple[str, str, list[LinkTraffic]] | None = None
-        setLogLevel("output")  # the lab builds quietly; node commands must print here
+        setLogLevel("output")  # the network builds quietly; node commands must print here
         lg.propagate = False  # Mininet prints node output itself (stderr); not twice
         super().__init__(net.mininet, **kwargs)
 
@@ -170,7 +170,7 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         if transport not in ("tcp", "mptcp"):
             raise ShellCommandError(f"bad transport {transport!r}; expected tcp or mptcp")
         if transport == "mptcp" and net_transport != "mptcp":
-            raise ShellCommandError("this lab's hosts run TCP only (hosts.transport: tcp); "
+            raise ShellCommandError("this network's hosts run TCP only (hosts.transport: tcp); "
                                   "restart with --set hosts.transport=mptcp")
         result, traffic = run_flow(self.net, src, dst, size, transport == "mptcp")
         self.last_flow = (src, dst, traffic)

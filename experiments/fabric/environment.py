@@ -19,7 +19,7 @@ from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels.abilities import LAB_ONLY_CCS, KernelAbilities, lab_kernel_abilities
 from pathdiv.kernels.processes import owner_alive, owner_mark, parse_owner
 
-# Every process a lab starts carries PATHDIV_OWNER (kernels/processes.py).
+# Every process a network starts carries PATHDIV_OWNER (kernels/processes.py).
 LAB_KERNEL_ENV = "PATHDIV_LAB_KERNEL"  # set in the guest by experiments/execute/boot.py
 TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "sysctl", "ping", "mnexec")
 
