@@ -20,8 +20,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pathdiv.experiments.config.checks import MAX_TRANSFERS, parse_size
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.schema import MAX_TRANSFERS, parse_size
 from pathdiv.experiments.config.sizes import (  # noqa: F401  (re-exported: the sizes' home)
     DATAMINING,
     DISTRIBUTIONS,
