@@ -7,7 +7,8 @@
 The plan lock stops a second `pathdiv run` of the same plan (or shard) on the folder for
 the whole execution, between runs and between lab boots too, where no running marker
 exists; shards of one plan each hold their own. It is opened without following a link,
-and says who holds it (`execution_lock`).
+and says who holds it (`execution_lock`); released, it is left empty, not removed
+(a process that opened it meanwhile would lock a file no one else sees).
 
 A marker is written before a run starts and removed once its manifest is final. A
 marker left behind by a killed process is stale: on the host that wrote it, its pid is
@@ -31,8 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pathdiv.analysis.safefiles as safefiles
 from pathdiv.experiments.cluster.planfile import open_lock
 from pathdiv.experiments.cluster.shards import Shard
+from pathdiv.experiments.execute.runstate import ResultsError
 from pathdiv.experiments.manifest import read_json_dict, write_json_atomic
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels.processes import owner_alive, process_start
@@ -59,7 +62,7 @@ def process_alive(owner: dict[str, Any], host: str | None = None) -> bool | None
     return owner_alive(f"{owner.get('pid')}:{'' if start is None else start}")
 
 
-class FolderBusy(RuntimeError):
+class FolderBusy(ResultsError):
     """Another pathdiv process executes this plan (or shard) in the folder."""
 
 
@@ -69,7 +72,7 @@ def execution_lock(folder: Path, shard: Shard | None = None) -> Iterator[None]:
     naming the holder, when another process holds it. The folder (and running/) is
     reached through no link, the lock file opened with O_NOFOLLOW."""
     name = f"plan-{shard.name}.lock" if shard is not None else "plan.lock"
-    (folder / RUNNING_DIR).mkdir(exist_ok=True)
+    os.close(safefiles.open_dir(os.path.abspath(folder / RUNNING_DIR), create=True))
     fd = open_lock(folder / RUNNING_DIR, name)
     try:
         try:
@@ -86,7 +89,10 @@ def execution_lock(folder: Path, shard: Shard | None = None) -> Iterator[None]:
                 f"{holder.get('started', '?')}): wait for it, or stop it") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(this_process()).encode(), 0)
-        yield
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)  # held by no one now; the file stays (see above)
     finally:
         os.close(fd)  # releases the lock
 
