@@ -163,6 +163,50 @@ def read_tail_beneath(dirfd: int, rel: str | Path, limit: int) -> tuple[bytes, i
         os.close(fd)
 
 
+def copy_beneath(src_dirfd: int, name: str, dst_dirfd: int, limit: int) -> int:
+    """Copy regular file ``name`` of the open folder ``src_dirfd`` (no link followed, a
+    FIFO or device refused at once) to ``name`` in ``dst_dirfd`` (made new: a link or
+    file planted there is replaced, never written through), at most ``limit`` bytes:
+    :class:`FileRefused` for a larger file, or one that grows past ``limit`` while
+    copied (the partial copy is removed). Returns the bytes copied."""
+    if "/" in name or name in ("", ".", ".."):
+        raise FileRefused(errno.EINVAL, f"{name!r}: expected a file name")
+    src = _open_step(src_dirfd, name, os.O_RDONLY | os.O_NONBLOCK, 0, name)
+    try:
+        info = os.fstat(src)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileRefused(errno.EINVAL, f"{name} is not a regular file; not copied")
+        if info.st_size > limit:
+            raise FileRefused(errno.EFBIG, f"{name} has {info.st_size} bytes, more than "
+                                           f"the {limit} copied here; not copied")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=dst_dirfd)
+        dst = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                      | os.O_CLOEXEC, 0o644 & ~_umask(), dir_fd=dst_dirfd)
+        copied = 0
+        try:
+            while True:
+                chunk = os.read(src, min(1 << 20, limit + 1 - copied))
+                if not chunk:
+                    break
+                copied += len(chunk)
+                if copied > limit:
+                    raise FileRefused(errno.EFBIG, f"{name} grew past the {limit} bytes "
+                                                   "copied here; not copied")
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(dst, view):]
+        except BaseException:
+            os.close(dst)
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=dst_dirfd)
+            raise
+        os.close(dst)
+        return copied
+    finally:
+        os.close(src)
+
+
 def _absolute(path: str | Path) -> Path:
     """``path`` made absolute against the working folder, its ``..`` kept (and refused
     when walked): normalising it away would take ``runs/../../etc`` out of a folder."""
