@@ -27,7 +27,7 @@ from pathdiv.kernels import uml
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
-PRODUCT = ("topologies", "experiments", "analysis", "kernels", "configs", "setup.py")
+PRODUCT = ("pathdiv", "topologies", "experiments", "analysis", "kernels", "configs", "setup.py")
 
 
 def _private_checkout(home: Path) -> Path:
