@@ -50,19 +50,22 @@ def test_the_plan_lock_refuses_a_fifo_at_once(tmp_path):
     assert time.monotonic() - started < 5
 
 
-def test_records_read_back_follow_no_link_and_are_bounded(tmp_path):
-    secret = tmp_path / "secret.json"
-    secret.write_text(json.dumps({"root": "only"}))
-    (tmp_path / "manifest.json").symlink_to(secret)
-    assert read_json_dict(tmp_path / "manifest.json") is None
-    os.mkfifo(tmp_path / "progress.json")
-    assert read_json_dict(tmp_path / "progress.json") is None  # at once, not a hang
-    (tmp_path / "big.json").write_text(json.dumps({"x": "y" * 2000}))
-    assert read_json_dict(tmp_path / "big.json", limit=1000) is None
-    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
-    assert read_json_dict(tmp_path / "deep.json") is None
-    (tmp_path / "plan.json").symlink_to(secret)
-    assert planfile.read_plan(tmp_path) is None
+class TestOversizedOrLinkedRecordsAreNotRead:
+    """Manifests, progress files and plan.json read back: no link, no FIFO, bounded."""
+
+    def test_records_read_back_follow_no_link_and_are_bounded(self, tmp_path):
+        secret = tmp_path / "secret.json"
+        secret.write_text(json.dumps({"root": "only"}))
+        (tmp_path / "manifest.json").symlink_to(secret)
+        assert read_json_dict(tmp_path / "manifest.json") is None
+        os.mkfifo(tmp_path / "progress.json")
+        assert read_json_dict(tmp_path / "progress.json") is None  # at once, not a hang
+        (tmp_path / "big.json").write_text(json.dumps({"x": "y" * 2000}))
+        assert read_json_dict(tmp_path / "big.json", limit=1000) is None
+        (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+        assert read_json_dict(tmp_path / "deep.json") is None
+        (tmp_path / "plan.json").symlink_to(secret)
+        assert planfile.read_plan(tmp_path) is None
 
 
 def test_a_cached_p4_program_others_could_have_replaced_is_not_loaded(tmp_path):

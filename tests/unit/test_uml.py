@@ -129,35 +129,38 @@ def _result(control: Path) -> uml.UMLResult:
         os.close(fd)
 
 
-def test_a_guest_that_links_its_stdout_to_a_root_only_file_does_not_get_it_printed(tmp_path):
-    """Guest root writes 0 to rc, links stdout and release to a root-only file of the host
-    and powers off: the host reads neither through the links."""
-    secret = tmp_path / "shadow"
-    secret.write_text("root:$6$SECRETHASH:19000::::::\n")
-    secret.chmod(0o600)
-    control = tmp_path / "ctl"
-    control.mkdir()
-    (control / "rc").write_text("0\n")
-    (control / "stdout").symlink_to(secret)
-    (control / "release").symlink_to(secret)
-    os.mkfifo(control / "stderr")  # would hang a plain read
-    res = _result(control)
-    assert res.returncode == 0
-    assert "SECRETHASH" not in res.stdout + res.stderr + res.kernel_release
-    assert "stdout not read" in res.stdout and "symbolic link" in res.stdout
-    assert "stderr not read" in res.stderr
+class TestLinksAndOversizedFilesInTheShareAreNotRead:
+    """The guest's control files (rc, stdout, stderr, release) as guest root leaves them."""
 
+    def test_a_guest_that_links_its_stdout_to_a_root_only_file_does_not_get_it_printed(
+            self, tmp_path):
+        """Guest root writes 0 to rc, links stdout and release to a root-only file of the host
+        and powers off: the host reads neither through the links."""
+        secret = tmp_path / "shadow"
+        secret.write_text("root:$6$SECRETHASH:19000::::::\n")
+        secret.chmod(0o600)
+        control = tmp_path / "ctl"
+        control.mkdir()
+        (control / "rc").write_text("0\n")
+        (control / "stdout").symlink_to(secret)
+        (control / "release").symlink_to(secret)
+        os.mkfifo(control / "stderr")  # would hang a plain read
+        res = _result(control)
+        assert res.returncode == 0
+        assert "SECRETHASH" not in res.stdout + res.stderr + res.kernel_release
+        assert "stdout not read" in res.stdout and "symbolic link" in res.stdout
+        assert "stderr not read" in res.stderr
 
-def test_the_guests_output_is_read_up_to_a_bound_and_never_echoed_raw(tmp_path):
-    control = tmp_path / "ctl"
-    control.mkdir()
-    (control / "rc").write_text("3\n")
-    (control / "stdout").write_bytes(b"x" * (uml.OUTPUT_BYTES + 10) + b"\x1b]0;owned\x07end\n")
-    (control / "release").write_text("6.12.0-pathdiv\n")
-    res = _result(control)
-    assert res.returncode == 3 and res.kernel_release == "6.12.0-pathdiv"
-    assert res.stdout.startswith("[24 earlier bytes not read]\n")
-    assert res.stdout.endswith("\\x1b]0;owned\\x07end\n") and "\x1b" not in res.stdout
+    def test_the_guests_output_is_read_up_to_a_bound_and_never_echoed_raw(self, tmp_path):
+        control = tmp_path / "ctl"
+        control.mkdir()
+        (control / "rc").write_text("3\n")
+        (control / "stdout").write_bytes(b"x" * (uml.OUTPUT_BYTES + 10) + b"\x1b]0;owned\x07end\n")
+        (control / "release").write_text("6.12.0-pathdiv\n")
+        res = _result(control)
+        assert res.returncode == 3 and res.kernel_release == "6.12.0-pathdiv"
+        assert res.stdout.startswith("[24 earlier bytes not read]\n")
+        assert res.stdout.endswith("\\x1b]0;owned\\x07end\n") and "\x1b" not in res.stdout
 
 
 @pytest.mark.parametrize("rc", ["0; rm -rf /", "999", "", "\x1b[2J"])
