@@ -134,6 +134,9 @@ def write_status(run: Run, run_dir: Path, status: str, reason: str,
     manifest.update(status=status, error=reason, kernel_release=running_kernel_release(),
                     git_revision=git_revision())
     manifest.update(extra)
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISDIR(os.lstat(run_dir).st_mode):  # a link or file a guest left
+            run_dir.unlink()
     run_dir.mkdir(parents=True, exist_ok=True)
     finish_manifest(manifest, run_dir, time.monotonic())
     return manifest

@@ -225,6 +225,20 @@ class TestLinksInTheFolderAreNotFollowed:
         assert not (tmp_path / "out" / "runs" / runs[0].run_id).is_symlink()
         assert not (tmp_path / "out" / "earlier").exists()
 
+    def test_a_failed_manifest_is_not_written_through_a_run_folder_the_guest_linked(
+            self, tmp_path):
+        """The lab kernel died; its guest had made runs/<id> a link to a host folder:
+        the host's failed manifest goes into a real folder, the link's target untouched."""
+        _, runs = _plan()
+        precious = tmp_path / "precious"
+        precious.mkdir()
+        (tmp_path / "out" / "runs").mkdir(parents=True)
+        run_dir = tmp_path / "out" / "runs" / runs[0].run_id
+        run_dir.symlink_to(precious)
+        runstate.write_failed(runs[0], run_dir, "the lab kernel died")
+        assert list(precious.iterdir()) == []
+        assert not run_dir.is_symlink() and run_state(run_dir) == "failed"
+
     def test_a_runs_folder_that_is_a_link_is_refused(self, tmp_path):
         _, runs = _plan()
         elsewhere = tmp_path / "elsewhere"
