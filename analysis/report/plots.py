@@ -132,7 +132,7 @@ def fct_cdfs(metrics: pd.DataFrame, spec: AnalysisSpec, column: str = "fct_s") -
 
 def path_columns(columns: Sequence[str]) -> list[str]:
     """Per-path columns (`path_0_share`, `path1`, ...) ordered by path number."""
-    found = [(int(m.group(1)), c) for c in columns if (m := PATH_COLUMN.match(c))]
+    found = [(int(m.group(1)), c) for c in columns if (m := PATH_COLUMN.fullmatch(c))]
     return [c for _, c in sorted(found)]
 
 

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
+import pathdiv.analysis.readers as readers
 from pathdiv.analysis.report import fidelity
 from pathdiv.analysis.report.analyze import spec_from_config
 from pathdiv.analysis.report.generated import write_or_print
@@ -59,12 +59,13 @@ class Folder:
 
 
 def load(folder: Path, design: Path | None = None) -> Folder:
-    config_path = design or folder / "config.yaml"
-    config = yaml.safe_load(config_path.read_text()) if config_path.is_file() else {}
-    own = folder / "config.yaml"
-    seed_of = yaml.safe_load(own.read_text()) if own.is_file() else {}
-    spec = spec_from_config(config)
-    metrics = pd.read_csv(folder / "metrics.csv")
+    """A folder's metrics and marks, read as the analysis reads them (analysis/readers.py:
+    no link followed, bounded, config.yaml within a config's bounds)."""
+    own = readers.read_config(folder) or {}
+    config = readers.read_named_config(design) if design is not None else own
+    seed_of = own
+    spec = spec_from_config(config or {})
+    metrics = readers.read_table(folder / "metrics.csv")
     # as the analysis reads them: valid runs, and only where every level acts (a folder run
     # before applies_to holds TCP x rb cells, which repeat TCP x vanilla under a new name)
     kept = in_plan(fidelity.split(metrics, False).kept, spec)[0]

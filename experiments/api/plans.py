@@ -311,12 +311,14 @@ def run(config: ConfigSource, out: str | Path | None = None, *,
         outcome = run_plan(cfg, runs, folder, quiet=quiet, options=opts,
                            plan_runs=planned if shard is not None else None, shard=shard,
                            progress=progress, jobs=jobs, estimator=history.estimator())
+        result = RunResult(folder, outcome)
+        if analyze and shard is None and outcome.count("complete"):
+            try:
+                result.report = _analyze_folder(folder)
+            except Exception as exc:  # the runs stay; `pathdiv analyze DIR` redoes this
+                result.analysis_error = f"{type(exc).__name__}: {exc}"
     finally:
-        hand_over(folder)  # run through sudo: the results are the user's
-    result = RunResult(folder, outcome)
-    if analyze and shard is None and outcome.count("complete"):
-        try:
-            result.report = _analyze_folder(folder)
-        except Exception as exc:  # the runs stay; `pathdiv analyze DIR` redoes this
-            result.analysis_error = f"{type(exc).__name__}: {exc}"
+        # run through sudo: the results are the user's, once root has finished writing
+        # them (the analysis too: a folder of the user's could hold a link by then)
+        hand_over(folder)
     return result

@@ -57,7 +57,7 @@ def check_job(job: SlurmJob) -> None:
               "--partition": job.partition, "--time": job.time_limit, "--mem": job.mem,
               "the working folder": str(job.workdir) if job.workdir else None}
     for what, value in header.items():
-        if value is not None and not SBATCH_SAFE.match(value):
+        if value is not None and not SBATCH_SAFE.fullmatch(value):
             raise SlurmError(f"{what} {value[:60]!r} cannot go on an #SBATCH line: use only "
                              "letters, digits and _ . / + @ : = , - (no spaces, quotes or "
                              "newlines)")

@@ -83,7 +83,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 def plain_name_problem(value: Any) -> str | None:
     """`name` becomes a folder (results/<name>-<time>/) and a Slurm job name."""
-    if NAME_RE.match(value) and ".." not in value:
+    if NAME_RE.fullmatch(value) and ".." not in value:
         return None
     return ("a plain name of 1-64 letters, digits, '_', '-', '.', starting with a letter "
             "or digit, without '..' (it becomes a folder and a Slurm job name)")
@@ -181,6 +181,11 @@ MAX_REPETITIONS = 1000
 MAX_RUNS = 1000  # runs of one plan (repetitions x factor levels x flow types): days of emulation
 MAX_ITERATIONS = 1000
 MAX_REQUESTS = 100
+# Transfers (or open-loop arrivals) of one run, and of the runs `pathdiv check` draws
+# for one plan: products of the bounds above (iterations x requests x hosts) would reach
+# 12.8 million per run on a k=8 fat tree; each is bounded in closed form first
+MAX_TRANSFERS = 100_000
+MAX_PLAN_TRANSFERS = 500_000  # 100 times the largest shipped plan (seed000: ~4400)
 MAX_SECONDS = 3600.0  # one timeout, one arrival window, the time of one event
 MAX_QUEUE_PKTS = 100_000
 MAX_LAB_MEMORY_MB = 16_384  # of 24 GB, leaving the host and the captures room

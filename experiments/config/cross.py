@@ -15,6 +15,7 @@ from typing import Any
 from pathdiv.analysis.metrics.columns import dependent_variables
 from pathdiv.analysis.stats.scope import level_overrides
 from pathdiv.experiments.config.checks import SIZE_DISTRIBUTIONS
+from pathdiv.experiments.config.enumeration import enumeration_problems
 from pathdiv.experiments.config.sizes import CdfError, read_cdf
 from pathdiv.experiments.config.switching import MODES
 from pathdiv.experiments.config.workloads import open_loop
@@ -63,7 +64,16 @@ def analysis_problems(data: Mapping[str, Any]) -> list[str]:
     if analysis["ivs"] is None:
         analysis["ivs"] = list(factors)
     known = dependent_variables()
-    problems = [f"analysis.dvs: {name!r} is not a metrics.csv column; choose from "
+    problems = [] if analysis["dvs"] else [
+        "analysis.dvs: [] is empty; name at least one metric column, e.g. "
+        "[throughput_mbps, fct_s], or leave analysis.dvs out for the defaults"]
+    for key in ("ivs", "clusters", "dvs"):
+        names = [str(n) for n in analysis[key] or []]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            problems.append(f"analysis.{key}: {', '.join(map(repr, twice))} given twice; "
+                            "name each column once")
+    problems += [f"analysis.dvs: {name!r} is not a metrics.csv column; choose from "
                 f"{', '.join(known)}" for name in analysis["dvs"] if name not in known]
     # without factors there is nothing to compare (the report then only describes)
     problems += [f"analysis.ivs: {name!r} is not a factor of this config; factors: "
@@ -237,6 +247,8 @@ def condition_problems(data: Mapping[str, Any]) -> list[str]:
     topo = topology_of(data)
     overrides = data["topology"]["link_overrides"]
     named = override_problems(topo, overrides)
-    return (named + event_problems(topo, data.get("events") or [])
-            + ([] if named else jitter_problems(topo, overrides))
-            + load_problems(data) + plane_problems(data))
+    problems = (named + event_problems(topo, data.get("events") or [])
+                + ([] if named else jitter_problems(topo, overrides))
+                + load_problems(data))
+    # bounded in closed form only once the links and sizes it counts from are valid
+    return (problems or enumeration_problems(data, len(topo.hosts))) + plane_problems(data)

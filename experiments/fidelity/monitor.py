@@ -12,7 +12,12 @@ per link.
 - for switches: the CPU time of every process in the switch's namespace (a software
   switch such as bmv2's `simple_switch`; none on the kernel data plane, whose forwarding
   is softirq work no process is charged for), the link captures (tcpdump, which
-  run there too, or the one linkcap of all links) counted apart, at start and stop;
+  run there too, or the one linkcap of all links) counted apart: the namespaces'
+  processes are found again at start, every SCAN_S during the run and at stop, and each
+  process (a pid and its start time: a reused pid is another process) counts the CPU it
+  spent between the samples it was seen in: from its value at the first sample, or from
+  zero when it started later, up to its last sample (`ProcessCpu`), so a process that
+  exits or starts meanwhile never makes the figure negative;
   and the packets a switch received on its ports (`/proc/<pid>/net/dev`, at the first and last qdisc
   sample) against what its egress qdiscs sent, dropped or still hold: the difference
   is what the switch lost outside the emulated queues (a software switch that fell
@@ -66,6 +71,7 @@ CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "ste
 # for all links in the runner's (fabric/linkcap.py); their CPU is not the switches'
 CAPTURE_COMMAND = "tcpdump"
 CAPTURES = "captures"  # their ticks' key
+SCAN_S = 0.5  # how often the switches' processes are found again during a run
 
 
 # ---- pure parsers ----------------------------------------------------------------------
@@ -105,6 +111,38 @@ def parse_pid_cpu_ticks(text: str) -> int:
     if len(rest) < 13:
         return 0
     return int(rest[11]) + int(rest[12])  # fields 14 and 15: utime, stime
+
+
+def parse_pid_start(text: str) -> int:
+    """/proc/<pid>/stat -> the process's start time (clock ticks after boot, field 22):
+    with the pid, what tells a process from a later one given the same pid."""
+    rest = text.rpartition(")")[2].split()
+    return int(rest[19]) if len(rest) > 19 else 0
+
+
+Proc = tuple[int, int]  # (pid, start time)
+
+
+class ProcessCpu:
+    """CPU ticks a changing set of processes spent between the first and the last sample
+    (pure). Each process counts from its value at the first sample (or from zero when
+    it appeared later: it started after that sample) to its value at its last sample (a
+    process that exited keeps that), so the total never goes down and never below 0."""
+
+    def __init__(self) -> None:
+        self.base: dict[Proc, int] = {}
+        self.last: dict[Proc, int] = {}
+        self.samples = 0
+
+    def add(self, ticks: Mapping[Proc, int]) -> None:
+        for proc, now in ticks.items():
+            if proc not in self.base:
+                self.base[proc] = now if self.samples == 0 else 0
+            self.last[proc] = max(now, self.last.get(proc, 0))
+        self.samples += 1
+
+    def total(self) -> int:
+        return sum(max(0, self.last[p] - self.base[p]) for p in self.last)
 
 
 def group_by_namespace(namespace_of: Mapping[int, str],
@@ -346,10 +384,9 @@ class Monitor:
         self._psi: tuple[int | None, int | None] = (None, None)
         self._retrans0: dict[str, int] = {}
         self._retrans1: dict[str, int] = {}
-        self._switch_pids: dict[str, list[int]] = {}
-        self._capture_pids: list[int] = []
-        self._ticks0: dict[str, int] = {}
-        self._ticks1: dict[str, int] = {}
+        self._switch_ns: dict[str, str] = {}  # switch -> its network namespace
+        self._cpu_of: dict[str, ProcessCpu] = {}  # switch (or CAPTURES) -> its processes
+        self._scanned = 0.0
         self._rx: list[dict[str, dict[str, int]]] = []
 
     def _rtos(self) -> dict[str, int]:
@@ -372,30 +409,37 @@ class Monitor:
         return {h: parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/snmp"), "Tcp")
                 .get("RetransSegs", 0) for h in self.hosts}
 
-    def _find_switch_processes(self) -> None:
-        """The processes in each switch's namespace, the captures (tcpdump, linkcap) apart."""
-        namespace_of: dict[int, str] = {}
+    def _sample_switch_cpu(self) -> None:
+        """Find the processes of each switch's namespace (the captures apart: tcpdump
+        there, linkcap in ours) and add their CPU ticks to each one's ProcessCpu."""
+        if not self._switch_ns:
+            for s in self.switches:
+                if s in self.nodes:
+                    with contextlib.suppress(OSError):
+                        self._switch_ns[s] = os.readlink(f"/proc/{self.nodes[s]}/ns/net")
+        switch_of = {ns: s for s, ns in self._switch_ns.items()}
+        home = os.readlink(f"/proc/{os.getpid()}/ns/net")
+        found: dict[str, dict[Proc, int]] = {s: {} for s in [*self._switch_ns, CAPTURES]}
         for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError):
-                    namespace_of[int(entry.name)] = os.readlink(f"/proc/{entry.name}/ns/net")
-        grouped = group_by_namespace(namespace_of, {s: self.nodes[s] for s in self.switches
-                                                    if s in self.nodes})
-        for switch, pids in grouped.items():
-            names = {pid: read_text(f"/proc/{pid}/comm").strip() for pid in pids}
-            self._capture_pids += [p for p in pids if names[p] == CAPTURE_COMMAND]
-            self._switch_pids[switch] = [p for p in pids if names[p] != CAPTURE_COMMAND]
-        home = namespace_of.get(os.getpid())
-        for pid, ns in namespace_of.items():
-            if ns == home and read_text(f"/proc/{pid}/comm").strip() == LINKCAP_COMMAND:
-                self._capture_pids.append(pid)
-
-    def _switch_ticks(self) -> dict[str, int]:
-        out = {s: sum(parse_pid_cpu_ticks(read_text(f"/proc/{pid}/stat")) for pid in pids)
-               for s, pids in self._switch_pids.items()}
-        out[CAPTURES] = sum(parse_pid_cpu_ticks(read_text(f"/proc/{pid}/stat"))
-                                   for pid in self._capture_pids)
-        return out
+            if not entry.name.isdigit():
+                continue
+            try:
+                ns = os.readlink(f"/proc/{entry.name}/ns/net")
+                if ns not in switch_of and ns != home:
+                    continue
+                comm = read_text(f"/proc/{entry.name}/comm").strip()
+                if ns not in switch_of and comm != LINKCAP_COMMAND:
+                    continue
+                stat = read_text(f"/proc/{entry.name}/stat")
+            except OSError:
+                continue  # exited meanwhile: its last sample counts
+            if not stat:
+                continue
+            key = CAPTURES if comm in (CAPTURE_COMMAND, LINKCAP_COMMAND) else switch_of[ns]
+            found[key][(int(entry.name), parse_pid_start(stat))] = parse_pid_cpu_ticks(stat)
+        for key, ticks in found.items():
+            self._cpu_of.setdefault(key, ProcessCpu()).add(ticks)
+        self._scanned = time.monotonic()
 
     def _switch_rx(self) -> dict[str, dict[str, int]]:
         return {s: {i: c.rx_packets for i, c in
@@ -412,10 +456,9 @@ class Monitor:
         self._retrans0 = self._retrans()
         if self.switches:
             try:
-                self._find_switch_processes()
+                self._sample_switch_cpu()
             except OSError as exc:
                 self.errors.append(f"switch processes: {exc}")
-            self._ticks0 = self._switch_ticks()
         self._softnet = (parse_softnet_drops(read_text("/proc/net/softnet_stat")), 0)
         self._psi = (parse_pressure(read_text("/proc/pressure/cpu")), None)
         self._thread = threading.Thread(target=self._loop, name="fidelity-monitor",
@@ -433,7 +476,9 @@ class Monitor:
         self._closed1 = self._closed()
         self._hostcpu = (self._hostcpu[0], self._host_cpu())
         self._retrans1 = self._retrans()
-        self._ticks1 = self._switch_ticks()
+        if self.switches:
+            with contextlib.suppress(OSError):
+                self._sample_switch_cpu()
         self._softnet = (self._softnet[0],
                          parse_softnet_drops(read_text("/proc/net/softnet_stat")))
         self._psi = (self._psi[0], parse_pressure(read_text("/proc/pressure/cpu")))
@@ -455,11 +500,11 @@ class Monitor:
             else (p1 - p0) / 1e6 / self._duration
         retrans = {h: self._retrans1.get(h, 0) - self._retrans0.get(h, 0) for h in self.hosts}
         tick = os.sysconf("SC_CLK_TCK")
-        switch_cpu = {s: (self._ticks1.get(s, 0) - t0) / tick for s, t0 in self._ticks0.items()
-                      if self._switch_pids.get(s)}
-        capture_cpu = (self._ticks1.get(CAPTURES, 0)
-                       - self._ticks0.get(CAPTURES, 0)) / tick \
-            if self._capture_pids else None
+        switch_cpu = {s: cpu.total() / tick for s, cpu in self._cpu_of.items()
+                      if s != CAPTURES and cpu.last}
+        captures = self._cpu_of.get(CAPTURES)
+        capture_cpu = captures.total() / tick if captures is not None and captures.last \
+            else None
         lost = switch_losses(self._rx[0], self._rx[-1], self.tracks) \
             if len(self._rx) >= 2 else {}
         closed = {h: self._closed1[h] - self._closed0.get(h, 0) for h in self._closed1}
@@ -529,6 +574,8 @@ class Monitor:
             self._sample(readers, edge=True)
             while not self._wait():
                 self._sample(readers)
+                if self.switches and time.monotonic() - self._scanned >= SCAN_S:
+                    self._sample_switch_cpu()  # processes that start and end meanwhile
             self._sample(readers, edge=True)
         except Exception as exc:  # the monitor never fails a run; the record says why
             self.errors.append(f"sampler stopped: {type(exc).__name__}: {exc}")

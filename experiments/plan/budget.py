@@ -117,8 +117,24 @@ def _pair_links(k: int, client: str, server: str,
     return _PAIRS[key]
 
 
+# run_need of (config object, flow type, seed): `check` asks for the plan's largest, its
+# total and the budget's shortfall, three times per run; the config is kept beside its
+# answer, so its id cannot be reused while the entry lives
+_NEEDS: dict[tuple[int, str, int], tuple[Config, RunNeed]] = {}
+NEEDS_KEPT = 4096
+
+
 def run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
     """The capture need of one run of `cfg` (its flow type, its designation seed)."""
+    key = (id(cfg), flow_type, seed)
+    if key not in _NEEDS:
+        if len(_NEEDS) >= NEEDS_KEPT:
+            _NEEDS.clear()
+        _NEEDS[key] = (cfg, _run_need(cfg, flow_type, seed))
+    return _NEEDS[key][1]
+
+
+def _run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
     topo = cfg.topology()
     if isinstance(topo, ParallelPaths):
         # one fetch by h1, captured on each of its interfaces (a subflow per path)
@@ -128,8 +144,10 @@ def run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
                        int(cfg.data["capture"]["snaplen"]))
     links: Counter[str] = Counter({link.b.intf: 0 for link in topo.links})
     total = 0
-    for client, server, size in transfers(cfg, flow_type, seed):
-        packets = transfer_packets(size, cfg.transport, cfg.subflows)
+    # each (pair, size) once, times how often it occurs: a plan's transfers repeat few
+    # pairs many times, and a pair's links are a set of up to (k/2)^2 paths' links
+    for (client, server, size), count in Counter(transfers(cfg, flow_type, seed)).items():
+        packets = transfer_packets(size, cfg.transport, cfg.subflows) * count
         hops, intfs = _pair_links(topo.k, client, server, topo)
         total += packets * hops
         for intf in intfs:

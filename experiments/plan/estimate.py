@@ -41,8 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.workloads import open_loop
-from pathdiv.experiments.plan.designations import rounds
+from pathdiv.experiments.config.workloads import PATTERNS, open_loop
 from pathdiv.experiments.plan.lanes import boots
 from pathdiv.experiments.plan.runs import Run
 
@@ -152,15 +151,14 @@ def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
         seconds = float(w["duration_s"])
         mb = float(w.get("load", 0.5)) * bps * seconds * len(topo.hosts) / 8 / 1e6
         return Work(nodes, 1, mb, seconds + min(timeout, 2.0), len(topo.hosts))
-    plan = rounds(str(w["pattern"]), topo.hosts, seed, int(w["iterations"]),
-                  int(w["requests"]))
-    sim = 0.0
-    transfers = 0
-    for rnd in plan:
-        busiest = max((len(r.servers) for r in rnd), default=0)
-        sim += min(busiest * size * 8 / bps, timeout)
-        transfers += sum(len(r.servers) for r in rnd)
-    return Work(nodes, len(plan), transfers * size / 1e6, sim, len(topo.hosts))
+    # in closed form from the pattern's registry entry: every round of a pattern has the
+    # same busiest fan-in, so nothing is drawn (a plan's designations may be millions)
+    pattern, n = PATTERNS[str(w["pattern"])], len(topo.hosts)
+    repeats = int(w["iterations"]) * int(w["requests"])
+    count = repeats * pattern.rounds(n)
+    sim = count * min(pattern.busiest(n) * size * 8 / bps, timeout)
+    transfers = repeats * pattern.transfers(n)
+    return Work(nodes, count, transfers * size / 1e6, sim, n)
 
 
 def reuses(cfg: Config, plane: str | None = None) -> bool:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pathdiv.analysis.stats.scope import applies, level_overrides, scopes_of
-from pathdiv.experiments.config.checks import MAX_RUNS
+from pathdiv.experiments.config.checks import MAX_PLAN_TRANSFERS, MAX_RUNS
+from pathdiv.experiments.config.enumeration import run_transfers
 from pathdiv.experiments.config.load import Config, ConfigError, apply_overrides, validate
 from pathdiv.experiments.config.workloads import open_loop
 
@@ -103,21 +104,45 @@ def expand(
         for flow in flows
     ]
     _refuse_shared_ids(cells, names, cfg.source)
+    # each cell's config validated once (not once per repetition: a CDF file, a topology)
+    configs: dict[str, Config] = {}
+    for levels, _flow in cells:
+        combo = cell_key("", levels, names)
+        if combo not in configs:
+            overrides: list[tuple[str, Any]] = []
+            for n, lv in levels.items():
+                overrides += list(level_overrides(factors[n][lv]).items())
+            try:
+                configs[combo] = validate(apply_overrides(cfg.data, overrides), cfg.source)
+            except ConfigError as exc:  # the levels that make the combination, named
+                where = " with ".join(f"factors.{n}.{lv}" for n, lv in levels.items())
+                raise ConfigError([f"{where}: {p}" for p in exc.problems],
+                                  cfg.source) from None
+    _refuse_large_plan(reps, [configs[cell_key("", lv, names)] for lv, _ in cells],
+                       cfg.source)
     rng = random.Random(cfg.seed)
     runs: list[Run] = []
     for rep in range(1, reps + 1):
         block = cells[:]
         rng.shuffle(block)
         for levels, flow in block:
-            overrides: list[tuple[str, Any]] = []
-            for n, lv in levels.items():
-                overrides += list(level_overrides(factors[n][lv]).items())
-            run_cfg = validate(apply_overrides(cfg.data, overrides), cfg.source)
+            run_cfg = configs[cell_key("", levels, names)]
             key = f"{cell_key(flow, levels, names)}_rep{rep}"
             seed = run_seed(cfg.seed, key)
             runs.append(Run(key, len(runs), rep, flow, levels, seed, run_cfg,
                             designation_seed(cfg, rep, flow, seed)))
     return runs
+
+
+def _refuse_large_plan(reps: int, cells: list[Config], source: str) -> None:
+    """A plan whose runs make more than MAX_PLAN_TRANSFERS transfers in all (counted in
+    closed form: `check` draws each run's to size its captures) is refused."""
+    total = reps * sum(run_transfers(c.data, len(c.topology().hosts)) for c in cells)
+    if total > MAX_PLAN_TRANSFERS:
+        raise ConfigError([f"repetitions: {reps} x {len(cells)} cell(s) make {total:.3g} "
+                           f"transfers in all; a plan has at most {MAX_PLAN_TRANSFERS} "
+                           "(fewer repetitions, iterations or requests, or several "
+                           "configs)"], source)
 
 
 def cell_key(flow: str, levels: dict[str, str], names: list[str]) -> str:

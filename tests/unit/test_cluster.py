@@ -201,7 +201,11 @@ def test_shards_fill_one_folder_and_plan_json_keeps_every_shards_statuses(
     # each run was marked by this process while it ran, and unmarked after
     assert {m["pid"] for _, m in seen} == {os.getpid()}
     assert {m["host"] for _, m in seen} == {socket.gethostname()}
-    assert not list((folder / "running").iterdir())
+    # no running marker is left; each shard's plan lock stays, empty once released
+    # (removing a lock file another process may hold open would split the lock)
+    left = sorted(p.name for p in (folder / "running").iterdir())
+    assert left == ["plan-shard-0-of-3.lock", "plan-shard-2-of-3.lock"]
+    assert all((folder / "running" / name).stat().st_size == 0 for name in left)
     progress = json.loads((folder / "progress" / "shard-0-of-3.json").read_text())
     assert (progress["state"], progress["runs"], progress["current"]) == \
         ("done", len(shards[0]), "")

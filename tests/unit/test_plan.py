@@ -3,6 +3,8 @@
 import pytest
 
 from pathdiv.experiments.config.load import validate
+from pathdiv.experiments.config.workloads import PATTERNS
+from pathdiv.experiments.plan.designations import WorkloadError, rounds, transfer_count
 from pathdiv.experiments.plan.runs import expand
 
 FACTORS = {
@@ -93,3 +95,20 @@ def test_observations_per_cell_against_what_the_manova_needs():
                                                                  "iterations": 1})))
     assert few.startswith("18 cell(s)") and "get only 2 observation(s)" in few
     assert "needs more than 5 per cell: raise repetitions" in few
+
+
+@pytest.mark.parametrize("pattern", ["silent", "noisy", "incast", "permutation"])
+@pytest.mark.parametrize("n", [2, 4, 6, 16, 128])
+def test_a_patterns_closed_form_counts_are_its_drawn_designations(pattern, n):
+    """`check` bounds a run by the registry's closed forms before drawing anything: they
+    must be what the designations draw, for every host count a topology may have."""
+    entry = PATTERNS[pattern]
+    hosts = [f"h{i}" for i in range(1, n + 1)]
+    if entry.hosts_problem(n):
+        with pytest.raises(WorkloadError):
+            rounds(pattern, hosts, 7, 3, 2)
+        return
+    drawn = rounds(pattern, hosts, 7, 3, 2)
+    assert len(drawn) == 3 * 2 * entry.rounds(n)
+    assert transfer_count(drawn) == 3 * 2 * entry.transfers(n)
+    assert {max(len(r.servers) for r in rnd) for rnd in drawn} == {entry.busiest(n)}

@@ -110,7 +110,7 @@ def test_atomic_writes_leave_the_old_file_when_interrupted(tmp_path, monkeypatch
     path = tmp_path / "manifest.json"
     write_json_atomic(path, {"status": "failed"})
 
-    def boom(*_):
+    def boom(*_, **__):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(os, "replace", boom)

@@ -23,6 +23,7 @@ from pathlib import Path
 from pathdiv.experiments.config.switching import MODES
 from pathdiv.experiments.dataplane.p4.entries import PROGRAMS
 from pathdiv.experiments.dataplane.p4.tools import P4Tools, require_p4_tools
+from pathdiv.kernels.build import unsafe_paths
 
 P4SRC = Path(__file__).resolve().parents[3] / "p4src"
 DEFAULT_CACHE = Path("/var/cache/pathdiv/p4")
@@ -55,6 +56,25 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE)
 
 
+def cached_problems(files: list[Path], cache: Path) -> list[str]:
+    """Why compiled files root is about to load (a bmv2 JSON, an eBPF object) could have
+    been replaced by someone but root or this user: a link, another owner, group or other
+    write permission on the files or the folders from the cache down (the checks linkcap
+    and the kernel image get, kernels/build.py `unsafe_paths`). Empty when none."""
+    found: list[str] = []
+    for path in files:
+        found += [p for p in unsafe_paths(path, cache, os.geteuid()) if p not in found]
+    return found
+
+
+def refuse_unsafe(files: list[Path], cache: Path, folder: Path) -> None:
+    problems = cached_problems(files, cache)
+    if problems:
+        raise P4CompileError(f"the compiled program in {folder} is not safe to load as "
+                             f"root: {'; '.join(problems)}; remove {folder} and it is "
+                             "compiled again")
+
+
 def program_sources(name: str, root: Path = P4SRC) -> list[Path]:
     """The program's main file then the shared includes, in a stable order."""
     if name not in PROGRAMS:
@@ -85,6 +105,7 @@ def compile_program(
         name, digest, final / f"{name}.json", final / f"{name}.p4info.txtpb", final / "compile.log"
     )
     if prog.json.exists() and prog.p4info.exists():
+        refuse_unsafe([prog.json, prog.p4info], cache or cache_root(), final)
         return prog
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -119,6 +140,7 @@ def compile_program(
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    refuse_unsafe([prog.json, prog.p4info], cache or cache_root(), final)
     return prog
 
 
