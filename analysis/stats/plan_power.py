@@ -68,7 +68,7 @@ def cell_power(recorded: pd.DataFrame, planned: Mapping[tuple[str, ...], int],
             detectable = power.detectable_pct(sd, sd, n, n, mean, alpha, level)
             need = (power.needed_n(sd, sd, min_effect_pct / 100.0 * abs(mean), alpha, level)
                     if np.isfinite(mean) and mean != 0 else float("nan"))
-            modes = stability.split_modes(values) if len(values) else []
+            modes = stability.split_modes(list(values)) if len(values) else []
             rare = stability.needed_for_modes(modes)
             rows.append({"cell": " / ".join(cell), "metric": metric, "n": n,
                          "recorded": len(values), "mean": mean, "sd": sd,
