@@ -438,6 +438,13 @@ def _cross_problems(data: Mapping[str, Any]) -> list[str]:
     if factors and not 1 <= len(analysis["ivs"]) <= 2:
         problems.append(f"analysis.ivs: {analysis['ivs']!r} names {len(analysis['ivs'])} "
                         "factors; the MANOVA takes one or two")
+    for i, (a, b) in enumerate(analysis.get("compare") or []):
+        owners = [f for f in analysis["ivs"] if a in factors.get(f, {}) and b in factors[f]]
+        if not owners or a == b:
+            listed = "; ".join(f"{f}: {', '.join(factors[f])}" for f in analysis["ivs"]
+                               if f in factors)
+            problems.append(f"analysis.compare[{i}]: [{a}, {b}] is not a pair of two levels "
+                            f"of one factor of analysis.ivs; levels: {listed}")
     columns = ["condition", "flow_type", *factors]
     for name in analysis["clusters"]:
         if name not in columns:

@@ -158,6 +158,13 @@ def _reference(value: Any) -> str | None:
     return None if ok else f"one of {', '.join(names)}, or a list of them"
 
 
+def _pairs(value: Any) -> str | None:
+    ok = len(value) <= 20 and all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and 0 < len(x) <= 64
+                                                    for x in p) for p in value)
+    return None if ok else "a list of at most 20 pairs [a, b] of level names"
+
+
 MAX_BUDGET_MB = 50_000  # captures of one run: 50 GB
 
 
@@ -684,7 +691,13 @@ SCHEMA = Section(
                 "min_effect_pct": Leaf((int, float), 1.0, "smallest effect of interest, in "
                                        "percent of the compared mean: the summary separates "
                                        "significant effects at least this large from "
-                                       "significant but negligible ones", check=_percent),
+                                       "significant but negligible ones, and a claim of no "
+                                       "difference is judged within +- this margin",
+                                       check=_percent),
+                "compare": Leaf(list, None, "comparisons of interest the report's summary "
+                                "answers first: pairs [a, b] of levels of one factor, a "
+                                "against b; null: each factor's levels against its first",
+                                nullable=True, check=_pairs),
             }
         ),
     }
