@@ -91,7 +91,7 @@ def _whole(x: float) -> str:
 
 
 def text(table: pd.DataFrame, source: str, alpha: float, min_effect_pct: float,
-         repetitions: int) -> list[str]:
+         repetitions: str) -> list[str]:
     """`pathdiv check`'s lines: per cell the detectable effect of each metric (% of the
     cell's mean) and the repetitions for the smallest effect of interest, then the
     cells with more than one mode."""

@@ -422,6 +422,13 @@ def _cross_problems(data: Mapping[str, Any]) -> list[str]:
             problems.append(f"switching.ecn_threshold_pkts: {ecn} packets is not below "
                             f"topology.links.{tier}.queue_pkts ({link['queue_pkts']}): "
                             "the queue would drop before it marks; use a smaller threshold")
+    reps = data["repetitions"]
+    if isinstance(reps, dict):
+        flows = list(data["workload"]["flow_types"] or {})
+        for flow in reps:
+            if flows and flow not in flows:
+                problems.append(f"repetitions.{flow}: {flow!r} is not a flow type of "
+                                f"workload.flow_types; choose from {', '.join(flows)}")
     analysis = data["analysis"]
     if analysis["ivs"] is None:  # resolved here, so every later stage reads a list
         analysis["ivs"] = list(factors)

@@ -257,7 +257,23 @@ MAX_FACTORS = 4
 MAX_LEVELS = 50
 MAX_NAME_CHARS = 40  # a flow type, factor or level name: part of every run id
 
-_repetitions = Between(1, MAX_REPETITIONS, integer=True)
+_repetition_count = Between(1, MAX_REPETITIONS, integer=True)
+
+
+def _repetitions(value: Any) -> str | None:
+    """A whole number, or {flow type: whole number} (checked against the flow types with
+    the other keys, config/load.py)."""
+    if isinstance(value, dict):
+        ok = value and len(value) <= MAX_FLOW_TYPES and all(
+            isinstance(k, str) and isinstance(n, int) and not isinstance(n, bool)
+            and _repetition_count(n) is None for k, n in value.items())
+        return None if ok else (f"{{flow type: {_repetition_count.want}}}, e.g. "
+                                "{query: 10, short: 10, long: 2}")
+    return _repetition_count(value)
+
+
+_repetitions.allowed = (  # type: ignore[attr-defined]
+    f"{_repetition_count.allowed}, or {{flow type: {_repetition_count.allowed}}}")
 _iterations = Between(1, MAX_ITERATIONS, integer=True)
 _requests = Between(1, MAX_REQUESTS, integer=True)
 _connections = Between(1, MAX_CONNECTIONS, integer=True)
@@ -347,9 +363,10 @@ SCHEMA = Section(
                      "and Slurm jobs are named after it", check=plain_name_problem),
         "seed": Leaf(int, 1, "master seed: run order, host designations, ECMP hash seeds",
                      check=_seed),
-        "repetitions": Leaf(int, 1, "repetitions of every factor combination (a plan, "
-                            f"repetitions x levels x flow types, has at most {MAX_RUNS} runs)",
-                            check=_repetitions),
+        "repetitions": Leaf((int, dict), 1, "repetitions of every factor combination, or "
+                            "per flow type {query: 10, long: 2} (a flow type not named: 1; a "
+                            f"plan, repetitions x levels x flow types, has at most {MAX_RUNS} "
+                            "runs)", check=_repetitions),
         "topology": Section(
             {
                 "kind": Leaf(str, "fattree", "topology family: fattree = the k-ary fat "

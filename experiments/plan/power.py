@@ -107,5 +107,8 @@ def lines(runs: list[Run], pilot: Path | None = None) -> list[str]:
                                   float(analysis["min_effect_pct"]))
     shown = [str(p.relative_to(REPO)) if p.is_relative_to(REPO) else str(p) for p in found]
     source = f"spreads of {len(recorded)} recorded observations in {', '.join(shown)}"
+    reps = data["repetitions"]
+    planned = (", ".join(f"{f} {n}" for f, n in reps.items()) if isinstance(reps, dict)
+               else str(reps))
     return plan_power.text(table, source, float(analysis["alpha"]),
-                           float(analysis["min_effect_pct"]), int(data["repetitions"]))
+                           float(analysis["min_effect_pct"]), planned)

@@ -20,6 +20,7 @@ import hashlib
 import itertools
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,8 +69,8 @@ def expand(
     flow_types: list[str] | None = None,
     only: dict[str, str] | None = None,
 ) -> list[Run]:
-    """All runs of the plan in execution order."""
-    reps = repetitions if repetitions is not None else int(cfg.data["repetitions"])
+    """All runs of the plan in execution order. `repetitions` (the command line's --reps)
+    replaces the config's for every flow type."""
     sizes = cfg.flow_sizes()
     flows = flow_types or list(sizes)
     unknown = [f for f in flows if f not in sizes]
@@ -89,9 +90,11 @@ def expand(
         [lv for lv in factors[n] if only.get(n, lv) == lv] for n in names
     ]
     flows = [f for f in flows if only.get("flow_type", f) == f]
-    count = reps * len(flows) * math.prod(len(lv) for lv in level_lists)
+    reps_of = {f: repetitions_of(cfg.data, f, repetitions) for f in flows}
+    count = sum(reps_of.values()) * math.prod(len(lv) for lv in level_lists)
     if count > MAX_RUNS:
-        raise ConfigError([f"repetitions: {reps} x {len(flows)} flow type(s) x "
+        raise ConfigError([f"repetitions: {'+'.join(str(n) for n in reps_of.values())} over "
+                           f"{len(flows)} flow type(s) x "
                            f"{' x '.join(str(len(lv)) for lv in level_lists) or '1'} factor "
                            f"level(s) make {count} runs; a plan has at most {MAX_RUNS} "
                            "(split it into several configs)"], cfg.source)
@@ -105,8 +108,8 @@ def expand(
     _refuse_shared_ids(cells, names, cfg.source)
     rng = random.Random(cfg.seed)
     runs: list[Run] = []
-    for rep in range(1, reps + 1):
-        block = cells[:]
+    for rep in range(1, max(reps_of.values(), default=0) + 1):
+        block = [cell for cell in cells if rep <= reps_of[cell[1]]]
         rng.shuffle(block)
         for levels, flow in block:
             overrides: list[tuple[str, Any]] = []
@@ -118,6 +121,15 @@ def expand(
             runs.append(Run(key, len(runs), rep, flow, levels, seed, run_cfg,
                             designation_seed(cfg, rep, flow, seed)))
     return runs
+
+
+def repetitions_of(data: Mapping[str, Any], flow: str, override: int | None = None) -> int:
+    """A flow type's repetitions: `override`, the config's number, or its entry of
+    {flow type: repetitions} (1 for a flow type it does not name)."""
+    if override is not None:
+        return override
+    reps = data["repetitions"]
+    return int(reps.get(flow, 1)) if isinstance(reps, Mapping) else int(reps)
 
 
 def cell_key(flow: str, levels: dict[str, str], names: list[str]) -> str:

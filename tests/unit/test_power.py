@@ -24,18 +24,20 @@ def test_pathdiv_check_noisy_prints_the_detectable_effects(capsys, monkeypatch, 
     assert head.startswith("power (spreads of 240 recorded observations in "
                            "docs/reproduction/noisy/metrics.csv; two-sided alpha 0.05, "
                            "80 % power)")
-    assert "repetitions that detect 1 % (analysis.min_effect_pct; the plan has 2)" in head
+    assert ("repetitions that detect 1 % (analysis.min_effect_pct; the plan has query 10, "
+            "short 10, long 4)") in head
     lines = out.splitlines()
     table = lines[lines.index(head) + 1:]
     assert re.match(r"  cell +n  throughput_mbps +goodput_mbps +fct_s +utilization", table[0])
     rows = {line.split("  ")[1].strip(): line for line in table[1:22]}
     assert len(rows) == 21  # every cell of the plan: 7 configurations x 3 flow types
-    # a query cell whose mean FCT is carried by timeouts cannot see less than 140 %
-    assert re.search(r"query / ecmp-mptcp / vanilla +8  >= 94 % \(15251 reps\) +"
-                     r">= 97 % \(16293 reps\) +>= 141 % \(34405 reps\)",
+    # a query cell whose mean FCT is carried by timeouts: its 40 observations (10
+    # repetitions) cannot see less than 59 %, and 1 % would take 34405 repetitions
+    assert re.search(r"query / ecmp-mptcp / vanilla +40  >= 40 % \(15251 reps\) +"
+                     r">= 41 % \(16293 reps\) +>= 59 % \(34405 reps\)",
                      rows["query / ecmp-mptcp / vanilla"])
-    # a steady long-flow cell resolves well under 1 % with the plan's 8 observations
-    assert re.search(r"long / static-tcp / vanilla +8  >= 0.16 % \(1 reps\)",
+    # a steady long-flow cell resolves well under 1 % with the plan's 16 observations
+    assert re.search(r"long / static-tcp / vanilla +16  >= 0.11 % \(1 reps\)",
                      rows["long / static-tcp / vanilla"])
     bimodal = lines.index(next(x for x in lines if x.startswith("bimodal cells (13;")))
     assert ("  query / ecmp-mptcp / vanilla fct_s: 5 of 8 at 0.0329–0.0341; 3 of 8 at "
