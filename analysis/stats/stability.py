@@ -25,7 +25,7 @@ Three questions about two results folders of one config run with two seeds:
   approximation is n q >= 5 (`RARE_MODE_COUNT`), so a cell whose rarest mode holds the
   share q needs n >= 5 / q observations. With 8 observations and q = 1/8 a rerun sees
   no such observation with probability (7/8)^8 = 34 % and two or more with 26 %, each
-  moving the mean by an eighth of the gap: the verdicts of issue 27 that flipped.
+  moving the mean by an eighth of the gap: how the first reruns' verdicts flipped.
   *Power*: n per side for a two-sided t-test at alpha to find delta in `power` of reruns
   (pathdiv.analysis.stats.power, statsmodels' TTestIndPower), with the two runs'
   variances pooled and delta the larger of the two runs' mean difference and the
