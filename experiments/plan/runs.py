@@ -93,8 +93,10 @@ def expand(
     reps_of = {f: repetitions_of(cfg.data, f, repetitions) for f in flows}
     count = sum(reps_of.values()) * math.prod(len(lv) for lv in level_lists)
     if count > MAX_RUNS:
-        raise ConfigError([f"repetitions: {'+'.join(str(n) for n in reps_of.values())} over "
-                           f"{len(flows)} flow type(s) x "
+        counts = sorted(set(reps_of.values()))
+        reps_text = (f"{counts[0]} x" if len(counts) == 1 else
+                     f"{'+'.join(str(n) for n in reps_of.values())} over")
+        raise ConfigError([f"repetitions: {reps_text} {len(flows)} flow type(s) x "
                            f"{' x '.join(str(len(lv)) for lv in level_lists) or '1'} factor "
                            f"level(s) make {count} runs; a plan has at most {MAX_RUNS} "
                            "(split it into several configs)"], cfg.source)

@@ -89,6 +89,8 @@ def test_a_pair_of_no_factor_is_refused_at_check():
                                           r"a pair of two levels of one factor"):
         load_config(REPO / "configs/noisy.yaml",
                     overrides=["analysis.compare=[[ps-mptcp, rb]]"])
+    # a pair the plan narrowed away is skipped, not refused
+    load_config(REPO / "configs/noisy.yaml", overrides=["factors.host={vanilla: {}}"])
 
 
 def test_stats_json_names_every_comparison(planted):
