@@ -21,8 +21,9 @@ definition (how the study may have counted) or a setting (how it may have run):
   (Mininet's default txqueuelen where `TCLink` has no `max_queue_size`; ours are 100),
   bmv2 on the wall clock.
 
-`table` reads folders holding metrics.csv (settings) or table4_candidates.csv
-(definitions) and writes one row per cell: the paper's figure, ours, and each
+`table` reads folders (FOLDER=SETTING names the setting they were run with) holding
+metrics.csv (a setting's runs) or table4_candidates.csv (definitions) and writes one row
+per cell: the paper's figure, ours, and each
 candidate's mean excess, then per candidate the cells within 3 points of the paper's,
 the median gap, and how far it moves the cells (its effect). Written between
 `<!-- table4-candidates:begin -->` and `<!-- table4-candidates:end -->` of the page.
@@ -37,7 +38,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from pathdiv.analysis.capture.flows import (
     group_connections,
@@ -181,38 +181,44 @@ def _cells(frame: pd.DataFrame, column: str) -> pd.Series:
     return frame.groupby(CELL)[column].mean()
 
 
-def columns_of(folder: Path) -> dict[str, pd.Series]:
-    """The candidate columns one folder gives: {label: mean excess per cell}."""
-    config = yaml.safe_load((folder / "config.yaml").read_text()) if (
-        folder / "config.yaml").is_file() else {}
-    name = str((config or {}).get("name") or folder.name)
+def parse_source(text: str) -> tuple[Path, str]:
+    """FOLDER or FOLDER=SETTING: the setting names the folder's columns; folders with
+    one setting (a noisy and a silent one) fill the same columns."""
+    folder, sep, setting = text.partition("=")
+    return Path(folder), setting if sep else ""
+
+
+def columns_of(folder: Path, setting: str = "") -> dict[str, pd.Series]:
+    """The candidate columns one folder gives: {label: mean excess per cell}. A folder
+    with table4_candidates.csv gives one column per definition, else its metrics.csv's
+    excess (every run, the fidelity verdict aside: the wall-clock runs are the evidence
+    of what the switches' CPU does)."""
+    tag = f", {setting}" if setting else ""
     out: dict[str, pd.Series] = {}
     defs = folder / "table4_candidates.csv"
     if defs.is_file():
         g = pd.read_csv(defs)
         g = g[g["measured"].astype(bool)]
         for column, label in DEFINITIONS.items():
-            out[f"{label} ({name})"] = _cells(g, f"excess_{column}_pct")
+            out[f"{label}{tag}"] = _cells(g, f"excess_{column}_pct")
         means = g.groupby(CELL)[["throughput_mbps", "goodput_mbps",
                                  "flow_throughput_mbps"]].mean()
-        out[f"ratio of means ({name})"] = 100 * (means.throughput_mbps
-                                                 / means.goodput_mbps - 1)
-        out[f"per-flow throughput ({name})"] = 100 * (means.flow_throughput_mbps
-                                                      / means.goodput_mbps - 1)
+        out[f"ratio of means{tag}"] = 100 * (means.throughput_mbps / means.goodput_mbps - 1)
+        out[f"per-flow throughput{tag}"] = 100 * (means.flow_throughput_mbps
+                                                  / means.goodput_mbps - 1)
     elif (folder / "metrics.csv").is_file():
         m = pd.read_csv(folder / "metrics.csv")
-        if "fidelity" in m.columns:
-            m = m[m["fidelity"].astype(str) != "invalid"] if m["fidelity"].astype(
-                str).ne("invalid").any() else m
-        out[name] = _cells(m, "excess_pct")
+        out[setting or folder.name] = _cells(m, "excess_pct")
     return out
 
 
-def build(folders: Sequence[Path]) -> pd.DataFrame:
+def build(sources: Sequence[str]) -> pd.DataFrame:
     table = _paper().set_index(CELL)
-    for folder in folders:
-        for label, series in columns_of(folder).items():
-            table[label] = series
+    for text in sources:
+        for label, series in columns_of(*parse_source(text)).items():
+            series = series.reindex(table.index)
+            table[label] = (series if label not in table.columns
+                            else table[label].combine_first(series))
     return table.reset_index()
 
 
@@ -248,7 +254,7 @@ def markdown(table: pd.DataFrame, baseline: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(folders: Sequence[Path], baseline: str | None = None) -> str:
+def render(folders: Sequence[str], baseline: str | None = None) -> str:
     table = build(folders)
     labels = [c for c in table.columns if c not in (*CELL, "paper")]
     base = baseline or next((lab for lab in labels if lab.startswith("ours")), labels[0])
@@ -264,7 +270,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     m.add_argument("results", type=Path)
     m.add_argument("--out", type=Path, required=True, help="the CSV to write")
     t = sub.add_parser("table", help="the cells under each candidate")
-    t.add_argument("folders", type=Path, nargs="+")
+    t.add_argument("folders", nargs="+", help="FOLDER or FOLDER=SETTING (the setting "
+                   "names its columns, e.g. results=1000-packet queues)")
     t.add_argument("--write", type=Path, help="the Markdown page to fill")
     args = parser.parse_args(argv)
     if args.command == "measure":
