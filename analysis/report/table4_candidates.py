@@ -46,10 +46,12 @@ from pathdiv.analysis.capture.flows import (
     split_subflows,
 )
 from pathdiv.analysis.capture.pcap import ip_to_int
-from pathdiv.analysis.metrics.table import load_manifest, load_transfers, topology_of
+from pathdiv.analysis.metrics.table import load_manifest, load_transfers
 from pathdiv.analysis.metrics.transfer import PairGeometry, measure_transfer
 from pathdiv.analysis.report.generated import write_or_print
 from pathdiv.analysis.stats.claims import load_reference
+from pathdiv.topologies.conditions import topology_of
+from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import Tier
 
 BEGIN = "<!-- table4-candidates:begin -->"
@@ -93,6 +95,9 @@ def measure_run(run_dir: Path) -> pd.DataFrame:
     (`ours` and `fct_s` are pathdiv.analysis.metrics.transfer's)."""
     manifest = load_manifest(run_dir)
     topo = topology_of(manifest.get("config", {}))
+    if not isinstance(topo, FatTree):
+        raise ValueError(f"{run_dir}: Table IV cells are fat-tree runs, not "
+                         f"{type(topo).__name__}")
     transfers = load_transfers(run_dir)
     pk, table = split_subflows(read_link_captures(run_dir / "captures", topo))
     table = group_connections(table)

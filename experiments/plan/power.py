@@ -21,7 +21,8 @@ import stat
 from collections import Counter
 from pathlib import Path
 
-from pathdiv.experiments.plan.design import groups_per_run, observations_per_cell, open_loop
+from pathdiv.experiments.config.workloads import open_loop
+from pathdiv.experiments.plan.design import groups_per_run, observations_per_cell
 from pathdiv.experiments.plan.runs import Run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,7 +62,7 @@ def _per_repetition(runs: list[Run]) -> dict[tuple[str, ...], float]:
     reps: Counter[tuple[str, ...]] = Counter()
     obs: Counter[tuple[str, ...]] = Counter()
     for run in runs:
-        if open_loop(run):
+        if open_loop(run.config.data["workload"]["pattern"]):
             continue
         key = (run.flow_type, *run.factors.values())
         obs[key] += groups_per_run(run)
