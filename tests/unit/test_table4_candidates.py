@@ -85,3 +85,29 @@ def test_the_table_puts_every_cell_under_every_candidate(folder, tmp_path):
     assert any(line.startswith("| every hop | 2 | 0 |") for line in lines)
     assert len([line for line in lines if line.startswith("| silent / ")
                 or line.startswith("| noisy / ")]) == 24  # every cell, measured or not
+
+
+def test_docs_reproduction_md_holds_the_table_of_the_committed_runs(monkeypatch):
+    """The page's table is what its command gives from the committed folders, and a cell
+    a reader checks by hand (the control experiment's noisy short static-tcp mean excess)
+    is the mean of that folder's metrics.csv."""
+    import shlex
+
+    from tests.conftest import REPO
+
+    monkeypatch.chdir(REPO)
+    page = (REPO / "docs" / "reproduction.md").read_text()
+    block = page.split(t4.BEGIN, 1)[1].split(t4.END, 1)[0]
+    command = block.split("`", 2)[1]
+    words = shlex.split(command)
+    assert words[:3] == ["python", "-m", "pathdiv.analysis.report.table4_candidates"]
+    folders = words[4:]
+    assert block.strip() == t4.render(folders).strip(), (
+        f"docs/reproduction.md's Table IV candidates are stale: run {command} "
+        "--write docs/reproduction.md")
+    m = pd.read_csv(REPO / "docs/reproduction/study001-control-noisy-qs/metrics.csv")
+    cell = m[(m.flow_type == "short") & (m.switching == "static-tcp")]["excess_pct"]
+    row = next(line for line in block.splitlines()
+               if line.startswith("| noisy / short / static-tcp |"))
+    assert row.split("|")[3].strip() == f"{cell.mean():.1f}"
+    assert "| ours (study design) | 20 |" in block  # the study design has 20 of 24 cells
