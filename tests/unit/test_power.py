@@ -5,6 +5,7 @@ statsmodels' power of the two-sample t-test."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -84,3 +85,57 @@ def test_cell_power_names_a_bimodal_cell_and_the_repetitions_its_rare_mode_needs
     assert fct.detectable_pct > 100  # a mean carried by one timeout in eight
     goodput = table[table.metric == "goodput_mbps"].iloc[0]
     assert goodput.detectable_pct == 0.0 and goodput.modes == ""  # constant: exact
+
+
+def _t_test_power(d: float, n: int, alpha: float = 0.05) -> float:
+    """Power of the two-sided two-sample t-test, n a side, from the noncentral t."""
+    from scipy import stats
+
+    df, nc = 2 * n - 2, d * math.sqrt(n / 2)
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    upper = 1.0 - stats.nct.cdf(crit, df, nc)
+    lower = stats.nct.cdf(-crit, df, nc)  # NaN in scipy where it is far below 1e-12
+    return float(upper + (0.0 if np.isnan(lower) else lower))
+
+
+def _sig2(x: float) -> str:
+    """The check's two significant digits."""
+    return f"{float(f'{x:.2g}'):g}"
+
+
+def test_every_figure_check_prints_is_the_noncentral_t_recomputed_from_the_csv(
+        capsys, monkeypatch, tmp_path):
+    """Each cell's detectable effect, recomputed without statsmodels: the d that gives the
+    t-test 80 % power at the plan's observations (noncentral t, bisection), times the
+    cell's spread in the committed metrics.csv over its mean; and the repetitions for 1 %:
+    the smallest n a side at 80 % power, divided by the observations a repetition gives."""
+    from scipy import optimize
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", str(REPO / "configs/noisy.yaml")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    head = next(i for i, line in enumerate(out) if line.startswith("power ("))
+    metrics = ["throughput_mbps", "goodput_mbps", "fct_s", "utilization"]
+    recorded = pd.read_csv(REPO / "docs/reproduction/noisy/metrics.csv")
+    checked = 0
+    for line in out[head + 2:head + 23]:
+        cell, rest = re.match(r"  (\S+ / \S+ / \S+) +(\d.*)", line).groups()
+        n = int(rest.split()[0])
+        printed = re.findall(r">= ([\d.]+) % \((\d+) reps\)", rest)
+        flow, switching, host = cell.split(" / ")
+        obs = recorded[(recorded.flow_type == flow) & (recorded.switching == switching)
+                       & (recorded.host == host)]
+        per_rep = n / {"query": 10, "short": 10, "long": 4}[flow]
+        for metric, (pct, reps) in zip(metrics, printed, strict=True):
+            values = obs[metric].to_numpy(float)
+            sd, mean = values.std(ddof=1), values.mean()
+            d = optimize.brentq(lambda x, n=n: _t_test_power(x, n) - 0.8, 0.01, 3)
+            assert pct == _sig2(d * sd / abs(mean) * 100), (cell, metric)
+            target = 0.01 * abs(mean) / sd
+            # the exact search, where it is quick and scipy's noncentral t has a figure
+            powers = [_t_test_power(target, k) for k in range(2, 201)] if reps != "1" else []
+            if int(reps) <= 50 and reps != "1" and not np.isnan(powers).any():
+                need = 2 + next(k for k, p in enumerate(powers) if p >= 0.8)
+                assert int(reps) == math.ceil(need / per_rep), (cell, metric)
+                checked += 1
+    assert checked >= 15  # repetitions recomputed too, not only the effects
