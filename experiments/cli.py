@@ -34,6 +34,7 @@ from pathdiv.experiments.execute.lab_command import run_in_lab_kernel
 from pathdiv.experiments.execute.run import free_mb
 from pathdiv.experiments.fabric.clean import clean
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
+from pathdiv.experiments.plan import power as plan_power
 from pathdiv.experiments.plan.budget import plan_need_mb, plan_total_mb
 from pathdiv.experiments.plan.design import design_problems, observations_per_cell
 from pathdiv.experiments.plan.estimate import format_duration
@@ -104,6 +105,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(describe(runs, {w: name for w, (name, _) in planes.items()}))
     _print_planes(runs, planes)
     _print_time(runs, jobs, planes)
+    for line in plan_power.lines(runs, args.pilot):
+        print(line)
     lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
     if lab_runs:
         alone = sum(map(own_boot, runs))
@@ -404,6 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", metavar="I/N", help="also print how the plan splits into N "
                    "shards and the runs of shard I (counted from 0)")
     p.add_argument("--jobs", type=int, metavar="N", help=JOBS_HELP)
+    p.add_argument("--pilot", type=Path, metavar="DIR", help="results folder of a pilot run "
+                   "of this config: the spreads the power lines come from")
     p.set_defaults(func=cmd_check)
     with_config("net", "build the network and open the Mininet CLI").set_defaults(func=cmd_net)
     p = with_config("probe", "build the network, measure path spreading and link fidelity")

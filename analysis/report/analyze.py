@@ -47,7 +47,14 @@ from pathdiv.analysis.report.blocks import (
 )
 from pathdiv.analysis.report.content import Provenance, build_report, reference_blocks
 from pathdiv.analysis.report.linkmap import configuration_maps
-from pathdiv.analysis.report.plots import Plot, box_plots, cluster_plots, fct_cdfs, path_heatmap
+from pathdiv.analysis.report.plots import (
+    Plot,
+    box_plots,
+    cluster_plots,
+    fct_cdfs,
+    forest_plot,
+    path_heatmap,
+)
 from pathdiv.analysis.report.timeplots import condition_plots
 from pathdiv.analysis.stats import agreement, claims
 from pathdiv.analysis.stats.scope import scopes_of
@@ -80,8 +87,15 @@ def spec_from_config(config: dict[str, Any] | None) -> AnalysisSpec:
     scopes = scopes_of(factors) if isinstance(factors, dict) else {}
     level_scope = tuple((f, lv, o, xs) for f, lvs in scopes.items() for lv, where in lvs.items()
                         for o, xs in where.items())
-    if section.get("lower_is_better") is None:  # null in a config: the default
-        section = {k: v for k, v in section.items() if k != "lower_is_better"}
+    for key in ("lower_is_better", "compare"):  # null in a config: the default
+        if section.get(key) is None:
+            section = {k: v for k, v in section.items() if k != key}
+    if "compare" not in section and isinstance(factors, dict):
+        # each factor's levels against its first, in the config's order
+        ivs = section.get("ivs") or list(factors)
+        section = {**section, "compare": [
+            [level, next(iter(factors[f]))] for f in ivs if isinstance(factors.get(f), dict)
+            for level in list(factors[f])[1:]]}
     return AnalysisSpec(**section, level_scope=level_scope)
 
 
@@ -218,6 +232,8 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
                        fidelity.figures_table(prov.manifests).to_csv(index=False))
     log.info("analysis: plotting")
     plots, plot_notes = make_plots(chosen.kept, spec)
+    forest = forest_plot(results.comparisons, spec.min_effect_pct)
+    plots += [forest] if forest is not None else []
     if not stats_only:  # each run's timeline.csv and slowdown.csv, beside metrics.csv
         plots += condition_plots(measured, prov.manifests)
     for plot in plots:

@@ -106,6 +106,13 @@ def reference(value: Any) -> str | None:
     return None if ok else f"one of {', '.join(names)}, or a list of them"
 
 
+def pairs(value: Any) -> str | None:
+    ok = len(value) <= 20 and all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and 0 < len(x) <= 64
+                                                    for x in p) for p in value)
+    return None if ok else "a list of at most 20 pairs [a, b] of level names"
+
+
 MAX_BUDGET_MB = 50_000  # captures of one run: 50 GB
 
 
@@ -202,7 +209,23 @@ MAX_EVENTS = 1000
 MAX_FACTORS = 4
 MAX_LEVELS = 50
 
-repetitions = Between(1, MAX_REPETITIONS, integer=True)
+repetition_count = Between(1, MAX_REPETITIONS, integer=True)
+
+
+def repetitions(value: Any) -> str | None:
+    """A whole number, or {flow type: whole number} (checked against the flow types with
+    the other keys, config/cross.py)."""
+    if isinstance(value, dict):
+        ok = value and len(value) <= MAX_FLOW_TYPES and all(
+            isinstance(k, str) and isinstance(n, int) and not isinstance(n, bool)
+            and repetition_count(n) is None for k, n in value.items())
+        return None if ok else (f"{{flow type: {repetition_count.want}}}, e.g. "
+                                "{query: 10, short: 10, long: 2}")
+    return repetition_count(value)
+
+
+repetitions.allowed = (  # type: ignore[attr-defined]
+    f"{repetition_count.allowed}, or {{flow type: {repetition_count.allowed}}}")
 iterations = Between(1, MAX_ITERATIONS, integer=True)
 requests = Between(1, MAX_REQUESTS, integer=True)
 connections = Between(1, MAX_CONNECTIONS, integer=True)

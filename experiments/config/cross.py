@@ -82,6 +82,16 @@ def analysis_problems(data: Mapping[str, Any]) -> list[str]:
     if factors and not 1 <= len(analysis["ivs"]) <= 2:
         problems.append(f"analysis.ivs: {analysis['ivs']!r} names {len(analysis['ivs'])} "
                         "factors; the MANOVA takes one or two")
+    for i, (a, b) in enumerate(analysis.get("compare") or []):
+        # a pair the plan narrowed away (--set factors.X=...) is skipped by the analysis;
+        # a pair across two factors, or a level with itself, compares nothing
+        owner_a = {f for f in analysis["ivs"] if a in (factors.get(f) or {})}
+        owner_b = {f for f in analysis["ivs"] if b in (factors.get(f) or {})}
+        if a == b or (owner_a and owner_b and not owner_a & owner_b):
+            listed = "; ".join(f"{f}: {', '.join(factors[f])}" for f in analysis["ivs"]
+                               if f in factors)
+            problems.append(f"analysis.compare[{i}]: [{a}, {b}] is not a pair of two levels "
+                            f"of one factor of analysis.ivs; levels: {listed}")
     columns = ["condition", "flow_type", *factors]
     for name in analysis["clusters"]:
         if name not in columns:
@@ -93,10 +103,25 @@ def analysis_problems(data: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+FLOW_TYPES = ("query", "short", "long")  # the reference design's
+
+
+def repetitions_problems(data: Mapping[str, Any]) -> list[str]:
+    """`repetitions: {flow type: n}` naming no flow type. A flow type the config narrowed
+    away (--set workload.flow_types=...) keeps its entry; a name no flow type has is a typo."""
+    reps = data["repetitions"]
+    if not isinstance(reps, dict):
+        return []
+    flows = list(dict.fromkeys([*(data["workload"]["flow_types"] or {}), *FLOW_TYPES]))
+    return [f"repetitions.{flow}: {flow!r} is not a flow type; choose from {', '.join(flows)}"
+            for flow in reps if flow not in flows]
+
+
 def cross_problems(data: Mapping[str, Any]) -> list[str]:
-    """Problems between keys: a key one factor owns, ECN below the queues, the analysis'
-    names."""
-    return factor_problems(data) + ecn_problems(data) + analysis_problems(data)
+    """Problems between keys: a key one factor owns, ECN below the queues, repetitions per
+    flow type, the analysis' names."""
+    return (factor_problems(data) + ecn_problems(data) + repetitions_problems(data)
+            + analysis_problems(data))
 
 
 def shadowed_overrides(data: Mapping[str, Any], keys: Iterable[str]) -> list[str]:

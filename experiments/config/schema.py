@@ -106,10 +106,10 @@ SCHEMA = Section(
                      "and Slurm jobs are named after it", check=allowed.plain_name_problem),
         "seed": Leaf(int, 1, "master seed: run order, host designations, ECMP hash seeds",
                      check=allowed.seed),
-        "repetitions": Leaf(int, 1, "repetitions of every factor combination (a plan, "
-                            "repetitions x levels x flow types, has at most "
-                            f"{allowed.MAX_RUNS} runs)",
-                            check=allowed.repetitions),
+        "repetitions": Leaf((int, dict), 1, "repetitions of every factor combination, or "
+                            "per flow type {query: 10, long: 2} (a flow type not named: 1; a "
+                            "plan, repetitions x levels x flow types, has at most "
+                            f"{allowed.MAX_RUNS} runs)", check=allowed.repetitions),
         "topology": Section(
             {
                 "kind": Leaf(str, "fattree", "topology family: fattree = the k-ary fat "
@@ -453,7 +453,13 @@ SCHEMA = Section(
                 "min_effect_pct": Leaf((int, float), 1.0, "smallest effect of interest, in "
                                        "percent of the compared mean: the summary separates "
                                        "significant effects at least this large from "
-                                       "significant but negligible ones", check=allowed.percent),
+                                       "significant but negligible ones, and a claim of no "
+                                       "difference is judged within +- this margin",
+                                       check=allowed.percent),
+                "compare": Leaf(list, None, "comparisons of interest the report's summary "
+                                "answers first: pairs [a, b] of levels of one factor, a "
+                                "against b; null: each factor's levels against its first",
+                                nullable=True, check=allowed.pairs),
             }
         ),
     }

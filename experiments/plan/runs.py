@@ -20,6 +20,7 @@ import hashlib
 import itertools
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,8 +70,8 @@ def expand(
     flow_types: list[str] | None = None,
     only: dict[str, str] | None = None,
 ) -> list[Run]:
-    """All runs of the plan in execution order."""
-    reps = repetitions if repetitions is not None else int(cfg.data["repetitions"])
+    """All runs of the plan in execution order. `repetitions` (the command line's --reps)
+    replaces the config's for every flow type."""
     sizes = cfg.flow_sizes()
     flows = flow_types or list(sizes)
     unknown = [f for f in flows if f not in sizes]
@@ -90,9 +91,13 @@ def expand(
         [lv for lv in factors[n] if only.get(n, lv) == lv] for n in names
     ]
     flows = [f for f in flows if only.get("flow_type", f) == f]
-    count = reps * len(flows) * math.prod(len(lv) for lv in level_lists)
+    reps_of = {f: repetitions_of(cfg.data, f, repetitions) for f in flows}
+    count = sum(reps_of.values()) * math.prod(len(lv) for lv in level_lists)
     if count > MAX_RUNS:
-        raise ConfigError([f"repetitions: {reps} x {len(flows)} flow type(s) x "
+        counts = sorted(set(reps_of.values()))
+        reps_text = (f"{counts[0]} x" if len(counts) == 1 else
+                     f"{'+'.join(str(n) for n in reps_of.values())} over")
+        raise ConfigError([f"repetitions: {reps_text} {len(flows)} flow type(s) x "
                            f"{' x '.join(str(len(lv)) for lv in level_lists) or '1'} factor "
                            f"level(s) make {count} runs; a plan has at most {MAX_RUNS} "
                            "(split it into several configs)"], cfg.source)
@@ -118,12 +123,12 @@ def expand(
                 where = " with ".join(f"factors.{n}.{lv}" for n, lv in levels.items())
                 raise ConfigError([f"{where}: {p}" for p in exc.problems],
                                   cfg.source) from None
-    _refuse_large_plan(reps, [configs[cell_key("", lv, names)] for lv, _ in cells],
-                       cfg.source)
+    _refuse_large_plan([(reps_of[flow], configs[cell_key("", lv, names)])
+                        for lv, flow in cells], cfg.source)
     rng = random.Random(cfg.seed)
     runs: list[Run] = []
-    for rep in range(1, reps + 1):
-        block = cells[:]
+    for rep in range(1, max(reps_of.values(), default=0) + 1):
+        block = [cell for cell in cells if rep <= reps_of[cell[1]]]
         rng.shuffle(block)
         for levels, flow in block:
             run_cfg = configs[cell_key("", levels, names)]
@@ -134,15 +139,27 @@ def expand(
     return runs
 
 
-def _refuse_large_plan(reps: int, cells: list[Config], source: str) -> None:
+def _refuse_large_plan(cells: list[tuple[int, Config]], source: str) -> None:
     """A plan whose runs make more than MAX_PLAN_TRANSFERS transfers in all (counted in
-    closed form: `check` draws each run's to size its captures) is refused."""
-    total = reps * sum(run_transfers(c.data, len(c.topology().hosts)) for c in cells)
+    closed form: `check` draws each run's to size its captures) is refused; `cells` holds
+    each cell's repetitions beside its config."""
+    total = sum(reps * run_transfers(c.data, len(c.topology().hosts)) for reps, c in cells)
     if total > MAX_PLAN_TRANSFERS:
-        raise ConfigError([f"repetitions: {reps} x {len(cells)} cell(s) make {total:.3g} "
-                           f"transfers in all; a plan has at most {MAX_PLAN_TRANSFERS} "
-                           "(fewer repetitions, iterations or requests, or several "
-                           "configs)"], source)
+        counts = sorted({reps for reps, _ in cells})
+        reps_text = f"{counts[0]} x" if len(counts) == 1 else "the repetitions of"
+        raise ConfigError([f"repetitions: {reps_text} {len(cells)} cell(s) make "
+                           f"{total:.3g} transfers in all; a plan has at most "
+                           f"{MAX_PLAN_TRANSFERS} (fewer repetitions, iterations or "
+                           "requests, or several configs)"], source)
+
+
+def repetitions_of(data: Mapping[str, Any], flow: str, override: int | None = None) -> int:
+    """A flow type's repetitions: `override`, the config's number, or its entry of
+    {flow type: repetitions} (1 for a flow type it does not name)."""
+    if override is not None:
+        return override
+    reps = data["repetitions"]
+    return int(reps.get(flow, 1)) if isinstance(reps, Mapping) else int(reps)
 
 
 def cell_key(flow: str, levels: dict[str, str], names: list[str]) -> str:

@@ -103,7 +103,7 @@ def test_partition_is_stable_for_an_unchanged_plan():
 def test_equal_runs_are_dealt_round_robin_by_run_id():
     _, runs = _plan()
     shards = partition(runs, 3, cost=lambda r: 1.0)
-    assert [len(s) for s in shards] == [14, 14, 14]  # 42 runs: rb on the MPTCP levels only
+    assert [len(s) for s in shards] == [56, 56, 56]  # 168 runs: rb on the MPTCP levels only
     ids = sorted(r.run_id for r in runs)
     assert {r.run_id for r in shards[0]} == set(ids[0::3])
 

@@ -153,4 +153,4 @@ def test_pathdiv_check_finds_configs_noisy_yaml_from_anywhere(tmp_path, monkeypa
     assert main(["check", "noisy.yaml"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{REPO / 'configs/noisy.yaml'}: valid.")
-    assert "plan: 42 run(s)" in out  # rb acts on the two MPTCP levels only
+    assert "plan: 168 run(s)" in out  # rb acts on the two MPTCP levels only: 7 x 24

@@ -30,6 +30,20 @@ def test_cells_times_flow_types_times_repetitions():
         assert len(set(block)) == 18
 
 
+def test_repetitions_per_flow_type_keep_the_ids_and_seeds_of_a_single_number():
+    per_flow = expand(cfg(repetitions={"query": 3, "short": 2}))  # long: not named, 1
+    counts = {f: len({r.repetition for r in per_flow if r.flow_type == f})
+              for f in ("query", "short", "long")}
+    assert counts == {"query": 3, "short": 2, "long": 1}
+    assert len(per_flow) == 6 * (3 + 2 + 1)
+    same = {r.run_id: r.seed for r in expand(cfg(repetitions=3))}
+    assert all(same[r.run_id] == r.seed for r in per_flow)  # a run is the same run
+    assert len(expand(cfg(repetitions={"query": 3}), repetitions=2)) == 6 * 3 * 2  # --reps
+    with pytest.raises(Exception, match=r"repetitions\.huge: 'huge' is not a flow type; "
+                                        r"choose from query, short, long"):
+        cfg(repetitions={"huge": 2})
+
+
 def test_levels_apply_their_overrides():
     run = next(r for r in expand(cfg()) if r.factors["switching"] == "ps-mptcp")
     assert (run.config.mode, run.config.transport) == ("spray", "mptcp")
@@ -87,8 +101,9 @@ def test_observations_per_cell_against_what_the_manova_needs():
     noisy = expand(load("configs/noisy.yaml"))
     cells = observations_per_cell(noisy)
     assert len(cells) == 3 * (5 + 2)  # rb only on the two MPTCP levels (applies_to)
-    # 2 repetitions x 2 iterations x 2 partition-aggregate groups > 4 dvs + 1
-    assert set(cells.values()) == {8}
+    # 2 iterations x 2 partition-aggregate groups per repetition: 10 repetitions of the
+    # query and short cells, 4 of the long ones (configs/noisy.yaml), > 4 dvs + 1
+    assert {f: n for (f, *_), n in cells.items()} == {"query": 40, "short": 40, "long": 16}
     assert design_problems(noisy) == []
     assert design_problems(expand(load("configs/silent.yaml"))) == []
     (few,) = design_problems(expand(cfg(repetitions=1, workload={"pattern": "noisy",
