@@ -110,6 +110,7 @@ from pathdiv.experiments.plan.estimate import (
     key_of,
 )
 from pathdiv.experiments.plan.lanes import boots, phases
+from pathdiv.experiments.plan.memory import boot_mb
 from pathdiv.experiments.plan.runs import Run, expand
 from pathdiv.experiments.running import RunningNetwork
 from pathdiv.experiments.traffic import clockgrid
@@ -281,8 +282,10 @@ def execute_run(run: Run, run_dir: Path,
         # a reused network was verified equal to the state that passed this check
         failed = [] if reused else net.ping_all()
         if failed:
-            raise NetworkError(f"{len(failed)} host pair(s) cannot reach each other "
-                           f"(e.g. {failed[:3]}); the network is broken")
+            raise NetworkError(f"the reachability check failed: {'; '.join(failed)}; the "
+                               "network is broken")
+        if not reused:
+            manifest["network"]["reach"] = net.reach.to_dict()
         state = namespace_state(net, net.topo.hosts[0])
         manifest["sysctls"] = state.pop("sysctls")
         manifest["namespace"] = state  # which host was asked, its qdiscs
@@ -689,7 +692,7 @@ class PlanExecution:
         LabSession(self.folder, group, self.image,
                    lambda text: self.show(text, lane or 0), self.finished,
                    progress=progress_file(name), clock=clock,
-                   memory_mb=int(group[0].config.data["lab"]["memory_mb"]),
+                   memory_mb=boot_mb(group, self.planned),
                    log=self.say, stop=stop, cpu=lane_cpu(lane, host_cpus())
                    ).execute()
 

@@ -50,6 +50,7 @@ from pathdiv.experiments.execute.lab_kernel import (
     lab_kernel_image,
 )
 from pathdiv.experiments.fabric.network import NetworkError
+from pathdiv.experiments.plan.memory import config_mb
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import LabKernelError, kernel_release
 from pathdiv.kernels.processes import remove_scratch, scratch_folder
@@ -89,7 +90,7 @@ class Guest:
             raise NetworkError(f"hosts.kernel: lab: {exc}") from exc
         prepare_for_lab_kernel([self.cfg.dataplane])  # the guest cannot write the cache
         clock = str(self.cfg.data["lab"]["clock"])
-        memory_mb = int(self.cfg.data["lab"]["memory_mb"])
+        memory_mb = config_mb(self.cfg)
         desc = kernel_description(clock, image, image.parent.name, kernel_release(image),
                                   memory_mb)
         (self.share / CONFIG_FILE).write_text(self.cfg.to_yaml())

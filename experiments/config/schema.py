@@ -169,7 +169,7 @@ def _budget(value: Any) -> str | None:
 
 _budget.allowed = f"1..{MAX_BUDGET_MB} MB or auto"  # type: ignore[attr-defined]
 
-MAX_K = 8  # k=8: 80 switches, 128 hosts; k=10 (125 switches, 250 hosts) outgrows 2 cores
+MAX_K = 16  # k=16: 320 switches, 1,024 hosts, 3,072 links (the virtual clock: plan/memory.py)
 
 
 def _even_k(value: Any) -> str | None:
@@ -235,7 +235,7 @@ MAX_ITERATIONS = 1000
 MAX_REQUESTS = 100
 MAX_SECONDS = 3600.0  # one timeout, one arrival window, the time of one event
 MAX_QUEUE_PKTS = 100_000
-MAX_LAB_MEMORY_MB = 16_384  # of 24 GB, leaving the host and the captures room
+MAX_LAB_MEMORY_MB = 22_528  # of 24 GB, leaving the host room (a k=16 network: plan/memory.py)
 MAX_SNAPLEN = 65_535
 MAX_BW_MBPS = 100_000.0
 MAX_DELAY_MS = 10_000.0
@@ -259,7 +259,16 @@ _max_repeats = Between(0, MAX_REPEATS, integer=True)
 _seconds = Between(0, MAX_SECONDS, "s", low_open=True)
 _at_s = Between(0, MAX_SECONDS, "s")
 _queue = Between(1, MAX_QUEUE_PKTS, "packets", integer=True)
-_lab_memory = Between(256, MAX_LAB_MEMORY_MB, "MB", integer=True)
+_lab_memory_mb = Between(256, MAX_LAB_MEMORY_MB, "MB", integer=True)
+
+
+def _lab_memory(value: Any) -> str | None:
+    if value == "auto" or (isinstance(value, int) and _lab_memory_mb(value) is None):
+        return None
+    return f"auto or {_lab_memory_mb.want}"
+
+
+_lab_memory.allowed = f"auto or {_lab_memory_mb.allowed}"  # type: ignore[attr-defined]
 _own_boot_kb = Between(0, MAX_SIZE_BYTES // 1000, "KB", integer=True)
 _snaplen = Between(64, MAX_SNAPLEN, "bytes", integer=True)
 _sample_interval = Between(0.05, 60, "s")
@@ -349,7 +358,9 @@ SCHEMA = Section(
                              "tree; paths = N disjoint bottleneck paths between two "
                              "dual-homed hosts (topology.paths; seed 003's testbed)",
                              choices=("fattree", "paths")),
-                "k": Leaf(int, 4, "fat-tree arity (pods); k=4: 20 switches, 16 hosts",
+                "k": Leaf(int, 4, "fat-tree arity (pods); k=4: 20 switches, 16 hosts; k=8: "
+                          "80, 128; k=16: 320, 1,024 (above 8 on the lab kernel's virtual "
+                          "clock only)",
                           check=_even_k),
                 "links": Section(
                     {"host": _link(20), "edge": _link(20), "core": _link(20)},
@@ -485,8 +496,12 @@ SCHEMA = Section(
                               "virtual = User-Mode Linux time-travel, CPU work takes no "
                               "time and links are the only bottleneck; real = the wall "
                               "clock (for CPU-cost measures)", choices=("virtual", "real")),
-                "memory_mb": Leaf(int, 1536, "memory of the lab kernel in MB (a k=4 run "
-                                  "peaks near 500)", check=_lab_memory),
+                "memory_mb": Leaf((int, str), "auto", "memory of the lab kernel in MB, or "
+                                  "auto: what the plan's largest network needs (the "
+                                  "memory model of docs/benchmarks.md, \"Bigger fat "
+                                  "trees\"), at least 1536; `pathdiv check` says what it "
+                                  "chose, and refuses a plan this machine's RAM cannot "
+                                  "hold", check=_lab_memory),
                 "own_boot_above_kb": Leaf(int, 128, "on the virtual clock, a run whose "
                                           "transfers are larger than this many KB (or "
                                           "whose pattern is open-loop) starts a boot of "
@@ -609,6 +624,13 @@ SCHEMA = Section(
                                   "(snaplen + 16)); each link's file is capped at its own "
                                   "need, and a budget below a run's need is refused at "
                                   "`pathdiv check`", check=_budget),
+                "links": Leaf(str, "all", "which links are captured: all (every link); "
+                              "access: each host's own link only, enough for FCT, "
+                              "goodput, subflows, retransmissions and RTT (throughput's "
+                              "wire bytes, excess, utilization and link sharing need the "
+                              "fabric's links and are left empty); a third of a fat "
+                              "tree's captures, for the largest ones (the manifest's "
+                              "capture.start says which)", choices=("all", "access")),
                 "tool": Leaf(str, "auto", "the capturing program: linkcap (pathdiv's own, "
                              "one process for every link; built with the C compiler on "
                              "first use), tcpdump (one process per link), or auto: "

@@ -25,6 +25,7 @@ from pathdiv.experiments.execute.lab_kernel import (
     kernel_description,
     lab_kernel_image,
 )
+from pathdiv.experiments.plan.memory import config_mb
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import kernel_release
 from pathdiv.kernels.processes import remove_scratch, scratch_folder
@@ -60,7 +61,7 @@ def run_in_lab_kernel(command: str, cfg: Config, json_out: bool = False,
         if verbose:
             log(f"pathdiv: {line}")
     clock = str(cfg.data["lab"]["clock"])
-    memory_mb = int(cfg.data["lab"]["memory_mb"])
+    memory_mb = config_mb(cfg)
     desc = kernel_description(clock, image, image.parent.name, kernel_release(image), memory_mb)
     share = scratch_folder("lab")
     try:

@@ -58,9 +58,11 @@ from pathdiv.experiments.fabric.netstate import (
 )
 from pathdiv.experiments.fabric.nftlib import Nft, NftError
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
-from pathdiv.experiments.fabric.reach import ping_pairs
+from pathdiv.experiments.fabric.reach import ReachReport, check_reach
 from pathdiv.experiments.fabric.rtnl import RouteSocket
 from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
+from pathdiv.experiments.plan.budget import captured_links
+from pathdiv.experiments.plan.memory import capture_ring_kb
 from pathdiv.kernels.processes import OWNER_ENV, owner_mark, sweep
 from pathdiv.topologies.forwarding import forwarding_tables
 
@@ -114,6 +116,7 @@ class Network(StartStop):
         # CPU time per host: a cgroup each for its shell and what pathdiv starts in it
         self.host_cpu = HostCgroups(list(self.topo.hosts))
         self.build_s = 0.0
+        self.reach = ReachReport()  # the last reachability check's figures
         self._cc_restore: str | None = None
         # one network for several runs (`reset_for`): a fresh namespace's values, every
         # node's state after the build, each mode's switch tables as first loaded
@@ -462,7 +465,8 @@ class Network(StartStop):
     def start_capture(self, outdir: Path, snaplen: int, budget_mb: float,
                       caps: Mapping[str, int] | None = None, tool: str = "auto"
                       ) -> dict[str, Any]:
-        """Capture every link's upper-end interface (both directions), headers only:
+        """Capture every link's (capture.links: access, every host's link's) upper-end
+        interface (both directions), headers only:
         one linkcap process for all links, or one tcpdump per link (`tool`, as
         `capture.tool`: fabric/linkcap.py).
 
@@ -472,25 +476,29 @@ class Network(StartStop):
         cannot fill the disk.
         """
         outdir.mkdir(parents=True, exist_ok=True)
-        per_file = int(budget_mb * 1_000_000) // max(1, len(self.topo.links))
+        links = captured_links(self.topo, self.cfg.captured_links)  # capture.links
+        per_file = int(budget_mb * 1_000_000) // max(1, len(links))
         equal = max(1000, per_file // (snaplen + 16))
-        limits = {link.b.intf: (caps or {}).get(link.b.intf, equal) for link in self.topo.links}
-        figures = {"snaplen": snaplen, "budget_mb": budget_mb,
+        limits = {link.b.intf: (caps or {}).get(link.b.intf, equal) for link in links}
+        ring_kb = capture_ring_kb(virtual_clock())  # plan/memory.py: small on the virtual clock
+        figures = {"snaplen": snaplen, "budget_mb": budget_mb, "ring_kb": ring_kb,
+                   "links": self.cfg.captured_links,
                    "max_packets_per_file": max(limits.values()),
                    "max_packets": dict(sorted(limits.items()))}
         chosen, binary, why_not = capture_tool(tool)
         if chosen == "linkcap" and binary is not None:
-            links = [LinkCapture(f"/proc/{self.node(link.b.node).pid}/ns/net", link.b.intf,
-                                 limits[link.b.intf], outdir / f"{link.b.intf}.pcap")
-                     for link in self.topo.links]
-            argv = linkcap_argv(binary, snaplen, CAPTURE_BUFFER_KB, links)
+            sockets = [LinkCapture(f"/proc/{self.node(link.b.node).pid}/ns/net",
+                                   link.b.intf, limits[link.b.intf],
+                                   outdir / f"{link.b.intf}.pcap")
+                       for link in links]
+            argv = linkcap_argv(binary, snaplen, ring_kb, sockets)
             # in this process's namespace: it opens each link's socket in the link's own
             self.linkcap = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                             stderr=subprocess.PIPE, text=True)
             wait_for_line(self.linkcap, self.linkcap.stderr, "listening on", 15,
                           "the link captures (linkcap)")
             return {"files": len(links), "tool": "linkcap", "processes": 1, **figures}
-        for link in self.topo.links:
+        for link in links:
             max_packets = limits[link.b.intf]
             intf = link.b.intf
             path = outdir / f"{intf}.pcap"
@@ -504,7 +512,7 @@ class Network(StartStop):
             # headers, flushed when tcpdump exits: its -c cap or the stop's SIGTERM).
             # The library, not the stdbuf program: that would be one more process start.
             argv = ["tcpdump", "-n", "-i", intf, "-s", str(snaplen), "-B",
-                    str(CAPTURE_BUFFER_KB),
+                    str(ring_kb),
                     "-Z", "root", "-c", str(max_packets)]
             if STDBUF_LIBRARY.exists():
                 with path.open("wb") as out:
@@ -592,14 +600,23 @@ class Network(StartStop):
             last = now
         return False
 
-    def ping_all(self, timeout_s: float = 2.0) -> list[tuple[str, str]]:
-        """Ping every ordered host pair; return the pairs that never answered (a lossy
-        link may lose an echo: a pair is asked up to five more times). The echoes are
-        sent from this process through a raw socket in each host's namespace
-        (`fabric/reach.py`), not by a `ping` per pair."""
+    def ping_all(self, timeout_s: float = 2.0) -> list[str]:
+        """The reachability check (`fabric/reach.py`): echoes between hosts until every
+        host answered and every link carried an answered echo both ways; what failed
+        ([] when nothing did). The echoes are sent from this process through a raw
+        socket in each host's namespace; which links they crossed is read from the
+        switches' port counters. Its figures stay in `reach` (the manifest's)."""
         hosts = self.topo.hosts
-        return ping_pairs({h: int(self.node(h).pid) for h in hosts},
-                          {h: self.topo.nodes[h].address for h in hosts}, timeout_s)
+        self.reach = check_reach(
+            self.topo, {h: int(self.node(h).pid) for h in hosts},
+            {h: self.topo.nodes[h].address for h in hosts},
+            lambda: {s: {i: (c.rx_packets, c.tx_packets)
+                         for i, c in self.counters(s).items()} for s in self.topo.switches},
+            timeout_s, self.cfg.seed)
+        log.info("reachability: %d echoes in %d round(s) (+%d aimed), %d links both ways",
+                 self.reach.echoes, self.reach.rounds, self.reach.topup_rounds,
+                 self.reach.links)
+        return self.reach.problems()
 
 
 MPTCP_PARAMETERS = Path("/sys/module/mptcp/parameters")
@@ -613,7 +630,6 @@ def set_mptcp_d_parameters(alpha: float, beta: float) -> None:
 
 
 CAPTURE_WRITE_BYTES = 256 * 1024  # tcpdump's output buffer (start_capture)
-CAPTURE_BUFFER_KB = 4096  # the kernel's buffer for each link's capture (tcpdump -B)
 
 
 @functools.cache
