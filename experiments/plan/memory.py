@@ -2,19 +2,22 @@
 this machine can hold it (pure).
 
 A network's memory grows with its nodes (a namespace and a Mininet node shell each), with
-its links when captures run (every link's packet socket holds a ring of kernel memory,
-`capture_ring_kb`, and an output buffer of CAPTURE_WRITE_MB) and with its hosts once
-traffic has run (servers, transfer processes, socket buffers). So, in MB of the kernel's
-memory in use after a run's traffic,
+its captured links (every link's packet socket holds a ring of kernel memory,
+`capture_ring_kb`, and an output buffer of CAPTURE_WRITE_MB) and with its hosts while
+traffic runs: when every host fetches at once (a permutation), each fetch is a process
+of about FETCH_PROCESS_MB of its own, or, in rounds of more than SHARED_ABOVE requests on
+the virtual clock, a thread of a shared process (SHARED_FETCH_MB: its 1 MB receive
+piece, its stack, its sockets; traffic/rounds.py). So, in MB of the kernel's memory,
 
     need = HEADROOM x (BASE_MB + PER_NODE_MB x nodes
-                       + (ring MB + CAPTURE_WRITE_MB + PER_CAPTURE_MB) x links
-                       + PER_HOST_MB x hosts)
+                       + (ring MB + CAPTURE_WRITE_MB + PER_CAPTURE_MB) x captured links
+                       + per fetch MB x hosts)
 
 the terms read off the guest's memory in use (`memory_mb` in each manifest: MemTotal -
-MemAvailable in the lab kernel, once built, with captures running and after the traffic)
-of runs at k = 4, 6, 8 and 16 (docs/benchmarks.md, "Bigger fat trees"); HEADROOM covers
-longer flows' socket buffers and page cache.
+MemAvailable in the lab kernel, once built, with captures running and after the
+traffic) of permutation runs at k = 8 and 16 and a fetch process's private pages
+(/proc/PID/smaps_rollup) (docs/benchmarks.md, "Bigger fat trees"); HEADROOM covers the
+runner's own objects, socket buffers and the static routes of MPTCP's alias addresses.
 
 `lab.memory_mb: auto` (the default) gives the lab kernel what the plan's largest network
 needs, rounded up to 256 MB and never less than AUTO_FLOOR_MB (the fixed default before,
@@ -38,10 +41,13 @@ JAIL_EXTRA_MB = 64  # what a lab kernel's jail adds to its memory (kernels/uml.p
 HOST_RESERVE_MB = 1024  # left to the host, its pathdiv and the analysis
 
 BASE_MB = 72.0
-PER_NODE_MB = 1.14
-PER_CAPTURE_MB = 0.8  # a link's socket, its file and linkcap's bookkeeping, beside its ring
+PER_NODE_MB = 0.83  # k=8: 245 MB built for 208 nodes
+PER_CAPTURE_MB = 0.02  # a link's socket and file, beside its ring (k=8: 0.77 MB a link)
 CAPTURE_WRITE_MB = 0.25  # the capture's output buffer per link (linkcap.c WRITE_BUFFER)
-PER_HOST_MB = 8.4
+FETCH_PROCESS_MB = 12.6  # a fetch process's private pages (python -S, 1 MB piece, threads)
+SHARED_FETCH_MB = 1.5  # a request's thread in a shared fetch
+SHARED_ABOVE = 256  # requests of a round above which its fetches share processes
+PER_SHARED = 128  # requests per shared fetch process
 HEADROOM = 1.25
 
 AUTO = "auto"
@@ -71,8 +77,11 @@ def need_mb(k: int, captures: bool, virtual: bool = True, access_only: bool = Fa
     nodes = len(topo.switches) + len(topo.hosts)
     per_link = capture_ring_kb(virtual) / 1024 + CAPTURE_WRITE_MB + PER_CAPTURE_MB
     links = (len(topo.hosts) if access_only else len(topo.links)) if captures else 0
+    hosts = len(topo.hosts)
+    per_fetch = (SHARED_FETCH_MB + FETCH_PROCESS_MB / PER_SHARED
+                 if virtual and hosts > SHARED_ABOVE else FETCH_PROCESS_MB)
     return int(HEADROOM * (BASE_MB + PER_NODE_MB * nodes + per_link * links
-                           + PER_HOST_MB * len(topo.hosts)))
+                           + per_fetch * hosts))
 
 
 def virtual_of(cfg: Config) -> bool:
