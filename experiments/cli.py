@@ -39,6 +39,7 @@ from pathdiv.experiments.execute.lab_kernel import (
     describe_lab_kernel,
     guest_kernel_description,
 )
+from pathdiv.experiments.fabric.buildcost import build_work
 from pathdiv.experiments.fabric.clean import clean
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
 from pathdiv.experiments.fabric.network import NetworkError
@@ -100,6 +101,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if isinstance(topo, FatTree):
         print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
               f"{len(topo.hosts)} hosts, {len(topo.links)} links; {reason}")
+        print(build_work(runs[0].config).text())
     else:
         print(f"{cfg.source}: valid. {topo.count} parallel paths between dual-homed h1 "
               f"and h2: {len(topo.switches)} routers, {len(topo.hosts)} hosts "

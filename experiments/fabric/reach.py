@@ -12,7 +12,7 @@ a member of its up group is one uplink, a static entry picks one uplink, and a
 neighbour entry is one port's peer. So "every link carried an answered echo both ways"
 exercises every entry of every node at least once, and "every host sent and answered"
 every host's own state: more than the pairs did (with hashed paths, all pairs need not
-cross every link), with a number of echoes that grows with the links, not the pairs.
+cross every link), with k + 1 echoes a host (hosts x k grows as k^4, the pairs as k^6).
 
 The echoes (`echo_rounds`), each round one echo from every host and one to every host,
 so no queue sees a burst:
