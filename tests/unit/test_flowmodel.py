@@ -26,8 +26,8 @@ def permutation(topo: FatTree, seed: int) -> list[tuple[str, str]]:
 
 def test_two_flows_on_one_core_link_share_it_and_the_others_run_at_the_link_rate():
     topo = FatTree(4)
-    via_c1 = [p for p in topo.paths("h1", "h5") if "c1" in p][0]
-    other = [p for p in topo.paths("h2", "h6") if "c1" in p][0]  # the same core link
+    via_c1 = next(p for p in topo.paths("h1", "h5") if "c1" in p)
+    other = next(p for p in topo.paths("h2", "h6") if "c1" in p)  # the same core link
     lone = topo.paths("h9", "h13")[0]
     flows = [Flow((path_links(via_c1),)), Flow((path_links(other),)),
              Flow((path_links(lone),))]
@@ -36,9 +36,9 @@ def test_two_flows_on_one_core_link_share_it_and_the_others_run_at_the_link_rate
 
 def test_a_multipath_flow_moves_to_its_free_path():
     topo = FatTree(4)
-    pinned = [p for p in topo.paths("h1", "h5") if "c1" in p][0]  # a TCP flow via c1
-    blocked = path_links([p for p in topo.paths("h2", "h6") if "c1" in p][0])
-    free = path_links([p for p in topo.paths("h2", "h6") if "c4" in p][0])
+    pinned = next(p for p in topo.paths("h1", "h5") if "c1" in p)  # a TCP flow via c1
+    blocked = path_links(next(p for p in topo.paths("h2", "h6") if "c1" in p))
+    free = path_links(next(p for p in topo.paths("h2", "h6") if "c4" in p))
     single = Flow((path_links(pinned),))
     both = Flow((blocked, free), adaptive=True)
     assert long_run([single, both]) == pytest.approx([1.0, 1.0])  # both at full rate

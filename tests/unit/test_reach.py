@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import socket
@@ -60,7 +61,7 @@ def _hashed_paths(topo, pairs, rng):
               for s in topo.switches}
     for src, dst in pairs:
         for path in (rng.choice(topo.paths(src, dst)), rng.choice(topo.paths(dst, src))):
-            for u, v in zip(path, path[1:]):
+            for u, v in itertools.pairwise(path):
                 lk = topo.link_between(u, v)
                 counts[lk.b.node][lk.b.intf][0 if v == lk.b.node else 1] += 1
     return {s: {i: tuple(c) for i, c in m.items()} for s, m in counts.items()}
@@ -88,7 +89,7 @@ def test_aimed_pairs_can_cross_the_link_they_are_aimed_at(k):
             src, dst = across(topo, direction, rng)
             assert src != dst
             on = [p for p in topo.paths(src, dst)
-                  if any({u, v} == {lk.a.node, lk.b.node} for u, v in zip(p, p[1:]))]
+                  if any({u, v} == {lk.a.node, lk.b.node} for u, v in itertools.pairwise(p))]
             assert on, (direction, src, dst)
 
 
@@ -128,7 +129,7 @@ class FakeEchoes(Echoes):
         for src, dst in pairs:
             for path in (self.rng.choice(self.topo.paths(src, dst)),
                          self.rng.choice(self.topo.paths(dst, src))):
-                for u, v in zip(path, path[1:]):
+                for u, v in itertools.pairwise(path):
                     if (u, v) in self.dead:
                         continue
                     lk = self.topo.link_between(u, v)
