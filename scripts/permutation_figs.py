@@ -14,8 +14,9 @@ Two measures per run, both divided by the access link rate:
                   while every transfer is under way, from 0.5 s after the last one
                   started to the first one's end, over hosts x rate: the long-running
                   flows' throughput the paper plots.
-A results folder needs transfer_metrics.csv (`pathdiv analyze`); a compact one (docs/
-reproduction) keeps each run's manifest, transfers.csv and timeline.csv.
+A results folder needs transfer_metrics.csv (`pathdiv analyze`) and each run's manifest,
+transfers.csv and timeline.csv; `--csv FILE` keeps the per-run table, and `--from FILE`
+prints from such a table alone (what docs/reproduction/permutation/ keeps).
 """
 
 from __future__ import annotations
@@ -128,11 +129,17 @@ def markdown(table: pd.DataFrame, paper: dict[str, float]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("folders", nargs="+", type=Path)
+    ap.add_argument("folders", nargs="*", type=Path)
     ap.add_argument("--draws", type=int, default=5, help="path draws per permutation")
     ap.add_argument("--csv", type=Path, help="also write the per-run table here")
+    ap.add_argument("--from", dest="source", type=Path, help="a per-run table (--csv) to "
+                    "print instead of results folders")
     args = ap.parse_args()
-    table = pd.concat([folder_table(f, args.draws) for f in args.folders], ignore_index=True)
+    if args.source:
+        table = pd.read_csv(args.source)
+    else:
+        table = pd.concat([folder_table(f, args.draws) for f in args.folders],
+                          ignore_index=True)
     if args.csv:
         table.to_csv(args.csv, index=False)
     print(markdown(table, paper_figures()))
