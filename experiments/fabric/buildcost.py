@@ -66,7 +66,7 @@ def build_work(cfg: Config) -> BuildWork:
     if not isinstance(topo, FatTree):
         raise TypeError("build_work counts a fat tree's build")
     spec = host_spec(cfg)
-    conditions = cfg.conditions()
+    conditions = cfg.link_conditions()
     commands = sum(len(host_commands(topo, h, spec)) for h in topo.hosts)
     commands += sum(len(node_commands(topo, n, conditions, cfg.ecn_threshold_pkts))
                     for n in topo.nodes)

@@ -33,9 +33,11 @@ from typing import Any
 
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
 from pathdiv.experiments.fabric.environment import virtual_clock
-from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
+from pathdiv.experiments.network.network import Network
 from pathdiv.experiments.plan.designations import Request, Round
 from pathdiv.experiments.plan.memory import PER_SHARED, SHARED_ABOVE
+from pathdiv.experiments.running import NetworkError
 from pathdiv.experiments.traffic.clockgrid import ROUND_GAP_NS
 from pathdiv.experiments.traffic.placement import Placement, place_argv
 from pathdiv.topologies.fattree import FatTree
@@ -100,7 +102,7 @@ def with_placement(traffic: Traffic, subflow_paths: str, subflows: int, net: Net
     """`traffic` with the run's subflow placement (hash model of the running network)."""
     if traffic.transport != "mptcp" or subflow_paths == "hashed":
         return traffic
-    model = PathModel(net.topo, net.tables, net.dp.name)
+    model = PathModel(net.topo, net.tables, net.plane.name)
     return dataclasses.replace(traffic, placement=Placement(model, subflow_paths, subflows),
                                seed=seed)
 
@@ -303,7 +305,7 @@ def _run_round(net: Network, requests: list[Request], batch: list[list[TransferR
     late the latest fetch reached its instant (ns)."""
     if start_ns is not None and shared(traffic, len(requests), start_ns):
         return _run_shared_round(net, requests, batch, traffic, start_ns)
-    procs = []
+    procs: list[subprocess.Popen[str] | None] = []
     ended, late = 0, 0
     for i, (req, rows) in enumerate(zip(requests, batch, strict=True)):
         at = None if start_ns is None else start_ns + i
@@ -344,7 +346,7 @@ def _run_shared_round(net: Network, requests: list[Request], batch: list[list[Tr
     items = [(i, int(net.node(req.client).pid), rows)
              for i, (req, rows) in enumerate(zip(requests, batch, strict=True))]
     parts = [items[j:j + PER_SHARED] for j in range(0, len(items), PER_SHARED)]
-    procs = []
+    procs: list[subprocess.Popen[str] | None] = []
     for part in parts:
         try:
             procs.append(net.transfer_here(shared_fetch_argv(part, traffic, start_ns)))

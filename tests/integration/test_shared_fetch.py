@@ -10,7 +10,7 @@ import time
 import pytest
 
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.fabric.network import Network
+from pathdiv.experiments.network.network import Network
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.traffic import rounds as rounds_mod
 from pathdiv.experiments.traffic.rounds import Traffic, at_instant, run_workload
