@@ -84,7 +84,9 @@ def folder_table(folder: Path, draws: int) -> pd.DataFrame:
         rate = float(cfg["topology"]["links"]["host"]["bw_mbps"])
         kind, subflows = level_kind(cfg)
         pairs = list(zip(g["client"], g["server"], strict=True))
-        level = str(run_id).split("_")[1]
+        # the factor levels between the flow type and the repetition: "mptcp-8" or, with
+        # a second factor (configs/permutation-regime.yaml), "mptcp-8_q20"
+        level = "_".join(str(run_id).split("_")[1:-1])
         rows.append({"k": topo.k, "level": level, "run_id": run_id,
                      "share_fct": float(g["goodput_mbps"].mean() / rate),
                      "share_window": window_share(run_dir, len(topo.hosts), rate),
