@@ -16,7 +16,13 @@ from pathdiv.experiments.api.live import KernelNetwork
 from pathdiv.experiments.classroom.probe import format_probe, run_probe
 from pathdiv.experiments.classroom.shell import PathdivCLI
 from pathdiv.experiments.cluster.shards import describe_shards, parse_shard, shard_runs
-from pathdiv.experiments.cluster.slurm import SlurmError, SlurmJob, submit, write_scripts
+from pathdiv.experiments.cluster.slurm import (
+    SlurmError,
+    SlurmJob,
+    submit,
+    task_mem,
+    write_scripts,
+)
 from pathdiv.experiments.cluster.status import folder_status
 from pathdiv.experiments.config.load import Config, ConfigError
 from pathdiv.experiments.config.results_folder import hand_over
@@ -32,6 +38,7 @@ from pathdiv.experiments.execute.boot import (
 )
 from pathdiv.experiments.execute.lab_command import run_in_lab_kernel
 from pathdiv.experiments.execute.run import free_mb
+from pathdiv.experiments.fabric.buildcost import build_work
 from pathdiv.experiments.fabric.clean import clean
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
 from pathdiv.experiments.plan import power as plan_power
@@ -39,6 +46,7 @@ from pathdiv.experiments.plan.budget import plan_need_mb, plan_total_mb
 from pathdiv.experiments.plan.design import design_problems, observations_per_cell
 from pathdiv.experiments.plan.estimate import format_duration
 from pathdiv.experiments.plan.lanes import own_boot, virtual_runs
+from pathdiv.experiments.plan.memory import chosen as memory_chosen
 from pathdiv.experiments.plan.runs import (
     Run,
     describe,
@@ -89,6 +97,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if isinstance(topo, FatTree):
         print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
               f"{len(topo.hosts)} hosts, {len(topo.links)} links; {reason}")
+        print(build_work(runs[0].config).text())
     else:
         print(f"{cfg.source}: valid. {topo.count} parallel paths between dual-homed h1 "
               f"and h2: {len(topo.switches)} routers, {len(topo.hosts)} hosts "
@@ -114,6 +123,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                "others in one boot per lab kernel" if alone else "one boot per lab kernel")
         print(f"lab kernel: {lab_runs} run(s) on the pathdiv lab kernel, {how}; "
               f"{describe_lab_kernel()}")
+        print(memory_chosen(runs))
     return 0
 
 
@@ -362,7 +372,8 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     plan_args += ["--quick"] if args.quick else []
     job = SlurmJob(name=cfg.name, command=_launcher(), config=Path(cfg.source).resolve(),
                    out=folder, shards=args.shards, plan_args=plan_args,
-                   partition=args.partition, time_limit=args.time, mem=args.mem,
+                   partition=args.partition, time_limit=args.time,
+                   mem=args.mem or task_mem(runs),
                    cpus=args.cpus, exclusive=not args.shared_nodes, workdir=Path.cwd())
     array, analysis = write_scripts(job)
     hand_over(folder)  # the scripts too
@@ -445,8 +456,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", help="Slurm partition of the jobs (default: the cluster's)")
     p.add_argument("--time", help="time limit of one task, e.g. 2:00:00 (default: the "
                    "partition's)")
-    p.add_argument("--mem", default="6G", help="memory of one task (default: 6G, room for "
-                   "the lab kernel's lab.memory_mb; host-kernel runs need about 1G)")
+    p.add_argument("--mem", help="memory of one task (default: 6G, or what the lab "
+                   "kernel's lab.memory_mb, its jail and the host take when that is more; "
+                   "host-kernel runs need about 1G)")
     p.add_argument("--cpus", type=int, default=2, help="cores of one task (default: 2)")
     p.add_argument("--shared-nodes", action="store_true", help="do not ask for whole nodes "
                    "(--exclusive); only where nothing else runs on them")

@@ -85,6 +85,7 @@ from pathdiv.experiments.execute.runstate import (
 from pathdiv.experiments.plan import history
 from pathdiv.experiments.plan.estimate import Estimator, PlanClock, boot_of, key_of
 from pathdiv.experiments.plan.lanes import boots, phases
+from pathdiv.experiments.plan.memory import boot_mb
 from pathdiv.experiments.plan.runs import Run
 
 log = logging.getLogger("pathdiv")
@@ -445,7 +446,7 @@ class PlanExecution:
         LabRuns(self.folder, group, self.image,
                    lambda text: self.show(text, lane or 0), self.finished,
                    progress=progress_file(name), clock=clock,
-                   memory_mb=int(group[0].config.data["lab"]["memory_mb"]),
+                   memory_mb=boot_mb(group, self.planned),
                    log=self.say, stop=stop, cpu=lane_cpu(lane, host_cpus())
                    ).execute()
 

@@ -118,6 +118,13 @@ def load_transfers(run_dir: Path) -> pd.DataFrame:
     return tr
 
 
+# Measures that need the fabric's links (a transfer's bytes on each of its paths), empty
+# when only the hosts' access links were captured (capture.links: access).
+FABRIC_MEASURES = ("throughput_mbps", "wire_bytes", "excess_pct", "utilization",
+                   "paths_used", "shared_subflows", "distinct_paths", "path_bytes",
+                   "path_pkts", "links_used")
+
+
 def compute_transfer_metrics(run_dir: Path, extras: Path | None = None) -> pd.DataFrame:
     """One row per transfer of the run: transfers.csv's columns plus the measures.
     `extras`: where the run's timeline.csv goes (default: the run's folder)."""
@@ -163,6 +170,8 @@ def compute_transfer_metrics(run_dir: Path, extras: Path | None = None) -> pd.Da
         rows.append(m)
     columns = [*MEASURES, "cpu_ms_per_mb", "measured"]
     measures = pd.DataFrame(rows, columns=columns, index=transfers.index)
+    if (((manifest.get("capture") or {}).get("start") or {}).get("links")) == "access":
+        measures[list(FABRIC_MEASURES)] = np.nan  # read off links that were not captured
     log.info("run %s: measured %d transfers", manifest.get("run_id"), len(transfers))
     out = pd.concat([transfers, measures], axis=1)
     for metric in (m for m in METRICS.values() if m.per == "transfer"):

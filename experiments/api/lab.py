@@ -47,6 +47,7 @@ from pathdiv.experiments.execute.boot import (
     prepare,
     say,
 )
+from pathdiv.experiments.plan.memory import config_mb
 from pathdiv.experiments.running import NetworkError
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import LabKernelError
@@ -84,7 +85,7 @@ class Guest:
             raise NetworkError(f"hosts.kernel: lab: {exc}") from exc
         prepare([self.cfg.dataplane])  # the guest cannot write the cache
         lab = LabBoot(image, str(self.cfg.data["lab"]["clock"]),
-                      int(self.cfg.data["lab"]["memory_mb"]))
+                      config_mb(self.cfg))
         (self.share / CONFIG_FILE).write_text(self.cfg.to_yaml())
 
         def boot() -> None:

@@ -42,7 +42,7 @@ from pathdiv.experiments.plan.estimate import (
     phases_s,
 )
 from pathdiv.experiments.plan.lanes import default_jobs, jobs_problem, phases, virtual_runs
-from pathdiv.experiments.plan.memory import memory_problems
+from pathdiv.experiments.plan.memory import clock_problems, memory_problems
 from pathdiv.experiments.plan.runs import Run, expand, quick_config, quick_flow_types
 from pathdiv.experiments.runner import PlanOutcome, RunProgress, prepare_folder, run_plan
 
@@ -113,7 +113,7 @@ def check_plan(runs: list[Run]) -> None:
     if budget:
         raise ConfigError(budget, runs[0].config.source)
     problems = (plan_problems(runs) + mode_problems(runs)
-                + memory_problems(runs, host_ram_mb(), MAX_K))
+                + clock_problems(runs) + memory_problems(runs, host_ram_mb(), MAX_K))
     for run in runs:
         pattern = str(run.config.data["workload"]["pattern"])
         if run.config.host_kernel == "lab" and pattern not in SHIPPED_PATTERNS:

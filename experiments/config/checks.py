@@ -124,7 +124,7 @@ def budget(value: Any) -> str | None:
 
 budget.allowed = f"1..{MAX_BUDGET_MB} MB or auto"  # type: ignore[attr-defined]
 
-MAX_K = 8  # k=8: 80 switches, 128 hosts; k=10 (125 switches, 250 hosts) outgrows 2 cores
+MAX_K = 16  # k=16: 320 switches, 1,024 hosts, 3,072 links (the virtual clock: plan/memory.py)
 
 
 def even_k(value: Any) -> str | None:
@@ -195,7 +195,7 @@ MAX_TRANSFERS = 100_000
 MAX_PLAN_TRANSFERS = 500_000  # 100 times the largest shipped plan (seed000: ~4400)
 MAX_SECONDS = 3600.0  # one timeout, one arrival window, the time of one event
 MAX_QUEUE_PKTS = 100_000
-MAX_LAB_MEMORY_MB = 16_384  # of 24 GB, leaving the host and the captures room
+MAX_LAB_MEMORY_MB = 22_528  # of 24 GB, leaving the host room (a k=16 network: plan/memory.py)
 MAX_SNAPLEN = 65_535
 MAX_BW_MBPS = 100_000.0
 MAX_DELAY_MS = 10_000.0
@@ -234,7 +234,16 @@ max_repeats = Between(0, MAX_REPEATS, integer=True)
 seconds = Between(0, MAX_SECONDS, "s", low_open=True)
 at_s = Between(0, MAX_SECONDS, "s")
 queue = Between(1, MAX_QUEUE_PKTS, "packets", integer=True)
-lab_memory = Between(256, MAX_LAB_MEMORY_MB, "MB", integer=True)
+lab_memory_mb = Between(256, MAX_LAB_MEMORY_MB, "MB", integer=True)
+
+
+def lab_memory(value: Any) -> str | None:
+    if value == "auto" or (isinstance(value, int) and lab_memory_mb(value) is None):
+        return None
+    return f"auto or {lab_memory_mb.want}"
+
+
+lab_memory.allowed = f"auto or {lab_memory_mb.allowed}"  # type: ignore[attr-defined]
 own_boot_kb = Between(0, MAX_SIZE_BYTES // 1000, "KB", integer=True)
 snaplen = Between(64, MAX_SNAPLEN, "bytes", integer=True)
 sample_interval = Between(0.05, 60, "s")

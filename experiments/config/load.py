@@ -308,6 +308,11 @@ class Config:
         return str(self.data["hosts"]["transport"])
 
     @property
+    def captured_links(self) -> str:
+        """capture.links: 'all' or 'access' (the hosts' own links only)."""
+        return str(self.data["capture"]["links"])
+
+    @property
     def subflows(self) -> int:
         """Subflows per connection actually used: 1 for TCP."""
         return int(self.data["hosts"]["subflows"]) if self.transport == "mptcp" else 1

@@ -116,7 +116,9 @@ SCHEMA = Section(
                              "tree; paths = N disjoint bottleneck paths between two "
                              "dual-homed hosts (topology.paths; seed 003's testbed)",
                              choices=("fattree", "paths")),
-                "k": Leaf(int, 4, "fat-tree arity (pods); k=4: 20 switches, 16 hosts",
+                "k": Leaf(int, 4, "fat-tree arity (pods); k=4: 20 switches, 16 hosts; k=8: "
+                          "80, 128; k=16: 320, 1,024 (above 8 on the lab kernel's virtual "
+                          "clock only)",
                           check=allowed.even_k),
                 "links": Section(
                     {"host": _link(20), "edge": _link(20), "core": _link(20)},
@@ -252,8 +254,12 @@ SCHEMA = Section(
                               "virtual = User-Mode Linux time-travel, CPU work takes no "
                               "time and links are the only bottleneck; real = the wall "
                               "clock (for CPU-cost measures)", choices=("virtual", "real")),
-                "memory_mb": Leaf(int, 1536, "memory of the lab kernel in MB (a k=4 run "
-                                  "peaks near 500)", check=allowed.lab_memory),
+                "memory_mb": Leaf((int, str), "auto", "memory of the lab kernel in MB, or "
+                                  "auto: what the plan's largest network needs (the "
+                                  "memory model of docs/benchmarks.md, \"Bigger fat "
+                                  "trees\"), at least 1536; `pathdiv check` says what it "
+                                  "chose, and refuses a plan this machine's RAM cannot "
+                                  "hold", check=allowed.lab_memory),
                 "own_boot_above_kb": Leaf(int, 128, "on the virtual clock, a run whose "
                                           "transfers are larger than this many KB (or "
                                           "whose pattern is open-loop) starts a boot of "
@@ -378,6 +384,13 @@ SCHEMA = Section(
                                   "(snaplen + 16)); each link's file is capped at its own "
                                   "need, and a budget below a run's need is refused at "
                                   "`pathdiv check`", check=allowed.budget),
+                "links": Leaf(str, "all", "which links are captured: all (every link); "
+                              "access: each host's own link only, enough for FCT, "
+                              "goodput, subflows, retransmissions and RTT (throughput's "
+                              "wire bytes, excess, utilization and link sharing need the "
+                              "fabric's links and are left empty); a third of a fat "
+                              "tree's captures, for the largest ones (the manifest's "
+                              "capture.start says which)", choices=("all", "access")),
                 "tool": Leaf(str, "auto", "the capturing program: linkcap (pathdiv's own, "
                              "one process for every link; built with the C compiler on "
                              "first use), tcpdump (one process per link), or auto: "

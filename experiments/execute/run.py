@@ -153,8 +153,10 @@ def get_network(ctx: RunContext) -> None:
     # a reused network was verified equal to the state that passed this check
     failed = [] if reused else net.ping_all()
     if failed:
-        raise NetworkError(f"{len(failed)} host pair(s) cannot reach each other "
-                           f"(e.g. {failed[:3]}); the network is broken")
+        raise NetworkError(f"the reachability check failed: {'; '.join(failed)}; the "
+                           "network is broken")
+    if not reused:
+        manifest["network"]["reach"] = net.reach.to_dict()
     state = namespace_state(net, net.topo.hosts[0])
     manifest["sysctls"] = state.pop("sysctls")
     manifest["namespace"] = state  # which host was asked, its qdiscs

@@ -2,16 +2,17 @@
 
 A run's wall time on this machine is modelled as a fixed part and a traffic part:
 
-    fixed   = fixed_s x (NODE_SHARE x nodes / 36 + (1 - NODE_SHARE) x pairs / 240)
+    fixed   = fixed_s x (NODE_SHARE x nodes / 36 + (1 - NODE_SHARE) x links / 48)
               + per_round_s x rounds
     traffic = per_mb_s x payload MB + per_sim_s x simulated traffic seconds
 
-`fixed_s` is the per-run cost at k=4 (36 nodes, 240 ordered host pairs: build,
-reachability check, capture start and drain, teardown), `per_round_s` starting a round's
-transfer processes. Most of the fixed cost grows with the nodes (node shells, their
-set-up scripts, a capture per link) and a share with the host pairs (the reachability
-check pings every pair): NODE_SHARE is fitted to k = 4 and 6 (docs/benchmarks.md,
-"Bigger fat trees"). The traffic part depends on the clock. On the real clock (this
+`fixed_s` is the per-run cost at k=4 (36 nodes, 48 links: build, reachability check,
+capture start and drain, teardown), `per_round_s` starting a round's transfer
+processes. Most of the fixed cost grows with the nodes (node shells, their set-up
+scripts) and a share with the links (veths, their shaping, a capture each, the
+reachability check's echoes, which grow with the links since it stopped pinging every
+host pair): docs/benchmarks.md, "Bigger fat trees", measures it at k = 4, 8 and 16.
+The traffic part depends on the clock. On the real clock (this
 machine's kernel, or the lab kernel with lab.clock: real) traffic takes its simulated
 time: the rounds' busiest-client bytes over the slowest link rate times the fraction a
 transfer reaches (`Work.sim_s`, `Rate.rate_fraction`). On the lab kernel's virtual clock
@@ -47,8 +48,8 @@ from pathdiv.experiments.plan.runs import Run
 
 UNSHAPED_MBPS = 1000.0
 REFERENCE_NODES = 36  # k=4: 20 switches + 16 hosts, what fixed_s is measured at
-REFERENCE_PAIRS = 240  # k=4: 16 x 15 ordered host pairs
-NODE_SHARE = 0.95  # k=8 (208 nodes, 16,256 pairs): 9.1x the fixed cost of k=4
+REFERENCE_LINKS = 48  # k=4's links
+NODE_SHARE = 0.95
 
 Key = tuple[str, str, str]  # (hosts.kernel, clock, data plane)
 
@@ -131,8 +132,9 @@ class Work:
     hosts: int = 16
 
     @property
-    def pairs(self) -> int:
-        return self.hosts * (self.hosts - 1)
+    def links(self) -> int:
+        """A fat tree's links: 3 per host (host-edge, edge-aggregation, aggregation-core)."""
+        return 3 * self.hosts
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "hosts": self.hosts, "rounds": self.rounds,
@@ -175,7 +177,7 @@ def parts(work: Work, key: Key, builds: bool = True) -> tuple[float, float]:
     rate = rate_of(key)
     factor = plane_factor(key[0], key[2])
     size = (NODE_SHARE * work.nodes / REFERENCE_NODES
-            + (1 - NODE_SHARE) * work.pairs / REFERENCE_PAIRS)
+            + (1 - NODE_SHARE) * work.links / REFERENCE_LINKS)
     fixed = (rate.fixed_s + (rate.build_s if builds else 0.0)) * size \
         + rate.per_round_s * work.rounds
     traffic = rate.per_mb_s * work.payload_mb + rate.per_sim_s * work.sim_s / rate.rate_fraction

@@ -203,6 +203,7 @@ class Result:
     placed: str = ""  # the subflows opened through the path manager, addr:port;...
     end_ns: int = 0  # CLOCK_MONOTONIC when the transfer was over (the next round's base)
     late_ns: int = 0  # how late fetch reached its --start-ns (0: it slept until then)
+    request: int = 0  # a shared fetch's request index (Target.request)
 
 
 @dataclass(frozen=True)
@@ -297,10 +298,12 @@ def may_wait_in_kernel(mptcp: bool, release: str | None = None) -> bool:
 
 
 def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
-              place: list[PlannedSubflow] | None = None) -> Result:
+              place: list[PlannedSubflow] | None = None, pid: int | None = None) -> Result:
+    """Fetch `size` bytes from server:port, from this namespace or, with `pid`, from
+    the network namespace of that process (a shared fetch: `Target`)."""
     res = Result(server, port, size)
     cpu0 = time.thread_time()
-    sock = make_socket(mptcp)
+    sock = make_socket(mptcp) if pid is None else socket_in_namespace(pid, mptcp)
     sock.settimeout(timeout_s)
     deadline = time.monotonic() + timeout_s
     try:
@@ -371,17 +374,21 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
 
 
 def fetch_many(
-    targets: list[tuple[str, int, int]], mptcp: bool, timeout_s: float,
-    places: list[list[PlannedSubflow]] | None = None,
+    targets: list[Target], mptcp: bool, timeout_s: float,
+    places: list[list[PlannedSubflow]] | None = None, start_ns: int | None = None,
 ) -> list[Result]:
-    """Fetch from every (server, port, size) at the same time (`places`: per target,
-    the subflows to open, or none for the kernel's own choice)."""
+    """Fetch from every target at the same time (`places`: per target, the subflows to
+    open, or none for the kernel's own choice); with `start_ns` each target's thread
+    first sleeps until start_ns + its request's offset (the virtual clock's instant)."""
     results: list[Result | None] = [None] * len(targets)
     plan = places or []
 
-    def work(i: int, t: tuple[str, int, int]) -> None:
-        results[i] = fetch_one(t[0], t[1], t[2], mptcp, timeout_s,
-                               plan[i] if i < len(plan) else None)
+    def work(i: int, t: Target) -> None:
+        late = 0 if start_ns is None else clockgrid.start_at(start_ns + t.request)
+        res = fetch_one(t.server, t.port, t.size, mptcp, timeout_s,
+                        plan[i] if i < len(plan) else None, t.pid)
+        res.late_ns, res.request = late, t.request
+        results[i] = res
 
     threads = [threading.Thread(target=work, args=(i, t)) for i, t in enumerate(targets)]
     for t in threads:
@@ -428,12 +435,33 @@ def parse_namespace(text: str) -> tuple[int, str | None]:
     return int(pid), log or None
 
 
-def parse_target(text: str) -> tuple[str, int, int]:
+@dataclass(frozen=True)
+class Target:
+    """One transfer of a fetch: from server:port, `size` bytes. A shared fetch (one
+    process for the requests of many clients, on the virtual clock) gives each its
+    client: `pid`, a process in the client's namespace, where its socket is made, and
+    `request`, the request's index in the round (its instant is that many ns after the
+    round's, as a fetch per request's would be)."""
+
+    server: str
+    port: int
+    size: int
+    pid: int | None = None
+    request: int = 0
+
+
+def parse_target(text: str) -> Target:
+    """'ADDR:PORT:BYTES' or 'ADDR:PORT:BYTES@PID+REQUEST' (a shared fetch's)."""
     try:
-        addr, port, size = text.rsplit(":", 2)
-        return addr, int(port), int(size)
+        spec, at, client = text.partition("@")
+        addr, port, size = spec.rsplit(":", 2)
+        if not at:
+            return Target(addr, int(port), int(size))
+        pid, _, request = client.partition("+")
+        return Target(addr, int(port), int(size), int(pid), int(request or 0))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected ADDR:PORT:BYTES") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: expected ADDR:PORT:BYTES or "
+                                         "ADDR:PORT:BYTES@PID+REQUEST") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -476,10 +504,15 @@ def main(argv: list[str] | None = None) -> int:
                  "per target or none")
     if args.fifo:
         first_in_first_out("fetch")
-    late = 0 if args.start_ns is None else clockgrid.start_at(args.start_ns)
-    results = fetch_many(args.targets, args.mptcp, args.timeout, args.place)
+    if any(t.pid is not None for t in args.targets):  # shared: each thread its instant
+        results = fetch_many(args.targets, args.mptcp, args.timeout, args.place,
+                             args.start_ns)
+    else:  # one request: the process wakes at its instant, then starts its threads
+        late = 0 if args.start_ns is None else clockgrid.start_at(args.start_ns)
+        results = fetch_many(args.targets, args.mptcp, args.timeout, args.place)
+        for r in results:
+            r.late_ns = late
     for r in results:
-        r.late_ns = late
         print(json.dumps(asdict(r)), flush=True)
     return 0 if all(r.ok for r in results) else 1
 
