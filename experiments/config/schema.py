@@ -263,6 +263,8 @@ _lab_memory = Between(256, MAX_LAB_MEMORY_MB, "MB", integer=True)
 _own_boot_kb = Between(0, MAX_SIZE_BYTES // 1000, "KB", integer=True)
 _snaplen = Between(64, MAX_SNAPLEN, "bytes", integer=True)
 _sample_interval = Between(0.05, 60, "s")
+_cc_trace_ms = Between(0, 10_000, "ms")
+_measure_s = Between(0, MAX_SECONDS, "s")
 _min_backlogged = Between(0, 600, "s", low_open=True)
 _bw = Between(0, MAX_BW_MBPS, "Mbit/s", low_open=True)
 _delay = Between(0, MAX_DELAY_MS, "ms")
@@ -525,6 +527,11 @@ SCHEMA = Section(
                                  check=_requests),
                 "timeout_s": Leaf((int, float), 120, "a transfer not done by then fails",
                                   check=_seconds),
+                "measure_s": Leaf((int, float), 0, "topology.kind: paths only: the measured "
+                                  "fetch reads for this many seconds and stops, a "
+                                  "long-running flow (its flow type's size caps it); "
+                                  "goodput is what it read over that time. 0: fetch the "
+                                  "flow type's size", check=_measure_s),
                 "server_port": Leaf(int, 8080, "TCP port of the transfer server on every "
                                     "host", check=_port),
                 "load": Leaf((int, float), 0.5, "poisson: offered load per host as a "
@@ -609,6 +616,12 @@ SCHEMA = Section(
                                   "(snaplen + 16)); each link's file is capped at its own "
                                   "need, and a budget below a run's need is refused at "
                                   "`pathdiv check`", check=_budget),
+                "cc_trace_ms": Leaf((int, float), 0, "topology.kind: paths only: every "
+                                    "this many ms (of the run's clock) each sender's TCP "
+                                    "sockets' congestion-control state (cwnd, pacing "
+                                    "rate, BBR's bandwidth estimate, min RTT and gains) "
+                                    "is sampled into cc_trace.jsonl beside the captures; "
+                                    "0: off", check=_cc_trace_ms),
                 "tool": Leaf(str, "auto", "the capturing program: linkcap (pathdiv's own, "
                              "one process for every link; built with the C compiler on "
                              "first use), tcpdump (one process per link), or auto: "

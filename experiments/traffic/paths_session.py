@@ -213,6 +213,26 @@ def wait_listening(namespace: str, port: int, timeout_s: float = 20) -> None:
     raise RuntimeError(f"nothing listens on port {port} in {namespace} after {timeout_s} s")
 
 
+def trace_file(out: Path, namespace: str) -> Path:
+    return out / f"cc_trace-{namespace}.jsonl"
+
+
+def start_tracers(topo: ParallelPaths, trace_ms: float, out: Path) \
+        -> list[subprocess.Popen[bytes]]:
+    """With capture.cc_trace_ms > 0: one sock_diag sampler (experiments/traffic/
+    sockdiag.py) in every sender's namespace, the measured server's and each background
+    server's, writing `trace_file(out, namespace)`; none otherwise."""
+    if trace_ms <= 0:
+        return []
+    senders = [(ns(SERVER), PORT)] + [(ns(bs), BULK_PORT)
+                                      for _, _, bs in topo.background_pairs()]
+    return [subprocess.Popen(
+        ["ip", "netns", "exec", namespace, sys.executable, "-m",
+         "pathdiv.experiments.traffic.sockdiag", "trace", "--port", str(port),
+         "--interval-ms", str(trace_ms), "--out", str(trace_file(out, namespace))],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for namespace, port in senders]
+
+
 def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
     """One run (see the module's description); writes captures under `out` and returns the
     measurements."""
@@ -221,12 +241,15 @@ def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
         raise ValueError("run_paths needs topology.kind: paths")
     size = cfg.flow_sizes()[flow_type]
     timeout = float(cfg.data["workload"]["timeout_s"])
+    measure_s = float(cfg.data["workload"].get("measure_s") or 0)
     mptcp = cfg.transport == "mptcp"
     hosts_cc = cfg.cc if mptcp else TCP_FORM.get(cfg.cc, cfg.cc)
     out.mkdir(parents=True, exist_ok=True)
     allow_cc(hosts_cc, *(background_cc(topo, i, cfg.cc) for i, _, _ in
                          topo.background_pairs()))
     procs: list[subprocess.Popen[str]] = []
+    trace_ms = float((cfg.data.get("capture") or {}).get("cc_trace_ms") or 0)
+    tracers: list[subprocess.Popen[bytes]] = []
     with paths_network(topo):
         for host in (CLIENT, SERVER):
             sh(["sysctl", "-qw", f"net.ipv4.tcp_congestion_control={hosts_cc}"], ns(host))
@@ -240,6 +263,7 @@ def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
             deadline = time.monotonic() + 20
             while not all(p.exists() for p, _ in dumps) and time.monotonic() < deadline:
                 time.sleep(0.05)
+            tracers = start_tracers(topo, trace_ms, out)
             # background downloads first, so the measured flow meets them in steady state
             for i, bc, bs in topo.background_pairs():
                 flows = topo.specs[i - 1].background_flows
@@ -307,7 +331,7 @@ def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
             fetched = subprocess.run(
                 ["ip", "netns", "exec", ns(CLIENT), *role(
                     "fetch", "--size", str(size), "--timeout", str(timeout),
-                    *(["--tcp"] if not mptcp else []))],
+                    "--duration", str(measure_s), *(["--tcp"] if not mptcp else []))],
                 capture_output=True, text=True, timeout=timeout + 120)
             stop.set()
             sampler.join()
@@ -329,6 +353,9 @@ def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
             for _, dump in dumps:
                 dump.terminate()
                 dump.wait(timeout=30)
+            for tracer in tracers:
+                tracer.terminate()
+                tracer.wait(timeout=30)
     result = json.loads(fetched.stdout)
     segments = [s for pcap, _ in dumps for s in segments_from_pcap(pcap, PORT)]
     series = queue_series(segments)
@@ -383,12 +410,15 @@ def serve(subflows: int, tcp: bool) -> None:
     print(json.dumps({"subflows_at_start": joined + 1}))
 
 
-def fetch(size: int, timeout_s: float, tcp: bool) -> None:
-    """Fetch `size` bytes from the server; goodput per SAMPLE_S bin and overall."""
+def fetch(size: int, timeout_s: float, tcp: bool, duration_s: float = 0.0) -> None:
+    """Fetch `size` bytes from the server; goodput per SAMPLE_S bin and overall. With
+    `duration_s` > 0 stop reading after that long (a long-running flow): the fetch is
+    complete when it read for the whole duration or got `size`."""
     proto = socket.IPPROTO_TCP if tcp else socket.IPPROTO_MPTCP
     bins: list[int] = []
     got = 0
     start = time.monotonic()
+    limit = min(duration_s, timeout_s) if duration_s > 0 else timeout_s
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto) as s:
         s.bind((ParallelPaths.client_address(1), 0))
         s.settimeout(timeout_s)
@@ -396,7 +426,8 @@ def fetch(size: int, timeout_s: float, tcp: bool) -> None:
         start = time.monotonic()
         s.sendall(struct.pack("!Q", size))
         with contextlib.suppress(TimeoutError):
-            while got < size and time.monotonic() - start < timeout_s:
+            while got < size and time.monotonic() - start < limit:
+                s.settimeout(max(0.001, limit - (time.monotonic() - start)))
                 chunk = s.recv(1 << 20)
                 if not chunk:
                     break
@@ -406,7 +437,8 @@ def fetch(size: int, timeout_s: float, tcp: bool) -> None:
                 got += len(chunk)
     fct = time.monotonic() - start
     print(json.dumps({
-        "complete": got == size, "bytes": got, "fct_s": round(fct, 4),
+        "complete": got == size or (duration_s > 0 and fct >= duration_s),
+        "measure_s": duration_s, "bytes": got, "fct_s": round(fct, 4),
         "goodput_mbps": round(8 * got / fct / 1e6, 3) if fct > 0 else None,
         "goodput_series": [[round((k + 1) * SAMPLE_S, 3), round(8 * b / SAMPLE_S / 1e6, 3)]
                            for k, b in enumerate(bins)],
@@ -470,6 +502,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("fetch")
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--timeout", type=float, default=120)
+    p.add_argument("--duration", type=float, default=0.0)
     p.add_argument("--tcp", action="store_true")
     p = sub.add_parser("bulk-serve")
     p.add_argument("--flows", type=int, default=1)
@@ -485,7 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.role == "serve":
         serve(args.subflows, args.tcp)
     elif args.role == "fetch":
-        fetch(args.size, args.timeout, args.tcp)
+        fetch(args.size, args.timeout, args.tcp, args.duration)
     elif args.role == "bulk-serve":
         bulk_serve(args.flows, args.cc)
     else:
