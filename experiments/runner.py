@@ -266,7 +266,9 @@ def execute_run(run: Run, run_dir: Path,
         cls, reason = select_dataplane(cfg.dataplane)
         manifest["dataplane"] = {"selected": reason}
         traffic = Traffic(run.flow_type, cfg.flow_sizes()[run.flow_type], cfg.transport,
-                          int(workload["server_port"]), float(workload["timeout_s"]))
+                          int(workload["server_port"]), float(workload["timeout_s"]),
+                          join_first=cfg.subflows if cfg.data["hosts"]["join_before_data"]
+                          else 0)
         net, manifest["network"] = kept.acquire(cfg, cls, run_dir / "lab")
         reused = bool(manifest["network"]["reused"])
         traffic = with_placement(traffic, cfg.subflow_paths, cfg.subflows, net, run.seed)

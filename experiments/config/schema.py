@@ -440,6 +440,14 @@ SCHEMA = Section(
                                       "subflows whose path shares a fabric link with an "
                                       "earlier one are not opened",
                                       choices=("hashed", "disjoint", "eliminate")),
+                "join_before_data": Leaf(bool, False, "MPTCP: a server sends a "
+                                         "response's first byte only once all of the "
+                                         "connection's subflows joined (at most 1 s), so "
+                                         "they start together on empty queues (the "
+                                         "counterfactual of seed 004's extra subflow "
+                                         "elimination); false: they join while the first "
+                                         "subflow already sends, as Linux's path managers "
+                                         "open them once the connection is established"),
                 "reordering": Leaf(str, "default", "how hosts' TCP tolerates reordering: "
                                    "default = the kernel's settings; tuned = a higher "
                                    "initial and maximum reordering degree and RACK without "
