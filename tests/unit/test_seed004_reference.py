@@ -151,3 +151,13 @@ def test_the_ese_replay_closes_a_subflow_rising_through_the_reference_only() -> 
     subs = rtts.replay(sorted(late))
     assert (subs[2].verdict, subs[2].significant) == ("kept", 2)  # 2.8 and 3.0 ms
     assert subs[2].base == 2.0
+
+
+def test_the_long_flow_power_claim_of_v_a_is_in_the_reference() -> None:
+    from pathdiv.analysis.stats.claims import load_reference
+
+    claim = next(c for c in load_reference("seed004").claims if c.id == "fig11-long-power")
+    assert (claim.kind, claim.paper_pct, claim.metrics) == ("figure", -20.0,
+                                                            ("cpu_ms_per_mb",))
+    assert claim.within == {"placement": ("one-path",)}
+    assert claim.compare == (({"cc": "mptcp-d"}, {"cc": "lia"}),)
