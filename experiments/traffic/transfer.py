@@ -23,6 +23,7 @@ time of the thread that sent it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import errno
 import json
@@ -80,6 +81,7 @@ def parse_request(head: bytes) -> int:
     return int(parts[1].lstrip("/"))
 
 
+CLIENT_CLOSE_WAIT_S = 3600.0  # how long a server waits for a client to close after a reply
 JOIN_HEADER = "Subflows"  # the client asks the server to wait for that many subflows
 JOIN_WAIT_S = 1.0  # at most this long (the joins take a few round trips)
 
@@ -156,6 +158,16 @@ def _answer(conn: socket.socket) -> int:
         while left > 0:  # a blocking send waits in the kernel until its piece is queued
             n = conn.send(_ZEROS[: min(BODY_PIECE, left)])
             left -= n
+        # The response's end (FIN, MPTCP's DATA_FIN), then hold the socket until the
+        # client closed: the body's tail may still be queued here. An MPTCP socket its
+        # application closed is reset by Linux 6.12 60 s later (an orphaned msk's close
+        # timeout, TCP_TIMEWAIT_LEN: MP_FASTCLOSE and RST), whatever it still had to
+        # deliver; a 25 MB response slowed under incast was cut so at 118.7 s.
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(CLIENT_CLOSE_WAIT_S)
+        with contextlib.suppress(OSError):
+            while conn.recv(4096):
+                pass
         return size
 
 
