@@ -18,6 +18,7 @@ LOWER_IS_BETTER_DEFAULT: tuple[str, ...] = (
     "excess_pct",
     "retrans_pct",
     "reorder_pct",
+    "burstiness",
 )
 
 
