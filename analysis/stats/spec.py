@@ -18,7 +18,6 @@ LOWER_IS_BETTER_DEFAULT: tuple[str, ...] = (
     "excess_pct",
     "retrans_pct",
     "reorder_pct",
-    "burstiness",
 )
 
 

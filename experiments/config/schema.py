@@ -700,7 +700,7 @@ SCHEMA = Section(
                 "lower_is_better": Leaf(list, None, "metrics where a smaller value is the "
                                         "better outcome (rankings, a reference's claims "
                                         "of kind better); null: fct_s, excess_pct, "
-                                        "retrans_pct, reorder_pct, burstiness", nullable=True,
+                                        "retrans_pct, reorder_pct", nullable=True,
                                         check=_names),
                 "min_effect_pct": Leaf((int, float), 1.0, "smallest effect of interest, in "
                                        "percent of the compared mean: the summary separates "
