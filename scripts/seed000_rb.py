@@ -35,7 +35,8 @@ from pathdiv.analysis.capture.flows import (
     read_link_captures,
     split_subflows,
 )
-from pathdiv.analysis.metrics.table import load_manifest, load_transfers, topology_of
+from pathdiv.analysis.metrics.table import load_manifest, load_transfers
+from pathdiv.topologies.conditions import topology_of
 from pathdiv.analysis.metrics.transfer import PairGeometry, _signed_offset
 
 MPTCP_LEVELS = ("ecmp-mptcp", "ps-mptcp")

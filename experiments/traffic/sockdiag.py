@@ -10,7 +10,7 @@ bandwidth estimate, min RTT, pacing and cwnd gains); `parse()` turns the reply i
 
 `python -m pathdiv.experiments.traffic.sockdiag trace --port P --interval-ms 10 --out F`,
 started in a namespace, appends one JSON line per socket and sample (sockets whose local
-or remote port is P) until SIGTERM or SIGINT: what `paths_session` keeps as a run's
+or remote port is P) until SIGTERM or SIGINT: what `paths_run` keeps as a run's
 `cc_trace` of every sender.
 """
 
