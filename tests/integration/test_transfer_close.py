@@ -6,9 +6,11 @@ closed the socket, whatever it still had to deliver: the close timeout of an orp
 msk (net/mptcp/protocol.c, TCP_TIMEWAIT_LEN). The server used to close right after
 writing a reply into its send buffer; a 25 MB reply slowed under incast (seed 001's noisy
 network, RB) ended in ConnectionResetError at 118.7 s. Here the reply is 4 MB in a 4 MB
-send buffer over a 0.4 Mbit/s path, about 80 s of delivery: before the fix the client got
-ConnectionResetError about 60 s in, with MP_FASTCLOSE on the wire; the server now shuts
-its sending side down and holds the socket until the client closed.
+send buffer over a 0.4 Mbit/s path, about 80 s of delivery. With the server before the
+fix (`mptcp_lab.py orphan --server-script` with that revision's transfer.py) the client
+got ConnectionResetError 64.5 s in, about 3.0 MB of the 4 MB delivered; with the fix,
+which shuts the sending side down and holds the socket until the client closed, the
+4 MB arrived whole in 85.3 s (lab kernel 28e6e8418a8c5709, 7 s of wall time).
 """
 
 from __future__ import annotations
@@ -38,4 +40,3 @@ def test_a_reply_longer_than_the_orphan_timeout_is_delivered_whole(lab_kernel, t
     # outlasts the 60 s close timeout of an orphaned MPTCP socket
     assert run["seconds"] > 70, run
     assert run["ok"] and run["received"] == 4_000_000, run
-    assert run["fastclose_segments"] == 0, run
