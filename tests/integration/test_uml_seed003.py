@@ -206,35 +206,37 @@ capture: {cc_trace_ms: 10}
 """
 
 
-def test_coupled_bbr_keeps_a_bbr_flows_share_beside_bbr_flows(lab_kernel, tmp_path):
+def test_coupled_bbr_measures_its_probe_and_keeps_a_share_beside_bbr_flows(lab_kernel,
+                                                                           tmp_path):
     # Fig. 8's testbed at 20 Mbit/s: two bottlenecks of 25 ms with a one-BDP drop-tail
     # queue, two BBR downloads on each; one MPTCP connection with Coupled BBR (minRTT,
-    # MPTCP v0.94's scheduler) against one TCP BBR flow on path 1, 30 s each. The queue
-    # holds the RTT near twice the min RTT. With BBR's clock of one min RTT per phase a
-    # coupled subflow's best delivery-rate sample per cycle was 0.87-0.96 of its estimate
-    # at 100 Mbit/s, and its share eroded (patch 0020); with phases one round trip long it
-    # measures its probe whole. Then it keeps about what one BBR flow gets (the paper's
-    # fairness), and no more than two paths' worth.
+    # MPTCP v0.94's scheduler), 30 s. The queue holds the RTT near twice the min RTT.
+    # With BBR's clock of one min RTT per phase a coupled subflow's best delivery-rate
+    # sample per cycle was 0.87-0.96 of its estimate at 100 Mbit/s and its share eroded;
+    # with phases one round trip long (patch 0020) it measures its probe whole. And the
+    # connection is not starved beside the BBR flows (upstream's default scheduler, which
+    # parked megabytes on a subflow pacing at alpha_i, got a sixth of a BBR flow's rate).
+    # Not asserted: its goodput against one TCP BBR flow's in another run; BBR against
+    # BBR at this queue gave one TCP BBR flow 1.7 to 8.6 Mbit/s from run to run.
     trace = load_script("scripts/seed003_trace.py")
     config = tmp_path / "share.yaml"
     config.write_text(SHARE_PATHS)
-    runs = {}
-    for name, extra in (("coupled-bbr", []),
-                        ("bbr-tcp", ["--set", "hosts.transport=tcp", "--set", "hosts.cc=bbr"])):
-        out = tmp_path / name
-        res = uml.run_in_uml(
-            [sys.executable, "-m", "pathdiv.experiments.traffic.paths_run", "run",
-             str(config), *extra, "--out", str(out)],
-            share=tmp_path, kernel=lab_kernel, timeout_s=1500)
-        assert res.returncode == 0, res.stderr[-3000:]
-        runs[name] = json.loads(res.stdout)
-        assert runs[name]["complete"], runs[name]
+    out = tmp_path / "coupled-bbr"
+    res = uml.run_in_uml(
+        [sys.executable, "-m", "pathdiv.experiments.traffic.paths_run", "run",
+         str(config), "--out", str(out)], share=tmp_path, kernel=lab_kernel, timeout_s=1500)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = json.loads(res.stdout)
+    assert run["complete"], run
     subflows = [trace.cycles(samples, from_s=10.0) for samples in
-                trace.read(tmp_path / "coupled-bbr" / "cc_trace-pdp-h2.jsonl").values()]
-    print({n: r["goodput_mbps"] for n, r in runs.items()},
+                trace.read(out / "cc_trace-pdp-h2.jsonl").values()]
+    flows = [g for b in run["background"] for g in b["goodput_mbps"]]
+    print(run["goodput_mbps"], flows,
           [(s["cycles"], s["max_sample_over_bw_median"]) for s in subflows])
     assert len(subflows) == 2 and all(s["cc"] == "coupled-bbr" for s in subflows)
+    # round-trip phases: 1.00-1.10 per subflow in 4 runs (20 and 100 Mbit/s); BBR's
+    # clock: 0.90-0.95 for 7 of 8 subflows at 100 Mbit/s (docs/reproduction/seed003/trace)
     for s in subflows:
-        assert s["cycles"] >= 5 and s["max_sample_over_bw_median"] >= 1.0, s
-    coupled, bbr = runs["coupled-bbr"]["goodput_mbps"], runs["bbr-tcp"]["goodput_mbps"]
-    assert 0.6 * bbr < coupled < 1.6 * bbr
+        assert s["cycles"] >= 5 and s["max_sample_over_bw_median"] >= 0.98, s
+    assert len(flows) == 4
+    assert run["goodput_mbps"] > 0.3 * sum(flows) / len(flows), (run["goodput_mbps"], flows)
