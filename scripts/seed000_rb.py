@@ -36,8 +36,8 @@ from pathdiv.analysis.capture.flows import (
     split_subflows,
 )
 from pathdiv.analysis.metrics.table import load_manifest, load_transfers
-from pathdiv.topologies.conditions import topology_of
 from pathdiv.analysis.metrics.transfer import PairGeometry, _signed_offset
+from pathdiv.topologies.conditions import topology_of
 
 MPTCP_LEVELS = ("ecmp-mptcp", "ps-mptcp")
 MIN_RTO_S = 0.2  # Linux's TCP_RTO_MIN: a subflow silent this long before a resend timed out
