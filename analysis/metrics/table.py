@@ -147,11 +147,15 @@ def compute_transfer_metrics(run_dir: Path, extras: Path | None = None) -> pd.Da
     members = match_transfers(transfers, table, topo)
     index = pk.groupby("subflow").indices
     geometry: dict[tuple[str, str], PairGeometry] = {}
+    conds = resolve(topo, (manifest.get("config", {}).get("topology") or {})
+                    .get("link_overrides") or {})
     rows = []
     for tr in transfers.itertuples(index=False):
         pair = (str(tr.client), str(tr.server))
         if pair not in geometry:
-            geometry[pair] = PairGeometry.of(topo, *pair)
+            edge = topo.links_of(pair[1])[0].peer_of(pair[1]).node
+            geometry[pair] = PairGeometry.of(topo, *pair,
+                                             server_mbps=conds[(pair[1], edge)].bw_mbps)
         sfs = members.get(int(tr.transfer_id), [])
         # The client's addresses: the topology's, plus any its subflows came from.
         server_addrs = {ip_to_int(a) for a in topo.host_addresses(pair[1])}
@@ -182,11 +186,14 @@ def compute_transfer_metrics(run_dir: Path, extras: Path | None = None) -> pd.Da
 
 
 def registered_values(g: pd.DataFrame) -> dict[str, float]:
-    """A group's values of the metrics registered from user code (registry.py)."""
+    """A group's values of the registered metrics (registry.py: pathdiv's own and the
+    user's)."""
     values = {}
     for metric in METRICS.values():
         if metric.per == "transfer":
-            values[metric.name] = metric.group_value([float(v) for v in g[metric.name]])
+            # NaN where the transfers were measured without it (rows built elsewhere)
+            values[metric.name] = (metric.group_value([float(v) for v in g[metric.name]])
+                                   if metric.name in g else float("nan"))
         else:
             values[metric.name] = as_number(metric.name, metric.compute(g))
     return values

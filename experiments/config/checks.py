@@ -247,6 +247,8 @@ lab_memory.allowed = f"auto or {lab_memory_mb.allowed}"  # type: ignore[attr-def
 own_boot_kb = Between(0, MAX_SIZE_BYTES // 1000, "KB", integer=True)
 snaplen = Between(64, MAX_SNAPLEN, "bytes", integer=True)
 sample_interval = Between(0.05, 60, "s")
+cc_trace_ms = Between(0, 10_000, "ms")
+measure_s = Between(0, MAX_SECONDS, "s")
 min_backlogged = Between(0, 600, "s", low_open=True)
 bw = Between(0, MAX_BW_MBPS, "Mbit/s", low_open=True)
 delay = Between(0, MAX_DELAY_MS, "ms")

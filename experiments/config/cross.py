@@ -155,12 +155,23 @@ def threshold_problems(section: Mapping[str, Any]) -> list[str]:
 
 # ---- the topology and its links ---------------------------------------------------------
 def paths_problems(data: Mapping[str, Any]) -> list[str]:
-    """`topology.paths` against `topology.kind` and the hosts."""
+    """`topology.paths` against `topology.kind` and the hosts; the paths-only keys
+    (`workload.measure_s`, `capture.cc_trace_ms`) against the kind."""
     kind, paths = data["topology"]["kind"], data["topology"]["paths"] or []
+    measure_s = data["workload"].get("measure_s") or 0
+    trace_ms = (data.get("capture") or {}).get("cc_trace_ms") or 0
     if kind != "paths":
-        return ([f"topology.paths: {len(paths)} paths given with topology.kind: {kind}; "
-                 "paths are for kind: paths (or remove topology.paths)"] if paths else [])
+        only = [f"{key}: {value} with topology.kind: {kind}; it is for kind: paths "
+                "(allowed here: 0)" for key, value in (("workload.measure_s", measure_s),
+                                                       ("capture.cc_trace_ms", trace_ms))
+                if value]
+        return only + ([f"topology.paths: {len(paths)} paths given with topology.kind: "
+                        f"{kind}; paths are for kind: paths (or remove topology.paths)"]
+                       if paths else [])
     problems = []
+    if measure_s > data["workload"]["timeout_s"]:
+        problems.append(f"workload.measure_s: {measure_s} is longer than workload.timeout_s "
+                        f"({data['workload']['timeout_s']}); allowed: measure_s <= timeout_s")
     if not paths:
         problems.append("topology.paths: missing; kind: paths needs 1..8 bottlenecks, e.g. "
                         "paths: [{bw_mbps: 100, delay_ms: 25}, {bw_mbps: 100, delay_ms: 25}]")

@@ -207,6 +207,14 @@ SCHEMA = Section(
                                       "subflows whose path shares a fabric link with an "
                                       "earlier one are not opened",
                                       choices=("hashed", "disjoint", "eliminate")),
+                "join_before_data": Leaf(bool, False, "MPTCP: a server sends a "
+                                         "response's first byte only once all of the "
+                                         "connection's subflows joined (at most 1 s), so "
+                                         "they start together on empty queues (the "
+                                         "counterfactual of seed 004's extra subflow "
+                                         "elimination); false: they join while the first "
+                                         "subflow already sends, as Linux's path managers "
+                                         "open them once the connection is established"),
                 "reordering": Leaf(str, "default", "how hosts' TCP tolerates reordering: "
                                    "default = the kernel's settings; tuned = a higher "
                                    "initial and maximum reordering degree and RACK without "
@@ -300,6 +308,11 @@ SCHEMA = Section(
                                  check=allowed.requests),
                 "timeout_s": Leaf((int, float), 120, "a transfer not done by then fails",
                                   check=allowed.seconds),
+                "measure_s": Leaf((int, float), 0, "topology.kind: paths only: the measured "
+                                  "fetch reads for this many seconds and stops, a "
+                                  "long-running flow (its flow type's size caps it); "
+                                  "goodput is what it read over that time. 0: fetch the "
+                                  "flow type's size", check=allowed.measure_s),
                 "server_port": Leaf(int, 8080, "TCP port of the transfer server on every "
                                     "host", check=allowed.port),
                 "load": Leaf((int, float), 0.5, "poisson: offered load per host as a "
@@ -391,6 +404,12 @@ SCHEMA = Section(
                               "fabric's links and are left empty); a third of a fat "
                               "tree's captures, for the largest ones (the manifest's "
                               "capture.start says which)", choices=("all", "access")),
+                "cc_trace_ms": Leaf((int, float), 0, "topology.kind: paths only: every "
+                                    "this many ms (of the run's clock) each sender's TCP "
+                                    "sockets' congestion-control state (cwnd, pacing "
+                                    "rate, BBR's bandwidth estimate, min RTT and gains) "
+                                    "is sampled into cc_trace.jsonl beside the captures; "
+                                    "0: off", check=allowed.cc_trace_ms),
                 "tool": Leaf(str, "auto", "the capturing program: linkcap (pathdiv's own, "
                              "one process for every link; built with the C compiler on "
                              "first use), tcpdump (one process per link), or auto: "

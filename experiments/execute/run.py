@@ -138,7 +138,9 @@ def get_network(ctx: RunContext) -> None:
     manifest["dataplane"] = {"selected": reason}
     workload = cfg.data["workload"]
     traffic = Traffic(run.flow_type, cfg.flow_sizes()[run.flow_type], cfg.transport,
-                      int(workload["server_port"]), float(workload["timeout_s"]))
+                      int(workload["server_port"]), float(workload["timeout_s"]),
+                      join_first=cfg.subflows if cfg.data["hosts"]["join_before_data"]
+                      else 0)
     net, manifest["network"] = ctx.keeper.acquire(cfg, cls, ctx.run_dir / "network")
     ctx.net = net
     reused = bool(manifest["network"]["reused"])

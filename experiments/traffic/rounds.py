@@ -95,6 +95,7 @@ class Traffic:
     seed: int = 0  # draws the placement's ports and path offsets
     start_ns: int | None = None  # virtual clock: the first round's instant (clockgrid.py)
     fifo: bool = False  # servers and fetches under SCHED_FIFO (`at_instant`)
+    join_first: int = 0  # MPTCP: subflows that join before data (hosts.join_before_data)
 
 
 def with_placement(traffic: Traffic, subflow_paths: str, subflows: int, net: Network,
@@ -143,6 +144,8 @@ def fetch_argv(rows: list[TransferRow], traffic: Traffic,
         argv += ["--start-ns", str(start_ns), *(["--fifo"] if traffic.fifo else [])]
     if traffic.transport != "mptcp":
         return argv
+    if traffic.join_first > 1:
+        argv += ["--join-first", str(traffic.join_first)]
     if rows and traffic.placement is not None:
         argv += place_argv(traffic.placement, rows[0].client,
                            [(r.server_addr, r.server_port) for r in rows],
