@@ -15,7 +15,7 @@ from typing import Any
 
 from pathdiv.experiments.config.switching import MODES, SPRAYS, mode_help, mode_params
 from pathdiv.experiments.config.workloads import PATTERNS, pattern_help
-from pathdiv.kernels.abilities import KNOWN_CCS, LAB_SCHEDULERS
+from pathdiv.kernels.abilities import JUGGLER_MAX_FLOWS, KNOWN_CCS, LAB_SCHEDULERS
 from pathdiv.topologies.paths import MAX_BACKGROUND_FLOWS, MAX_PATHS
 
 Check = Callable[[Any], str | None]  # returns "what is allowed" when the value is bad
@@ -185,6 +185,21 @@ def _reorder_hold(value: Any) -> str | None:
 
 
 _reorder_hold.allowed = "1..1000000 µs"  # type: ignore[attr-defined]
+
+
+def _juggler_timeout(value: Any) -> str | None:
+    return None if 0 <= value <= 1_000_000 else "an integer from 0 to 1000000 (µs)"
+
+
+_juggler_timeout.allowed = "0..1000000 µs"  # type: ignore[attr-defined]
+
+
+def _juggler_flows(value: Any) -> str | None:
+    ok = 1 <= value <= JUGGLER_MAX_FLOWS
+    return None if ok else f"an integer from 1 to {JUGGLER_MAX_FLOWS} (flows)"
+
+
+_juggler_flows.allowed = f"1..{JUGGLER_MAX_FLOWS} flows"  # type: ignore[attr-defined]
 
 
 ECN_THRESHOLD_MAX = 1000  # packets; deeper than any queue a k=4 lab link is given
@@ -445,8 +460,12 @@ SCHEMA = Section(
                                    "tcp_max_reordering, tcp_recovery, per namespace); gro "
                                    "= the lab kernel's reorder hold: a receiver holds the "
                                    "SACKs of out-of-order segments for up to "
-                                   "hosts.reorder_hold_us (Juggler's idea)",
-                                   choices=("default", "tuned", "gro")),
+                                   "hosts.reorder_hold_us (no packet is moved); juggler = "
+                                   "the lab kernel's Juggler (Geng et al., EuroSys 2016): "
+                                   "the host's interface receives through GRO, which puts "
+                                   "each flow's segments back in order before TCP "
+                                   "(hosts.juggler_*)",
+                                   choices=("default", "tuned", "gro", "juggler")),
                 "mptcp_d_alpha": Leaf((int, float), 1.3, "hosts.cc mptcp-d: an RTT sample "
                                       "above alpha x the subflow's lowest RTT is a "
                                       "significant change, which triggers link-sharing "
@@ -461,6 +480,24 @@ SCHEMA = Section(
                                         "(hosts.reordering: gro): at least the delay "
                                         "spread of the paths a flow is sprayed over",
                                         check=_reorder_hold),
+                "juggler_ooo_timeout_us": Leaf(int, 1000, "hosts.reordering: juggler: how "
+                                               "long a segment beyond a hole waits for the "
+                                               "missing data before the hole is taken as "
+                                               "lost, in µs (net.core.juggler_ooo_timeout_"
+                                               "us): at least the delay spread of the paths "
+                                               "a flow is sprayed over",
+                                               check=_juggler_timeout),
+                "juggler_inseq_timeout_us": Leaf(int, 0, "hosts.reordering: juggler: how "
+                                                 "long in-order segments wait to go up in "
+                                                 "larger batches, in µs (net.core.juggler_"
+                                                 "inseq_timeout_us; 0: at the end of the "
+                                                 "receive poll that brought them, as with "
+                                                 "plain GRO)", check=_juggler_timeout),
+                "juggler_flows": Leaf(int, 8, "hosts.reordering: juggler: flows whose order "
+                                      "each receive queue keeps (net.core.juggler_flows); a "
+                                      "new flow evicts the least recently used (8: GRO's "
+                                      "own bound, as Juggler's authors kept it)",
+                                      check=_juggler_flows),
             }
         ),
         "energy": Section(

@@ -30,7 +30,7 @@ from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError, parse_
 from pathdiv.experiments.fabric.conditions import node_commands, program_queues
 from pathdiv.experiments.fabric.cpuacct import HostCgroups
 from pathdiv.experiments.fabric.environment import allow_cc, restore_allowed_cc, virtual_clock
-from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
+from pathdiv.experiments.fabric.hostsetup import host_commands, receive_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
 from pathdiv.experiments.fabric.linkcap import (
     LinkcapError,
@@ -143,12 +143,11 @@ class Network(StartStop):
             for name in self.topo.hosts:
                 self.host_cpu.attach(name, self.net[name].pid)
         self._add_links()
-        spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler,
-                        self.cfg.subflow_paths, self.cfg.reordering,
-                        self.cfg.reorder_hold_us, ecn=self.cfg.ecn_threshold_pkts is not None)
+        spec = host_spec(self.cfg)
         self.run_scripts("setup", {
             name: (host_commands(self.topo, name, spec) if name in self.topo.hosts else [])
             + self._link_commands(name)
+            + (receive_commands(self.topo, name, spec) if name in self.topo.hosts else [])
             for name in self.topo.nodes
         })
         self.dp.start(self.net, self.cfg.mode, self.cfg.spray)

@@ -84,7 +84,7 @@ class Receiver:
         if not self.started:
             self.drv.ask(f"start {self.flow} {self.seq(k)} {t_us * US}")
             self.started = True
-        seq_next, held, _ = self.state()
+        _, held, _ = self.state()
         if held >= MAX_HELD:  # juggler_full(): everything goes up first
             self.flush_all(t_us)
         pkt = k if pkt is None else pkt
