@@ -19,7 +19,8 @@ from tests.support.reorder_captures import (
     summary,
 )
 
-SERVER, CLIENT, PORT, CPORT, ISN, MSS = b"\x0a\x00\x00\x01", b"\x0a\x00\x00\x02", 5201, 40000, 1000, 100
+SERVER, CLIENT = b"\x0a\x00\x00\x01", b"\x0a\x00\x00\x02"
+PORT, CPORT, ISN, MSS = 5201, 40000, 1000, 100
 
 
 def dss(dsn: int, ssn: int, dlen: int) -> bytes:
