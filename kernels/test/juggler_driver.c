@@ -10,6 +10,7 @@
  *   due F NOW                          -> COUNT DEADLINE
  *   pop F NOW                          -> PKT HELD_NS
  *   state F                            -> SEQ_NEXT HELD SYNCED
+ *   skips F                            -> 1 when the next pop gives up a hole
  *   slot N KEY NOW IDLE_NS             -> INDEX KIND (among slots 0..N-1)
  *   max                                -> JUGGLER_MAX_HELD JUGGLER_MAX_FLOWS
  */
@@ -74,6 +75,8 @@ int main(void)
 
 			printf("%llu %llu\n", (unsigned long long)(uintptr_t)pkt,
 			       (unsigned long long)held_ns);
+		} else if (n == 1 && !strcmp(cmd, "skips") && f) {
+			printf("%d\n", juggler_skips_hole(f));
 		} else if (n == 1 && !strcmp(cmd, "state") && f) {
 			printf("%u %u %u\n", f->seq_next, f->held, f->synced);
 		} else if (n == 4 && !strcmp(cmd, "slot") &&

@@ -106,8 +106,8 @@ def captures(out: Path | None) -> Iterator[dict[str, Path]]:
     for (ns, dev), path in zip(((lab.NS_SERVER, lab.DEV_SERVER), (lab.NS_CLIENT, lab.DEV_CLIENT)),
                                files.values(), strict=True):
         procs.append(subprocess.Popen(
-            ["ip", "netns", "exec", ns, "tcpdump", "-i", dev, "-s", "128", "-B", "16384", "-w",
-             str(path), "tcp", "port", str(lab.PORT)],
+            ["ip", "netns", "exec", ns, "tcpdump", "-i", dev, "-s", "128", "-B", "16384",
+             "--immediate-mode", "-w", str(path), "tcp", "port", str(lab.PORT)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     deadline = time.monotonic() + 20
     while not all(p.exists() for p in files.values()) and time.monotonic() < deadline:
@@ -115,10 +115,14 @@ def captures(out: Path | None) -> Iterator[dict[str, Path]]:
     try:
         yield files
     finally:
-        time.sleep(0.5)  # let tcpdump drain what the kernel queued
+        time.sleep(1.0)  # let tcpdump drain what the kernel queued
+        dropped = []
         for proc in procs:
             proc.terminate()
-            proc.communicate(timeout=30)
+            dropped += [line for line in proc.communicate(timeout=30)[1].splitlines()
+                        if "dropped by kernel" in line and not line.startswith("0 ")]
+        if dropped:
+            raise RuntimeError(f"the captures lost packets: {dropped}")
         out.mkdir(parents=True, exist_ok=True)
         for path in files.values():
             if path.exists():

@@ -200,10 +200,13 @@ def test_a_timed_out_hole_releases_only_up_to_the_next_hole(drv):
     rx.arrive(2, 100)  # 1 is lost
     rx.arrive(3, 200)
     rx.arrive(5, 550)  # 4 is only late: it comes at 700 µs
+    assert drv.ask("skips 0") == "1"  # the next hand-over gives up the hole at 1
     rx.settle(600)     # 2 waited 500 µs: 1 is given up, 2 and 3 go up, 5 waits for 4
+    assert drv.ask("skips 0") == "1"  # 5 lies beyond the next hole, at 4 ...
+    assert rx.settle(650) == 1050     # ... which has time until 1050 µs
     assert rx.order() == [0, 2, 3]
-    assert rx.settle(650) == 1050
     rx.arrive(4, 700)
+    assert drv.ask("skips 0") == "0"
     assert rx.order() == [0, 2, 3, 4, 5]
 
 
