@@ -25,10 +25,12 @@ from pathdiv.experiments.classroom.views import (
     link_traffic,
     traffic_bytes,
 )
-from pathdiv.experiments.config.schema import parse_size
+from pathdiv.experiments.config.checks import parse_size
 from pathdiv.experiments.config.switching import SPRAYS
 from pathdiv.experiments.dataplane.base import MODES, DataPlaneError, PortCounters
-from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
+from pathdiv.experiments.network.network import Network
+from pathdiv.experiments.running import NetworkError
 
 FLOW_PORT = PORT  # the server `pathdiv probe` uses; _fetch targets it
 
@@ -68,9 +70,9 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         self.net = net
         self.mark = snapshot(net)
         self.last_flow: tuple[str, str, list[LinkTraffic]] | None = None
-        setLogLevel("output")  # the lab builds quietly; node commands must print here
+        setLogLevel("output")  # the network builds quietly; node commands must print here
         lg.propagate = False  # Mininet prints node output itself (stderr); not twice
-        super().__init__(net.net, **kwargs)
+        super().__init__(net.mininet, **kwargs)
 
     # ---- helpers -------------------------------------------------------------
     def _host(self, name: str) -> str:
@@ -135,7 +137,7 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         self._guard(self._mode, line)
 
     def _mode(self, args: list[str]) -> None:
-        dp = self.net.dp
+        dp = self.net.plane
         if args:
             mode = args[0]
             spray = args[1] if len(args) > 1 else dp.spray
@@ -168,7 +170,7 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         if transport not in ("tcp", "mptcp"):
             raise ShellCommandError(f"bad transport {transport!r}; expected tcp or mptcp")
         if transport == "mptcp" and net_transport != "mptcp":
-            raise ShellCommandError("this lab's hosts run TCP only (hosts.transport: tcp); "
+            raise ShellCommandError("this network's hosts run TCP only (hosts.transport: tcp); "
                                   "restart with --set hosts.transport=mptcp")
         result, traffic = run_flow(self.net, src, dst, size, transport == "mptcp")
         self.last_flow = (src, dst, traffic)

@@ -14,9 +14,9 @@ check pings every pair): NODE_SHARE is fitted to k = 4 and 6 (docs/benchmarks.md
 "Bigger fat trees"). The traffic part depends on the clock. On the real clock (this
 machine's kernel, or the lab kernel with lab.clock: real) traffic takes its simulated
 time: the rounds' busiest-client bytes over the slowest link rate times the fraction a
-transfer reaches (`expected_traffic_s`). On the lab kernel's virtual clock CPU work takes
-no guest time and the wall time follows the packets, whatever the link rate: it costs
-per MB of payload moved (`Work.payload_mb`).
+transfer reaches (`Work.sim_s`, `Rate.rate_fraction`). On the lab kernel's virtual clock
+CPU work takes no guest time and the wall time follows the packets, whatever the link
+rate: it costs per MB of payload moved (`Work.payload_mb`).
 
 `DEFAULT_RATES` are documented figures of the 2-core reference VM (docs/benchmarks.md,
 "Run time estimates"). `calibrate` fits, per kernel x clock x data plane, two scales
@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.lanes import boots
 from pathdiv.experiments.plan.runs import Run
@@ -147,7 +148,7 @@ def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
     size = cfg.flow_sizes()[flow_type]
     bps = bottleneck_mbps(cfg) * 1e6
     timeout = float(w["timeout_s"])
-    if w["pattern"] == "poisson":  # the arrival window at the offered load, then a drain
+    if open_loop(w["pattern"]):  # the arrival window at the offered load, then a drain
         seconds = float(w["duration_s"])
         mb = float(w.get("load", 0.5)) * bps * seconds * len(topo.hosts) / 8 / 1e6
         return Work(nodes, 1, mb, seconds + min(timeout, 2.0), len(topo.hosts))
@@ -361,14 +362,6 @@ class Estimator:
 
 
 DEFAULT_ESTIMATOR = Estimator()
-
-
-def expected_traffic_s(cfg: Config, flow_type: str, seed: int) -> float:
-    """Seconds of simulated traffic of one run at the fraction of the link rate a
-    transfer reaches, plus the rounds' start-up (the real clock's traffic time)."""
-    work = run_work(cfg, flow_type, seed)
-    rate = rate_of(("host" if cfg.host_kernel == "host" else "lab", "real", "kernel"))
-    return work.sim_s / rate.rate_fraction + rate.per_round_s * work.rounds
 
 
 def expected_run_s(run: Run, plane: str | None = None) -> float:

@@ -54,7 +54,7 @@ def test_a_dirty_run_is_cleaned_or_its_network_rebuilt(root_fabric, tmp_path):
         assert net2 is net and info["reused"], info
         assert "qdisc" in info["found"][host]  # set again; the process was killed first
         assert any("sleep" in p for p in info["killed"][host])
-        assert net.check() == {}  # verified clean after the reset
+        assert keeper.reuse.check() == {}  # verified clean after the reset
         assert net.cmd(host, ["ip", "mptcp", "endpoint", "show"]).strip() == ""
         assert "limit 100" in net.cmd(host, ["tc", "qdisc", "show", "dev", intf])
 
@@ -66,7 +66,7 @@ def test_a_dirty_run_is_cleaned_or_its_network_rebuilt(root_fabric, tmp_path):
         net3, info = keeper.acquire(config(), NftablesDataPlane, tmp_path / "r3")
         assert net3 is not net and not info["reused"]
         assert "192.0.2.0/24" in info["built_because"] and switch in info["built_because"]
-        assert net3.check() == {}
+        assert keeper.reuse.check() == {}
     finally:
         keeper.close()
     left = subprocess.run(["pgrep", "-f", "^sleep 600$"], capture_output=True, text=True)
