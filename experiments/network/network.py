@@ -35,6 +35,7 @@ from pathdiv.experiments.fabric.environment import (
 )
 from pathdiv.experiments.fabric.hostsetup import host_commands, receive_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
+from pathdiv.experiments.fabric.netstate import host_spec
 from pathdiv.experiments.fabric.nodeprocs import few_descriptors, terminate
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
 from pathdiv.experiments.fabric.reach import ping_pairs
