@@ -10,6 +10,8 @@ import re
 from importlib import resources
 from typing import Any
 
+from pathdiv.kernels.abilities import JUGGLER_MAX_FLOWS
+
 SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
 SIZE_UNITS = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9}
 SIZE_UNITS |= {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
@@ -140,6 +142,21 @@ def reorder_hold(value: Any) -> str | None:
 
 
 reorder_hold.allowed = "1..1000000 µs"  # type: ignore[attr-defined]
+
+
+def juggler_timeout(value: Any) -> str | None:
+    return None if 0 <= value <= 1_000_000 else "an integer from 0 to 1000000 (µs)"
+
+
+juggler_timeout.allowed = "0..1000000 µs"  # type: ignore[attr-defined]
+
+
+def juggler_flows(value: Any) -> str | None:
+    ok = 1 <= value <= JUGGLER_MAX_FLOWS
+    return None if ok else f"an integer from 1 to {JUGGLER_MAX_FLOWS} (flows)"
+
+
+juggler_flows.allowed = f"1..{JUGGLER_MAX_FLOWS} flows"  # type: ignore[attr-defined]
 
 
 ECN_THRESHOLD_MAX = 1000  # packets; deeper than any queue a k=4 lab link is given

@@ -340,6 +340,14 @@ class Config:
         return int(self.data["hosts"]["reorder_hold_us"])
 
     @property
+    def juggler(self) -> tuple[int, int, int]:
+        """(in-sequence timeout µs, out-of-order timeout µs, flows) of hosts.reordering:
+        juggler."""
+        hosts = self.data["hosts"]
+        return (int(hosts["juggler_inseq_timeout_us"]), int(hosts["juggler_ooo_timeout_us"]),
+                int(hosts["juggler_flows"]))
+
+    @property
     def subflow_paths(self) -> str:
         return str(self.data["hosts"]["subflow_paths"])
 

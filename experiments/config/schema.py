@@ -222,8 +222,12 @@ SCHEMA = Section(
                                    "tcp_max_reordering, tcp_recovery, per namespace); gro "
                                    "= the lab kernel's reorder hold: a receiver holds the "
                                    "SACKs of out-of-order segments for up to "
-                                   "hosts.reorder_hold_us (Juggler's idea)",
-                                   choices=("default", "tuned", "gro")),
+                                   "hosts.reorder_hold_us (no packet is moved); juggler = "
+                                   "the lab kernel's Juggler (Geng et al., EuroSys 2016): "
+                                   "the host's interface receives through GRO, which puts "
+                                   "each flow's segments back in order before TCP "
+                                   "(hosts.juggler_*)",
+                                   choices=("default", "tuned", "gro", "juggler")),
                 "mptcp_d_alpha": Leaf((int, float), 1.3, "hosts.cc mptcp-d: an RTT sample "
                                       "above alpha x the subflow's lowest RTT is a "
                                       "significant change, which triggers link-sharing "
@@ -238,6 +242,24 @@ SCHEMA = Section(
                                         "(hosts.reordering: gro): at least the delay "
                                         "spread of the paths a flow is sprayed over",
                                         check=allowed.reorder_hold),
+                "juggler_ooo_timeout_us": Leaf(int, 1000, "hosts.reordering: juggler: how "
+                                               "long a segment beyond a hole waits for the "
+                                               "missing data before the hole is taken as "
+                                               "lost, in µs (net.core.juggler_ooo_timeout_"
+                                               "us): at least the delay spread of the paths "
+                                               "a flow is sprayed over",
+                                               check=allowed.juggler_timeout),
+                "juggler_inseq_timeout_us": Leaf(int, 0, "hosts.reordering: juggler: how "
+                                                 "long in-order segments wait to go up in "
+                                                 "larger batches, in µs (net.core.juggler_"
+                                                 "inseq_timeout_us; 0: at the end of the "
+                                                 "receive poll that brought them, as with "
+                                                 "plain GRO)", check=allowed.juggler_timeout),
+                "juggler_flows": Leaf(int, 8, "hosts.reordering: juggler: flows whose order "
+                                      "each receive queue keeps (net.core.juggler_flows); a "
+                                      "new flow evicts the least recently used (8: GRO's "
+                                      "own bound, as Juggler's authors kept it)",
+                                      check=allowed.juggler_flows),
             }
         ),
         "energy": Section(

@@ -141,6 +141,7 @@ def this_kernel() -> KernelAbilities:
         mptcp=Path("/proc/sys/net/mptcp").exists(),
         netem=netem_available(),
         reorder_hold=Path("/proc/sys/net/ipv4/tcp_reorder_hold_us").exists(),
+        juggler=Path("/proc/sys/net/core/juggler").exists(),
         red=red_available(),
     )
 
@@ -164,6 +165,10 @@ def config_problems(cfg: Config, kernel: KernelAbilities) -> list[str]:
         problems.append(f"hosts.reordering: 'gro' needs the reorder hold, which {kernel.name} "
                         "lacks" + (lab if cfg.host_kernel == "host" else
                                    "; rebuild it with `make kernel`"))
+    if cfg.reordering == "juggler" and not kernel.juggler:
+        problems.append(f"hosts.reordering: 'juggler' needs Juggler in GRO (net.core.juggler), "
+                        f"which {kernel.name} lacks" + (lab if cfg.host_kernel == "host" else
+                                                        "; rebuild it with `make kernel`"))
     keys = netem_keys(cfg.data)
     if keys and not kernel.netem:
         problems.append(f"{', '.join(keys)}: delay and jitter need netem, which {kernel.name} "

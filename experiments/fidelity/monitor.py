@@ -25,7 +25,11 @@ per link.
 - the subflow windows mptcp-d's extra subflow elimination closed (MPTcpExt
   MptcpDClosed in each host's `/proc/<pid>/net/netstat`, lab kernel patch 0015; absent
   elsewhere) and each host's CPU time (`fabric/cpuacct.py`: a cgroup per host), at
-  start and stop.
+  start and stop;
+- the reordering each host's TCP saw and what Juggler did about it (`REORDER_COUNTERS`
+  of TcpExt: segments queued out of order, reordering a sender detected, DSACKs of
+  spurious retransmissions; Juggler's counters where the kernel has them, lab kernel
+  patch 0016), at start and stop.
 
 An egress is judged only over what it surely had to send: the bytes its queue held at
 one sample, up to what its rate sends by the next (`EgressTrack`); what it sent of them,
@@ -61,7 +65,12 @@ from pathdiv.experiments.fabric.rtnl import (
     attributes,
     messages,
 )
-from pathdiv.experiments.fidelity.verdict import CoreShare, LinkShare, Samples
+from pathdiv.experiments.fidelity.verdict import (
+    REORDER_COUNTERS,
+    CoreShare,
+    LinkShare,
+    Samples,
+)
 from pathdiv.experiments.manifest import parse_netstat
 
 log = logging.getLogger("pathdiv")
@@ -379,6 +388,8 @@ class Monitor:
         self._rto1: dict[str, int] = {}
         self._closed0: dict[str, int] = {}
         self._closed1: dict[str, int] = {}
+        self._reorder0: dict[str, dict[str, int]] = {}
+        self._reorder1: dict[str, dict[str, int]] = {}
         self._hostcpu: tuple[dict[str, int] | None, dict[str, int] | None] = (None, None)
         self._softnet = (0, 0)
         self._psi: tuple[int | None, int | None] = (None, None)
@@ -403,6 +414,14 @@ class Monitor:
             mptcp = parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/netstat"), "MPTcpExt")
             if "MptcpDClosed" in mptcp:
                 out[h] = mptcp["MptcpDClosed"]
+        return out
+
+    def _reordering(self) -> dict[str, dict[str, int]]:
+        """Per host, the REORDER_COUNTERS its kernel has."""
+        out = {}
+        for h in self.hosts:
+            tcp = parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/netstat"))
+            out[h] = {name: tcp[c] for name, c in REORDER_COUNTERS.items() if c in tcp}
         return out
 
     def _retrans(self) -> dict[str, int]:
@@ -452,6 +471,7 @@ class Monitor:
         self._cpu0 = parse_proc_stat(read_text("/proc/stat"))
         self._rto0 = self._rtos()
         self._closed0 = self._closed()
+        self._reorder0 = self._reordering()
         self._hostcpu = (self._host_cpu(), None)
         self._retrans0 = self._retrans()
         if self.switches:
@@ -474,6 +494,7 @@ class Monitor:
         self._cpu1 = parse_proc_stat(read_text("/proc/stat"))
         self._rto1 = self._rtos()
         self._closed1 = self._closed()
+        self._reorder1 = self._reordering()
         self._hostcpu = (self._hostcpu[0], self._host_cpu())
         self._retrans1 = self._retrans()
         if self.switches:
@@ -508,6 +529,8 @@ class Monitor:
         lost = switch_losses(self._rx[0], self._rx[-1], self.tracks) \
             if len(self._rx) >= 2 else {}
         closed = {h: self._closed1[h] - self._closed0.get(h, 0) for h in self._closed1}
+        reordering = {h: {k: v - self._reorder0.get(h, {}).get(k, 0) for k, v in counts.items()}
+                      for h, counts in self._reorder1.items()}
         return Samples(self._duration, core_shares(self._cpu0, self._cpu1), links,
                        {h: n for h, n in rtos.items() if n > 0},
                        max(0, self._softnet[1] - self._softnet[0]), waited,
@@ -517,7 +540,10 @@ class Monitor:
                        retrans={h: n for h, n in retrans.items() if n > 0},
                        switch_cpu_s={s: round(v, 3) for s, v in switch_cpu.items()},
                        switch_lost=lost,
-                       capture_cpu_s=None if capture_cpu is None else round(capture_cpu, 3))
+                       capture_cpu_s=None if capture_cpu is None else round(capture_cpu, 3),
+                       reordering={h: {k: v for k, v in c.items() if v}
+                                   for h, c in reordering.items() if any(c.values())},
+                       reorder_counters=sorted({k for c in self._reorder1.values() for k in c}))
 
     def cost(self) -> dict[str, Any]:
         return {"method": self.method, "interval_s": self.interval_s,

@@ -56,6 +56,7 @@ def build_record(samples: Samples, monitor: Monitor | None, section: dict[str, A
                   for lk in samples.links],
         "rtos": samples.rtos,
         "windows_closed": samples.windows_closed,
+        "reordering": samples.reordering,
         "host_cpu_s": None if samples.host_cpu_s is None
         else {h: round(v, 4) for h, v in samples.host_cpu_s.items()},
         "retrans": samples.retrans,

@@ -33,8 +33,9 @@ from pathdiv.experiments.fabric.environment import (
     restore_allowed_cc,
     set_mptcp_d_parameters,
 )
-from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
+from pathdiv.experiments.fabric.hostsetup import host_commands, receive_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
+from pathdiv.experiments.fabric.netstate import host_spec
 from pathdiv.experiments.fabric.nodeprocs import few_descriptors, terminate
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
 from pathdiv.experiments.fabric.reach import ReachReport, check_reach
@@ -96,12 +97,11 @@ class Network(StartStop):
             for name in self.topo.hosts:
                 self.host_cpu.attach(name, self.node(name).pid)
         self._add_links(mininet)
-        spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler,
-                        self.cfg.subflow_paths, self.cfg.reordering,
-                        self.cfg.reorder_hold_us, ecn=self.cfg.ecn_threshold_pkts is not None)
+        spec = host_spec(self.cfg)
         self.run_scripts("setup", {
             name: (host_commands(self.topo, name, spec) if name in self.topo.hosts else [])
             + self.link_commands(name)
+            + (receive_commands(self.topo, name, spec) if name in self.topo.hosts else [])
             for name in self.topo.nodes
         })
         self.plane.start(mininet, self.cfg.mode, self.cfg.spray)

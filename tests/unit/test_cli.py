@@ -55,8 +55,10 @@ def test_keys_documents_every_key(capsys):
     assert main(["keys"]) == 0
     out = capsys.readouterr().out
     for key in ("topology.links.core.bw_mbps", "switching.spray", "hosts.subflows",
-                "workload.flow_types.<name>", "analysis.dvs"):
+                "workload.flow_types.<name>", "analysis.dvs", "hosts.juggler_ooo_timeout_us",
+                "hosts.juggler_inseq_timeout_us", "hosts.juggler_flows"):
         assert key in out
+    assert "[default | tuned | gro | juggler]" in out  # hosts.reordering's levels
 
 
 def test_analyze_stats_only_needs_metrics(tmp_path, capsys):
