@@ -29,12 +29,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import pwd
 import shlex
 import shutil
 import signal
 import site
-import stat
 import subprocess
 import sys
 import termios
@@ -58,7 +56,15 @@ from pathdiv.kernels.processes import (
     restore_handlers,
     stop_on_signals,
 )
-from pathdiv.kernels.uml_jail import bound_folders, inside
+from pathdiv.kernels.uml_console import ConsoleLog, relay_input, relay_output
+from pathdiv.kernels.uml_guest import (
+    GUEST_TMPFS,
+    GUEST_UID,
+    guest_id,
+    guest_reach,
+    hand_over,
+    hidden_by_tmpfs,
+)
 
 KERNELS_DIR = Path(__file__).resolve().parent
 REPO_DIR = KERNELS_DIR.parent
@@ -69,22 +75,11 @@ CLOCKS = ("virtual", "real")
 # leaves room for socket buffers and page cache. The host pays only for pages touched.
 MEMORY_MB = 1536
 JAIL = KERNELS_DIR / "uml_jail.py"
-# The unprivileged user and group UML runs as: an id no account should use (pathdiv
-# refuses one that names an account other than GUEST_NAME). It owns the share while the
-# guest runs; everything else on the host it may only read where every user may.
-GUEST_ID_ENV = "PATHDIV_GUEST_UID"
-GUEST_UID = 64_999
-GUEST_NAME = "pathdiv-guest"
 # What the host reads of what the guest wrote (guest root writes the control folder):
 # each file opened without following a link, a regular file, at most this much.
 RC_BYTES = 64
 RELEASE_BYTES = 256
 OUTPUT_BYTES = 1 << 20  # stdout, stderr: the last MB is kept
-# UML's console (its stdout): at most this much goes into console.log, no line longer
-# than CONSOLE_LINE_BYTES (an endless line from the guest is cut, the rest dropped)
-CONSOLE_BYTES = 16 << 20
-CONSOLE_LINE_BYTES = 4096
-CONSOLE_TAIL_BYTES = 1500
 
 Log = Callable[[str], None]
 
@@ -149,105 +144,6 @@ def pinned(command: list[str], cpu: int | None) -> list[str]:
     if cpu is None or shutil.which("taskset") is None:
         return command
     return ["taskset", "--cpu-list", str(cpu), *command]
-
-
-def guest_id(environ: Mapping[str, str] | None = None) -> int:
-    """The uid (and gid) UML runs as: PATHDIV_GUEST_UID, else GUEST_UID. Refused when it
-    is root's or names an account other than GUEST_NAME (its files would be the guest's)."""
-    text = (os.environ if environ is None else environ).get(GUEST_ID_ENV, str(GUEST_UID))
-    try:
-        uid = int(text)
-    except ValueError:
-        raise LabKernelError(f"{GUEST_ID_ENV}={text!r}: expected a number") from None
-    if not 0 < uid < 2**31:
-        raise LabKernelError(f"{GUEST_ID_ENV}={uid}: expected 1 to {2**31 - 1}, never root's 0")
-    try:
-        name = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return uid
-    if name != GUEST_NAME:
-        raise LabKernelError(
-            f"uid {uid}, which the lab kernel runs as, is the account {name!r}: the guest "
-            f"would own its files. Set {GUEST_ID_ENV} to an unused id (or name the account "
-            f"{GUEST_NAME})")
-    return uid
-
-
-def enters(info: os.stat_result, uid: int, gid: int) -> bool:
-    """Whether ``uid``:``gid`` (no other groups) may search the folder ``info`` describes."""
-    if info.st_uid == uid:
-        return bool(info.st_mode & stat.S_IXUSR)
-    if info.st_gid == gid:
-        return bool(info.st_mode & stat.S_IXGRP)
-    return bool(info.st_mode & stat.S_IXOTH)
-
-
-def guest_reach(needed: Sequence[Path], share: Path, uid: int, gid: int,
-                lookup: Callable[[Path], os.stat_result] = os.stat,
-                ) -> tuple[list[str], list[str]]:
-    """(cover, blocked): how the jail lets ``uid``:``gid`` reach the folders ``needed``
-    (physical paths: the checkout, its Python, the share) and what it still cannot enter.
-
-    ``cover``: for each needed folder with a folder on the way that uid cannot enter
-    (a 0700 /root), the topmost such folder; the jail hides it under an empty tmpfs
-    holding only the way down to the needed folders, which it binds there
-    (kernels/uml_jail.py), so nothing else of that folder is reachable. ``blocked``:
-    folders the guest still could not enter after that: a needed folder itself (but the
-    share, which becomes uid's), or one between a bound folder and a needed one inside
-    it (each once, for the message).
-    """
-    def enterable(folder: Path) -> bool:
-        try:
-            return enters(lookup(folder), uid, gid)
-        except OSError:
-            return True  # missing: the guest's own error says so
-
-    cover: list[str] = []
-    for path in needed:
-        for folder in reversed(path.parents):
-            if folder != Path("/") and not enterable(folder):
-                if not any(inside(str(folder), c) for c in cover):
-                    cover.append(str(folder))
-                break
-    bound = [b for b in bound_folders(str(share), [str(p) for p in needed], cover)
-             if any(inside(b, c) for c in cover)]
-    blocked: list[str] = []
-    for path in needed:
-        for folder in [*reversed(path.parents), path]:
-            name = str(folder)
-            # a folder of a cover's empty tmpfs (root's, 0755) is entered by every user
-            virtual = any(inside(name, c) for c in cover) and \
-                not any(inside(name, b) for b in bound)
-            # the share itself is handed to uid before the boot
-            if folder not in (Path("/"), share) and not virtual and \
-                    not enterable(folder) and name not in blocked:
-                blocked.append(name)
-    return cover, blocked
-
-
-def hand_over(share: Path, uid: int, gid: int) -> None:
-    """Give the share (and what it holds) to the guest's user: walked through folder
-    descriptors, no link followed (analysis/safefiles.py)."""
-    fd = safefiles.open_dir(share)
-    try:
-        safefiles.chown_tree(fd, uid, gid)
-    finally:
-        os.close(fd)
-
-
-# Mounted in the guest over the host's directories (hostfs root): the guest's own,
-# empty, and lost when it stops.
-GUEST_TMPFS = ("/tmp", "/run", "/var/tmp", "/dev/shm")
-
-
-def hidden_by_tmpfs(paths: Sequence[Path]) -> list[Path]:
-    """Host paths that the guest's own tmpfs mounts would hide (e.g. a share under /tmp)."""
-    hidden: list[Path] = []
-    for path in paths:
-        if any(path == Path(d) or Path(d) in path.parents for d in GUEST_TMPFS):
-            if not any(p == path or p in path.parents for p in hidden):
-                hidden.append(path)
-    return hidden
 
 
 def guest_init(argv: Sequence[str], cwd: Path, control: Path,
@@ -581,98 +477,6 @@ def guest_result(ctl_fd: int, control: Path, kernel: Path, clock: str, exit_stat
         kernel_release=text("release", RELEASE_BYTES).strip(),
         seconds=seconds,
     )
-
-
-class ConsoleLog(threading.Thread):
-    """Copies UML's console (a pipe) into console.log, bounded: lines of at most
-    CONSOLE_LINE_BYTES (the rest of a longer one is dropped, said once), at most
-    CONSOLE_BYTES in all (then nothing more is written, said once); the pipe is read to
-    its end whatever is written, so UML never blocks on it. Keeps the last bytes written
-    for an error message."""
-
-    def __init__(self, source: int, sink: int, line_bytes: int = CONSOLE_LINE_BYTES,
-                 total_bytes: int = CONSOLE_BYTES) -> None:
-        super().__init__(daemon=True, name="uml-console")
-        self.source, self.sink = source, sink
-        self.bound = ConsoleBound(line_bytes, total_bytes)
-        self.last = b""
-
-    def run(self) -> None:
-        try:
-            while chunk := os.read(self.source, 65536):
-                out = self.bound.feed(chunk)
-                if out:
-                    self.last = (self.last + out)[-CONSOLE_TAIL_BYTES:]
-                    with contextlib.suppress(OSError):
-                        os.write(self.sink, out)
-        finally:
-            os.close(self.source)
-
-    def tail(self) -> str:
-        return safefiles.printable(self.last.decode("utf-8", errors="replace"))
-
-
-class ConsoleBound:
-    """What of a console stream is kept (pure): lines cut at ``line_bytes``, the whole
-    at ``total_bytes``."""
-
-    def __init__(self, line_bytes: int, total_bytes: int) -> None:
-        self.line_bytes, self.total_bytes = line_bytes, total_bytes
-        self.in_line = 0  # bytes of the current line seen so far
-        self.cut_said = False
-        self.written = 0
-        self.full = False
-
-    def feed(self, chunk: bytes) -> bytes:
-        """The part of ``chunk`` (the stream's next bytes) that is kept."""
-        *lines, rest = chunk.split(b"\n")
-        out = b"".join(self._line(piece, end=True) for piece in lines)
-        if rest:
-            out += self._line(rest, end=False)
-        return self._cap(out)
-
-    def _line(self, piece: bytes, end: bool) -> bytes:
-        out = piece[: max(0, self.line_bytes - self.in_line)]
-        self.in_line += len(piece)
-        if self.in_line > self.line_bytes and not self.cut_said:
-            out += f" [line cut at {self.line_bytes} bytes]".encode()
-            self.cut_said = True
-        if end:
-            self.in_line, self.cut_said = 0, False
-            out += b"\n"
-        return out
-
-    def _cap(self, out: bytes) -> bytes:
-        if self.full:
-            return b""
-        if self.written + len(out) > self.total_bytes:
-            self.full = True
-            out = out[: self.total_bytes - self.written] + \
-                f"\n[console.log stops at {self.total_bytes} bytes]\n".encode()
-        self.written += len(out)
-        return out
-
-
-def relay_input(source: int, terminal: int, spoke: threading.Event) -> None:
-    """Type ``source`` (a pipe or file) on ``terminal`` (a pseudo-terminal's master
-    side), then Ctrl-D, the end of input a terminal's user types.
-
-    Typing starts once the guest has written to the terminal (``spoke``): UML reads its
-    console when told that input arrived, so input typed before it listens is never read.
-    """
-    spoke.wait()
-    with contextlib.suppress(OSError):
-        while chunk := os.read(source, 65536):
-            os.write(terminal, chunk)
-        os.write(terminal, b"\x04")
-
-
-def relay_output(terminal: int, sink: int, spoke: threading.Event) -> None:
-    """Copy what appears on ``terminal`` (master side) to ``sink`` until it closes."""
-    with contextlib.suppress(OSError):
-        while chunk := os.read(terminal, 65536):
-            spoke.set()
-            os.write(sink, chunk)
 
 
 def session_members(sid: int) -> list[int]:

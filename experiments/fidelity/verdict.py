@@ -6,7 +6,7 @@ Inputs are what `experiments.fidelity.monitor` sampled over the traffic phase:
   (only steal is judged: the workload's own process starts keep a core busy and CPU
   pressure high in healthy runs too; busy, softirq and pressure are recorded);
 - per shaped egress, what it sent of the bytes it surely had to send (its queue at one
-  sample, up to what its rate sends by the next: `monitor.EgressTrack`) and how long
+  sample, up to what its rate sends by the next: `qdiscs.EgressTrack`) and how long
   those take at its rate, against that rate; its drops and overlimits;
 - per host, TCP retransmission timeouts (RTOs); the qdisc drops of the whole network
   explain up to as many RTOs, the rest are counted as unexplained;

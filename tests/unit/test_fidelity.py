@@ -18,20 +18,22 @@ from pathdiv.experiments.execute import run as one_run
 from pathdiv.experiments.execute import runstate
 from pathdiv.experiments.fidelity import attempts, runhooks
 from pathdiv.experiments.fidelity.monitor import (
-    SLACK_BYTES,
-    EgressTrack,
     Monitor,
     ProcessCpu,
-    QdiscStat,
     core_shares,
     group_by_namespace,
     parse_pid_cpu_ticks,
     parse_pressure,
     parse_proc_stat,
-    parse_qdisc_dump,
     parse_softnet_drops,
-    parse_tc_json,
     switch_losses,
+)
+from pathdiv.experiments.fidelity.qdiscs import (
+    SLACK_BYTES,
+    EgressTrack,
+    QdiscStat,
+    parse_qdisc_dump,
+    parse_tc_json,
 )
 from pathdiv.experiments.fidelity.record import build_record, egress_rates, machine_clock
 from pathdiv.experiments.fidelity.verdict import (

@@ -20,7 +20,7 @@ from pathdiv.experiments.execute.runstate import ResultsError
 from pathdiv.experiments.fabric import environment as env
 from pathdiv.experiments.manifest import write_json_atomic
 from pathdiv.experiments.plan.runs import expand
-from pathdiv.kernels import build, processes, uml
+from pathdiv.kernels import build, processes, uml, uml_guest
 from pathdiv.kernels.build import LabKernelError
 from pathdiv.kernels.processes import restore_handlers, stop_on_signals
 from tests.conftest import open_for_guest
@@ -181,9 +181,9 @@ def test_only_a_setting_pathdiv_sets_is_ever_written_back_with_a_plain_value(tmp
 def test_the_guest_user_is_never_root_nor_an_existing_account():
     assert uml.guest_id({}) == uml.GUEST_UID
     with pytest.raises(LabKernelError, match="never root's 0"):
-        uml.guest_id({uml.GUEST_ID_ENV: "0"})
+        uml.guest_id({uml_guest.GUEST_ID_ENV: "0"})
     with pytest.raises(LabKernelError, match=r"is the account 'daemon'"):
-        uml.guest_id({uml.GUEST_ID_ENV: str(__import__("pwd").getpwnam("daemon").pw_uid)})
+        uml.guest_id({uml_guest.GUEST_ID_ENV: str(__import__("pwd").getpwnam("daemon").pw_uid)})
 
 
 def test_a_folder_the_guest_cannot_enter_is_covered_and_only_a_needed_closed_one_named(

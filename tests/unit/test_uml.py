@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pathdiv.kernels import uml
+from pathdiv.kernels import uml, uml_console
 from pathdiv.kernels.build import LabKernelError
 
 
@@ -180,7 +180,7 @@ def test_a_missing_exit_status_reports_the_console_tail(tmp_path):
 
 
 def test_the_console_log_cuts_an_endless_line_and_stops_at_its_bound():
-    bound = uml.ConsoleBound(line_bytes=10, total_bytes=60)
+    bound = uml_console.ConsoleBound(line_bytes=10, total_bytes=60)
     assert bound.feed(b"short\nabc") == b"short\nabc"
     # one line fed in pieces: cut once, at 10 bytes, the rest of it dropped
     out = bound.feed(b"defghijklmnop") + bound.feed(b"q" * 1000) + bound.feed(b"\nnext\n")
