@@ -62,8 +62,8 @@ from pathdiv.kernels.uml_guest import (
     GUEST_UID,
     guest_id,
     guest_reach,
-    hand_over,
     hidden_by_tmpfs,
+    lend_share,
 )
 
 KERNELS_DIR = Path(__file__).resolve().parent
@@ -378,7 +378,7 @@ def _run_jailed(argv: Sequence[str], share: Path, kernel: Path, timeout_s: float
                                        args=(master, sys.stdout.fileno(), spoke), daemon=True)]
             for thread in relays:
                 thread.start()
-    hand_over(share, uid, uid)
+    lend_share(share, uid, uid)
     command = pinned(jail_argv(sys.executable, share, private, memory_mb + 64,
                                [str(kernel), *boot_args(init, clock, memory_mb, private, fds)],
                                uid=uid, gid=uid, reveal=[str(p) for p in needed],

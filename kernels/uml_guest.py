@@ -98,7 +98,7 @@ def guest_reach(needed: Sequence[Path], share: Path, uid: int, gid: int,
     return cover, blocked
 
 
-def hand_over(share: Path, uid: int, gid: int) -> None:
+def lend_share(share: Path, uid: int, gid: int) -> None:
     """Give the share (and what it holds) to the guest's user: walked through folder
     descriptors, no link followed (analysis/safefiles.py)."""
     fd = safefiles.open_dir(share)

@@ -187,7 +187,7 @@ def _cells(frame: pd.DataFrame, column: str) -> pd.Series:
     return frame.groupby(CELL)[column].mean()
 
 
-def parse_source(text: str) -> tuple[Path, str]:
+def folder_setting(text: str) -> tuple[Path, str]:
     """FOLDER or FOLDER=SETTING: the setting names the folder's columns; folders with
     one setting (a noisy and a silent one) fill the same columns."""
     folder, sep, setting = text.partition("=")
@@ -221,7 +221,7 @@ def columns_of(folder: Path, setting: str = "") -> dict[str, pd.Series]:
 def build(sources: Sequence[str]) -> pd.DataFrame:
     table = _paper().set_index(CELL)
     for text in sources:
-        for label, series in columns_of(*parse_source(text)).items():
+        for label, series in columns_of(*folder_setting(text)).items():
             series = series.reindex(table.index)
             table[label] = (series if label not in table.columns
                             else table[label].combine_first(series))

@@ -195,7 +195,7 @@ def parse_pressure(text: str) -> int | None:
     return None
 
 
-def read_text(path: str) -> str:
+def read_proc(path: str) -> str:
     try:
         return Path(path).read_text()
     except OSError:
@@ -254,7 +254,7 @@ class Monitor:
         self._rx: list[dict[str, dict[str, int]]] = []
 
     def _rtos(self) -> dict[str, int]:
-        return {h: parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/netstat"))
+        return {h: parse_netstat(read_proc(f"/proc/{self.nodes[h]}/net/netstat"))
                 .get("TCPTimeouts", 0) for h in self.hosts}
 
     def _host_cpu(self) -> dict[str, int] | None:
@@ -264,7 +264,7 @@ class Monitor:
         """Per host, MPTcpExt MptcpDClosed where the kernel counts it."""
         out = {}
         for h in self.hosts:
-            mptcp = parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/netstat"), "MPTcpExt")
+            mptcp = parse_netstat(read_proc(f"/proc/{self.nodes[h]}/net/netstat"), "MPTcpExt")
             if "MptcpDClosed" in mptcp:
                 out[h] = mptcp["MptcpDClosed"]
         return out
@@ -273,12 +273,12 @@ class Monitor:
         """Per host, the REORDER_COUNTERS its kernel has."""
         out = {}
         for h in self.hosts:
-            tcp = parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/netstat"))
+            tcp = parse_netstat(read_proc(f"/proc/{self.nodes[h]}/net/netstat"))
             out[h] = {name: tcp[c] for name, c in REORDER_COUNTERS.items() if c in tcp}
         return out
 
     def _retrans(self) -> dict[str, int]:
-        return {h: parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/snmp"), "Tcp")
+        return {h: parse_netstat(read_proc(f"/proc/{self.nodes[h]}/net/snmp"), "Tcp")
                 .get("RetransSegs", 0) for h in self.hosts}
 
     def _sample_switch_cpu(self) -> None:
@@ -299,10 +299,10 @@ class Monitor:
                 ns = os.readlink(f"/proc/{entry.name}/ns/net")
                 if ns not in switch_of and ns != home:
                     continue
-                comm = read_text(f"/proc/{entry.name}/comm").strip()
+                comm = read_proc(f"/proc/{entry.name}/comm").strip()
                 if ns not in switch_of and comm != LINKCAP_COMMAND:
                     continue
-                stat = read_text(f"/proc/{entry.name}/stat")
+                stat = read_proc(f"/proc/{entry.name}/stat")
             except OSError:
                 continue  # exited meanwhile: its last sample counts
             if not stat:
@@ -315,13 +315,13 @@ class Monitor:
 
     def _switch_rx(self) -> dict[str, dict[str, int]]:
         return {s: {i: c.rx_packets for i, c in
-                    parse_proc_net_dev(read_text(f"/proc/{self.nodes[s]}/net/dev")).items()
+                    parse_proc_net_dev(read_proc(f"/proc/{self.nodes[s]}/net/dev")).items()
                     if i != "lo"}
                 for s in self.switches if s in self.nodes}
 
     def start(self) -> Monitor:
         self._t0 = time.monotonic()
-        self._cpu0 = parse_proc_stat(read_text("/proc/stat"))
+        self._cpu0 = parse_proc_stat(read_proc("/proc/stat"))
         self._rto0 = self._rtos()
         self._closed0 = self._closed()
         self._reorder0 = self._reordering()
@@ -332,8 +332,8 @@ class Monitor:
                 self._sample_switch_cpu()
             except OSError as exc:
                 self.errors.append(f"switch processes: {exc}")
-        self._softnet = (parse_softnet_drops(read_text("/proc/net/softnet_stat")), 0)
-        self._psi = (parse_pressure(read_text("/proc/pressure/cpu")), None)
+        self._softnet = (parse_softnet_drops(read_proc("/proc/net/softnet_stat")), 0)
+        self._psi = (parse_pressure(read_proc("/proc/pressure/cpu")), None)
         self._thread = threading.Thread(target=self._loop, name="fidelity-monitor",
                                         daemon=True)
         self._thread.start()
@@ -344,7 +344,7 @@ class Monitor:
         if self._thread is not None:
             self._thread.join(timeout=30)
         self._duration = time.monotonic() - self._t0
-        self._cpu1 = parse_proc_stat(read_text("/proc/stat"))
+        self._cpu1 = parse_proc_stat(read_proc("/proc/stat"))
         self._rto1 = self._rtos()
         self._closed1 = self._closed()
         self._reorder1 = self._reordering()
@@ -354,8 +354,8 @@ class Monitor:
             with contextlib.suppress(OSError):
                 self._sample_switch_cpu()
         self._softnet = (self._softnet[0],
-                         parse_softnet_drops(read_text("/proc/net/softnet_stat")))
-        self._psi = (self._psi[0], parse_pressure(read_text("/proc/pressure/cpu")))
+                         parse_softnet_drops(read_proc("/proc/net/softnet_stat")))
+        self._psi = (self._psi[0], parse_pressure(read_proc("/proc/pressure/cpu")))
         return self.result()
 
     def __enter__(self) -> Monitor:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pathdiv.kernels import uml
+from pathdiv.kernels import uml, uml_guest
 from tests.conftest import open_for_guest
 
 pytestmark = pytest.mark.root
@@ -31,7 +31,7 @@ def share():
         pytest.skip("needs root (mount and PID namespaces)")
     path = Path(tempfile.mkdtemp(prefix="pathdiv-jail-test-", dir=uml.REPO_DIR))
     (path / "priv").mkdir()
-    uml.hand_over(path, UID, UID)
+    uml_guest.lend_share(path, UID, UID)
     yield path
     subprocess.run(["rm", "-rf", str(path)], check=False)
 
@@ -130,7 +130,7 @@ def test_a_folder_the_guest_cannot_enter_shows_it_only_the_folders_revealed(tmp_
     (home / "work" / "other").write_text("other\n")
     home.chmod(0o700)
     (home / "work").chmod(0o700)
-    uml.hand_over(results, UID, UID)
+    uml_guest.lend_share(results, UID, UID)
     cover, blocked = uml.guest_reach([results, checkout], results, UID, UID)
     assert cover == [str(home)] and blocked == []
     script = (

@@ -221,7 +221,7 @@ def test_hand_over_gives_the_share_to_the_guest_without_following_symlinks(tmp_p
     (share / "runs").mkdir(parents=True)
     (share / "runs" / "f").write_text("y")
     (share / "link").symlink_to(outside)
-    uml.hand_over(share, 64_998, 64_998)
+    uml_guest.lend_share(share, 64_998, 64_998)
     assert {p.stat(follow_symlinks=False).st_uid for p in [share, *share.rglob("*")]} == \
         {64_998}
     assert outside.stat().st_uid == os.geteuid()

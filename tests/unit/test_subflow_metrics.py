@@ -226,7 +226,7 @@ def test_the_reordering_tcp_saw_is_counted_per_run_and_unknown_where_not_counted
                    "TcpExt: 3 0 0 0\n",
     }
     phase = [0]
-    monkeypatch.setattr(mon, "read_text",
+    monkeypatch.setattr(mon, "read_proc",
                         lambda path: texts[(path.split("/")[2], phase[0])])
     m = mon.Monitor({"h1": 11, "h2": 12}, {}, ["h1", "h2"], 1.0)
     m._reorder0 = m._reordering()
