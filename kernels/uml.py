@@ -294,12 +294,15 @@ def run_in_uml(
 def guest_needs(share: Path, cwd: Path, kernel: Path) -> list[Path]:
     """The host folders the guest must reach (physical paths, each once): the share, the
     working folder, the checkout, its Python (venv and base installation; the user's
-    site-packages when Python reads them) and the kernel image's folder."""
+    site-packages when Python reads them; every folder on sys.path, so packages a .pth
+    file or PYTHONPATH adds from elsewhere, under /tmp say, import in the guest too) and
+    the kernel image's folder."""
     wanted = [share, cwd, REPO_DIR, Path(sys.prefix), Path(sys.base_prefix),
               Path(sys.executable).resolve().parent, kernel.parent]
     user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
     if user_site and user_site in sys.path:
         wanted.append(Path(user_site))
+    wanted += [Path(entry) for entry in sys.path if entry and os.path.isdir(entry)]
     out: list[Path] = []
     for path in wanted:
         real = safefiles.resolve_physical(path)
