@@ -35,7 +35,14 @@ def test_shared_fetches_complete_every_transfer_from_its_clients_address(
             return real(args, **kw)
 
         monkeypatch.setattr(net, "transfer_here", here)
-        monkeypatch.setattr(net, "transfer", lambda *a, **k: pytest.fail("a fetch process"))
+        spawn = net.transfer
+
+        def one_process(host, args, **kw):  # servers may have processes; fetches not
+            if args[0] == "fetch":
+                pytest.fail("a fetch process")
+            return spawn(host, args, **kw)
+
+        monkeypatch.setattr(net, "transfer", one_process)
         plan = rounds("permutation", net.topo.hosts, seed=3, iterations=1, requests=1)
         start = time.monotonic_ns() + 3_000_000_000  # the round's instant, as on the
         traffic = at_instant(Traffic("long", SIZE, "tcp", 8080, 60.0), start)  # virtual clock
