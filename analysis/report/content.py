@@ -384,13 +384,18 @@ def answer_sentences(comparisons: pd.DataFrame, min_effect_pct: float) -> list[s
     """One sentence per cluster and comparison of interest: each metric's effect (% of
     b's mean) with its 95 % CI, p raw and adjusted, and what that says."""
     sentences = []
-    for (cluster, a, b), rows in comparisons.groupby(["cluster", "a", "b"], sort=False):
+    if "held" not in comparisons.columns:  # a stats.json from before the column
+        comparisons = comparisons.assign(held="")
+    keys = ["cluster", "a", "b", "held"]
+    for (cluster, a, b, held), rows in comparisons.fillna({"held": ""}).groupby(keys,
+                                                                                 sort=False):
         parts = [f"{short_name(str(r.metric))} {_effect(r.effect_pct)} % "
                  f"[{_effect(r.ci_low_pct)}, {_effect(r.ci_high_pct)}], "
                  f"p {_p_short(r.p)} (adj. {_p_short(r.p_adj).removeprefix('= ')}): "
                  f"{_finding_words(r, min_effect_pct)}"
                  for r in rows.itertuples(index=False)]
-        sentences.append(f"{cluster}, {a} vs {b}: " + "; ".join(parts) + ".")
+        at = f" at {held}" if held else ""
+        sentences.append(f"{cluster}, {a} vs {b}{at}: " + "; ".join(parts) + ".")
     return sentences
 
 

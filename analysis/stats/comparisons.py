@@ -5,7 +5,11 @@ interest (`analysis.compare`: pairs [a, b] of levels of one factor; by default e
 factor's levels against its first) and metric, how much a differs from b, with the 95 %
 CI, the p-value, and what that says. A comparison reads the observations of a and of b
 at the other factors' levels both sides have (a level that acts on some levels only,
-`applies_to`, is compared where it acts), pooled over those levels.
+`applies_to`, is compared where it acts), pooled over those levels. With `applies_to`
+a factor's levels are compared where its own test runs (pathdiv.analysis.stats.scope):
+the RB design's switching levels on the vanilla hosts only, as its switching MANOVA and
+the claims about switching use them; the row's `held` says so ("host=vanilla"; empty
+when the other factors keep every level both sides have).
 
 Per cluster the comparisons x metrics are one family: Welch's p-values and the TOST
 p-values (equivalence within ± `analysis.min_effect_pct`) are Holm-adjusted within it.
@@ -30,11 +34,12 @@ import pandas as pd
 
 from pathdiv.analysis.stats import verdicts as v
 from pathdiv.analysis.stats.posthoc import holm
+from pathdiv.analysis.stats.scope import analysis_tests
 from pathdiv.analysis.stats.spec import AnalysisSpec
 
 BETTER, WORSE, NEGLIGIBLE, EQUIVALENT, INCONCLUSIVE = (
     "better", "worse", "negligible", "equivalent", "inconclusive")
-COLUMNS = ["cluster", "factor", "a", "b", "metric", "n_a", "n_b", "mean_a", "mean_b",
+COLUMNS = ["cluster", "factor", "a", "b", "held", "metric", "n_a", "n_b", "mean_a", "mean_b",
            "effect_pct", "ci_low_pct", "ci_high_pct", "p", "p_adj", "p_equiv",
            "p_equiv_adj", "detectable_pct", "finding"]
 
@@ -72,6 +77,34 @@ def _sides(frame: pd.DataFrame, factor: str, a: str, b: str,
     return side_a, side_b
 
 
+def factor_levels(frame: pd.DataFrame, spec: AnalysisSpec) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Per factor, the levels of the other factors its comparisons use: those of the
+    factor's own test when levels apply on some levels only (`applies_to`), else none
+    restricted (an empty dict)."""
+    ivs = [iv for iv in spec.ivs if iv in frame.columns]
+    if not spec.scopes or len(ivs) != 2 or len(spec.ivs) != 2:
+        return {}
+    levels = {iv: list(dict.fromkeys(frame[iv].astype(str))) for iv in ivs}
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for test in analysis_tests(levels, ivs, spec.scopes):
+        for factor in ivs:
+            if factor in test.effects:
+                out[factor] = {f: v for f, v in test.levels.items() if f != factor}
+    return out
+
+
+def held_text(side_a: pd.DataFrame, frame: pd.DataFrame, others: Sequence[str]) -> str:
+    """The other factors' levels a comparison keeps, where it keeps fewer than the
+    cluster has: 'host=vanilla', 'switching in {ecmp-mptcp, ps-mptcp}'."""
+    parts = []
+    for other in others:
+        kept = list(dict.fromkeys(side_a[other].astype(str)))
+        if len(kept) < frame[other].astype(str).nunique():
+            parts.append(f"{other}={kept[0]}" if len(kept) == 1
+                         else f"{other} in {{{', '.join(kept)}}}")
+    return "; ".join(parts)
+
+
 def _finding(effect: float, p_adj: float, p_equiv_adj: float, higher_is_better: bool,
              alpha: float, min_effect_pct: float) -> str:
     direction = v.judge_direction(effect, p_adj, higher_is_better, alpha, min_effect_pct)
@@ -100,9 +133,14 @@ def compare(metrics: pd.DataFrame, spec: AnalysisSpec) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for label, frame in groups:
         family: list[dict[str, Any]] = []
+        where = factor_levels(frame, spec)
         for factor, a, b in pairs:
             others = [f for f in spec.ivs if f != factor and f in frame.columns]
-            side_a, side_b = _sides(frame, factor, a, b, others)
+            keep = pd.Series(True, index=frame.index)
+            for other, used in where.get(factor, {}).items():
+                keep &= frame[other].astype(str).isin(used)
+            side_a, side_b = _sides(frame[keep], factor, a, b, others)
+            held = held_text(side_a, frame, others)
             for metric in spec.dvs:
                 if metric not in frame.columns:
                     continue
@@ -114,7 +152,8 @@ def compare(metrics: pd.DataFrame, spec: AnalysisSpec) -> pd.DataFrame:
                 margin = spec.min_effect_pct / 100.0 * abs(est.mean_b)
                 higher = metric not in spec.lower_is_better
                 family.append({
-                    "cluster": label, "factor": factor, "a": a, "b": b, "metric": metric,
+                    "cluster": label, "factor": factor, "a": a, "b": b, "held": held,
+                    "metric": metric,
                     "n_a": est.n_a, "n_b": est.n_b, "mean_a": est.mean_a,
                     "mean_b": est.mean_b, "effect_pct": est.effect_pct,
                     "ci_low_pct": est.ci_low_pct, "ci_high_pct": est.ci_high_pct,

@@ -77,6 +77,22 @@ def test_a_scoped_level_is_compared_where_it_acts(planted):
     assert (spray.n_a, spray.n_b) == (60, 60)  # both host levels on both sides
 
 
+def test_with_applies_to_a_factor_is_compared_where_its_own_test_runs():
+    """The RB design: rb acts on the MPTCP levels only, so switching is tested on the
+    vanilla hosts, and its comparisons (and the sentences saying them) use those."""
+    metrics = synthetic_metrics(4, repetitions=30, switching=("ecmp-tcp", "ecmp-mptcp",
+                                                             "ps-mptcp"))
+    metrics = metrics[~((metrics.host == "rb") & (metrics.switching == "ecmp-tcp"))].copy()
+    spec = AnalysisSpec(ivs=SPEC.ivs, compare=SPEC.compare, level_scope=(
+        ("host", "rb", "switching", ("ecmp-mptcp", "ps-mptcp")),))
+    table = compare(metrics, spec)
+    spray = _finding(table, "noisy / query", "ps-mptcp", "goodput_mbps")
+    assert (spray.n_a, spray.n_b) == (30, 30) and spray.held == "host=vanilla"
+    rb = _finding(table, "noisy / query", "rb", "goodput_mbps")
+    assert (rb.n_a, rb.n_b) == (60, 60)
+    assert rb.held == "switching in {ecmp-mptcp, ps-mptcp}"
+
+
 def test_the_default_pairs_are_each_level_against_the_first():
     metrics = synthetic_metrics(1, repetitions=2, switching=("a", "b", "c"),
                                 hosts=("vanilla",))

@@ -292,3 +292,39 @@ def test_report_from_measured_runs(tmp_path):
     assert any("utilization does not vary within any cell" in m
                for m in stats["clusters"][0]["messages"])
     assert "8 run manifests" in (tmp_path / "report.md").read_text()
+
+
+def test_report_figures_are_palette_pngs_that_look_like_the_full_colour_render():
+    """The figures go into every committed report twice (plots/ and report.html): each is a
+    palette PNG, about a third of the RGBA one's bytes, and shows the same picture (same
+    size, all but a few edge pixels within a few levels of the full-colour render)."""
+    import io
+
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    from pathdiv.analysis.report.plots import DPI, _png
+
+    def figure() -> Figure:
+        fig = Figure(figsize=(6, 3))
+        axis = fig.add_subplot(1, 1, 1)
+        for k in range(6):
+            axis.plot(np.linspace(0, 1, 200), np.sin(np.linspace(0, 6, 200) + k), lw=1.2)
+        axis.set_title("six curves, anti-aliased")
+        return fig
+
+    palette = _png(figure())
+    full = figure()
+    FigureCanvasAgg(full)
+    buffer = io.BytesIO()
+    full.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    with Image.open(io.BytesIO(palette)) as small, Image.open(buffer) as rgba:
+        assert small.mode == "P" and small.size == rgba.size
+        shown = np.asarray(small.convert("RGB"), dtype=int)
+        meant = np.asarray(rgba.convert("RGB"), dtype=int)
+    assert len(palette) < 0.6 * len(buffer.getvalue())
+    off = np.abs(shown - meant).max(axis=2)  # per pixel, the channel furthest off
+    # a few anti-aliased edge pixels take a neighbouring shade; the rest match
+    assert off.mean() < 1.0 and (off > 16).mean() < 0.005 and off.max() < 128
