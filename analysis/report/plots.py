@@ -57,8 +57,12 @@ def _png(figure: Figure) -> bytes:
     FigureCanvasAgg(figure)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
-    buffer.seek(0)
-    with Image.open(buffer) as rgba:
+    return palette_png(buffer.getvalue())
+
+
+def palette_png(png: bytes) -> bytes:
+    """A PNG as a palette PNG of at most PALETTE_COLORS colours (same size)."""
+    with Image.open(io.BytesIO(png)) as rgba:
         palette = rgba.convert("RGB").quantize(colors=PALETTE_COLORS,
                                                method=Image.Quantize.MEDIANCUT,
                                                dither=Image.Dither.NONE)
