@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
 from pathdiv.experiments.dataplane.p4.entries import switch_entries
-from pathdiv.experiments.dataplane.p4.programs import compile_program
-from pathdiv.experiments.dataplane.p4.tools import require_p4_tools
+from pathdiv.experiments.dataplane.bmv2.programs import compile_program
+from pathdiv.experiments.dataplane.bmv2.tools import require_p4_tools
 from pathdiv.experiments.fabric.environment import mark_namespace_argv
 from pathdiv.experiments.fabric.shaping import tc_commands
 from pathdiv.topologies.forwarding import NextHop, Route, SwitchTable
@@ -133,7 +133,7 @@ def one_switch_kernel(rate: float | None, size: int) -> tuple[float, float]:
 
 def fattree(plane: str, rate: float, size: int, workdir: Path) -> tuple[float, float]:
     from pathdiv.experiments.config.load import load
-    from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+    from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
     from pathdiv.experiments.fabric.network import Network, wait_for_line
 
     cfg = load(REPO / "configs/class-probe.yaml").with_overrides(
@@ -141,7 +141,7 @@ def fattree(plane: str, rate: float, size: int, workdir: Path) -> tuple[float, f
         + [("switching.mode", "static"), ("hosts.transport", "tcp")]
     )
     if plane == "bmv2":
-        from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane as cls
+        from pathdiv.experiments.dataplane.bmv2.plane import Bmv2DataPlane as cls
     else:
         cls = NftablesDataPlane
     with Network(cfg, cls, workdir / f"fattree-{plane}-{rate:g}") as net:

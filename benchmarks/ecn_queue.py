@@ -44,10 +44,10 @@ BASE_PORT = 5201
 
 def plane_class(name: str) -> type:
     if name == "kernel":
-        from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+        from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 
         return NftablesDataPlane
-    from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane
+    from pathdiv.experiments.dataplane.bmv2.plane import Bmv2DataPlane
 
     return Bmv2DataPlane
 

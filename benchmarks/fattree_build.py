@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 from pathdiv.experiments.fabric.network import Network
 
 

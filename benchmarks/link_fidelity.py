@@ -26,7 +26,7 @@ from hoststat import HostLoad
 
 from pathdiv.experiments.classroom.probe import PORT, ProbePlan, _fetch
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 from pathdiv.experiments.fabric.network import Network, wait_for_line
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
-from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 from pathdiv.experiments.fabric.network import Network, wait_for_line
 from pathdiv.experiments.traffic.placement import Placement, place_argv
 

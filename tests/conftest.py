@@ -98,18 +98,18 @@ def lab_kernel() -> Path:
 def dataplane_class(name: str):
     """The data plane class a test parametrised by plane name runs on; bmv2 and p4-ebpf
     tests skip with the reason when p4lang's tools are not found (PATH or P4_PREFIX)."""
-    from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+    from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 
     if name == "kernel":
         return NftablesDataPlane
     if name == "p4-ebpf":
-        from pathdiv.experiments.dataplane.ebpf import EbpfDataPlane, find_ebpf_tools
+        from pathdiv.experiments.dataplane.p4ebpf.plane import EbpfDataPlane, find_ebpf_tools
 
         found, why = find_ebpf_tools()
         if found is None:
             pytest.skip(f"p4-ebpf not available: {why}")
         return EbpfDataPlane
-    from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane, find_p4_tools
+    from pathdiv.experiments.dataplane.bmv2.plane import Bmv2DataPlane, find_p4_tools
 
     tools, reason = find_p4_tools()
     if tools is None:

@@ -22,6 +22,7 @@ from pathdiv.experiments.api.session import (
     jobs_for,
     load_config,
     plan,
+    plane_choices,
     run,
 )
 from pathdiv.experiments.config.load import Config, ConfigError
@@ -74,6 +75,7 @@ __all__ = [
     "network",
     "open_results",
     "plan",
+    "plane_choices",
     "register_metric",
     "register_pattern",
     "results",

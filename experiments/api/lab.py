@@ -41,7 +41,7 @@ import pathdiv.experiments.api.wire as wire
 from pathdiv.experiments.api.lab_serve import CAPTURES_DIR, CONFIG_FILE, LOG_FILE
 from pathdiv.experiments.api.live import LiveNetwork, Transfer
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.dataplane.select import prepare_for_lab_kernel
+from pathdiv.experiments.dataplane.select import guest_env, prepare_for_lab_kernel
 from pathdiv.experiments.execute.lab_kernel import (
     GUEST_ENV,
     REPO_DIR,
@@ -99,7 +99,7 @@ class Guest:
             try:
                 self.result = uml.run_in_uml(
                     argv, self.share, image, None, clock=clock, memory_mb=memory_mb,
-                    cwd=REPO_DIR, env={GUEST_ENV: json.dumps(desc)}, poll=self.poll,
+                    cwd=REPO_DIR, env={GUEST_ENV: json.dumps(desc), **guest_env()}, poll=self.poll,
                     poll_s=0.5, channel=(self.slave, self.slave))
             except BaseException as exc:  # reported to the caller's thread
                 self.failure = exc

@@ -24,6 +24,7 @@ import yaml
 from pathdiv.analysis.metrics.columns import dependent_variables
 from pathdiv.analysis.stats.scope import APPLIES_TO, level_overrides, scope_problems
 from pathdiv.experiments.config.files import is_file_reference
+from pathdiv.experiments.config.planes import AUTO, lookup, refusals
 from pathdiv.experiments.config.safe_yaml import MAX_TEXT_BYTES, YamlRefused, load_text, shorten
 from pathdiv.experiments.config.schema import (
     SCHEMA,
@@ -36,7 +37,6 @@ from pathdiv.experiments.config.schema import (
     plain_name_problem,
 )
 from pathdiv.experiments.config.sizes import CdfError, read_cdf
-from pathdiv.experiments.config.switching import MODES
 from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.topologies.conditions import (
     ConditionError,
@@ -563,21 +563,9 @@ def condition_problems(data: dict[str, Any]) -> list[str]:
             read_cdf(sizes)
         except CdfError as exc:
             problems.append(f"workload.sizes: {exc}")
-    lossy = any((p or {}).get("loss_pct") for p in [
-        *data["topology"]["links"].values(), *data["topology"]["link_overrides"].values(),
-        *((e.get("set") or {}) for e in data.get("events") or [])])
-    if lossy and data["dataplane"] in ("bmv2", "p4-ebpf"):
-        problems.append(f"loss_pct: loss is dropped by nftables on arrival, which "
-                        f"{data['dataplane']} switches read before (bmv2 from a packet "
-                        "socket, p4-ebpf at tc ingress); use dataplane: kernel for lossy links")
-    mode = MODES.get(str(data["switching"]["mode"]))
-    if data["dataplane"] == "kernel" and mode is not None and mode.kernel_rules is None:
-        problems.append(f"switching.mode: {mode.name!r} is not allowed with dataplane: "
-                        f"kernel; {mode.kernel_refusal}")
-    if data["dataplane"] == "p4-ebpf" and mode is not None and not mode.psa:
-        problems.append(f"switching.mode: {mode.name!r} is not allowed with dataplane: "
-                        f"p4-ebpf; its P4 program has no PSA version ({mode.psa_refusal}); "
-                        "use dataplane: bmv2")
+    if data["dataplane"] != AUTO:  # auto refuses per run what it cannot place
+        problems += [f"dataplane: {data['dataplane']}: {p}"
+                     for p in refusals(lookup(str(data["dataplane"])), data)]
     return problems
 
 

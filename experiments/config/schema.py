@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from pathdiv.experiments.config.planes import AUTO, plane_help
+from pathdiv.experiments.config.planes import choices as plane_choices
 from pathdiv.experiments.config.switching import MODES, SPRAYS, mode_help, mode_params
 from pathdiv.experiments.config.workloads import PATTERNS, pattern_help
 from pathdiv.kernels.abilities import KNOWN_CCS, LAB_SCHEDULERS
@@ -388,11 +390,7 @@ SCHEMA = Section(
                 ),
             }
         ),
-        "dataplane": Leaf(
-            str, "auto", "switch implementation: kernel (nftables), bmv2 (P4, simple_switch), "
-            "p4-ebpf (P4, PSA programs at tc); auto = bmv2 when its tools are found",
-            choices=("kernel", "bmv2", "p4-ebpf", "auto"),
-        ),
+        "dataplane": Leaf(str, AUTO, plane_help(), choices=plane_choices()),
         "switching": Section(
             {
                 "mode": Leaf(str, "ecmp", mode_help(), choices=tuple(MODES)),

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.dataplane.select import prepare_for_lab_kernel
+from pathdiv.experiments.dataplane.select import guest_env, prepare_for_lab_kernel
 from pathdiv.experiments.execute.lab_kernel import (
     GUEST_ENV,
     REPO_DIR,
@@ -73,7 +73,7 @@ def run_in_lab_kernel(command: str, cfg: Config, json_out: bool = False,
                 f"`pathdiv {command}`")
         res = uml.run_in_uml(argv, share, image, None if terminal else PROBE_TIMEOUT_S,
                              clock=clock, memory_mb=memory_mb, cwd=REPO_DIR,
-                             env={GUEST_ENV: json.dumps(desc)}, terminal=terminal)
+                             env={GUEST_ENV: json.dumps(desc), **guest_env()}, terminal=terminal)
         sys.stdout.write(res.stdout)
         sys.stdout.flush()
         sys.stderr.write(res.stderr)

@@ -30,7 +30,7 @@ from typing import Any
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import DataPlaneError
-from pathdiv.experiments.dataplane.select import prepare_for_lab_kernel
+from pathdiv.experiments.dataplane.select import guest_env, prepare_for_lab_kernel
 from pathdiv.experiments.execute.runstate import run_state, write_failed
 from pathdiv.experiments.fabric.environment import LAB_KERNEL_ENV
 from pathdiv.experiments.manifest import read_json_dict
@@ -258,8 +258,8 @@ class LabSession:
         try:
             self.result = uml.run_in_uml(
                 argv, share=self.folder, kernel=self.image, timeout_s=None, clock=self.clock,
-                memory_mb=self.memory_mb, cwd=REPO_DIR, env={GUEST_ENV: json.dumps(desc)},
-                poll=self.poll, cpu=self.cpu)
+                memory_mb=self.memory_mb, cwd=REPO_DIR,
+                env={GUEST_ENV: json.dumps(desc), **guest_env()}, poll=self.poll, cpu=self.cpu)
             if self.result.returncode not in (0, 1):  # 1: some run failed, said in manifest
                 why = (f"the guest command exited {self.result.returncode}: "
                        f"{self.result.stderr.strip()[-600:]}")

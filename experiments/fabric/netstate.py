@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from pathdiv.experiments.config.planes import UnknownPlane, lookup
 from pathdiv.experiments.config.switching import MODES as MODE_REGISTRY
 from pathdiv.experiments.fabric.conditions import NFT_TABLE as CONDITIONS_TABLE
 from pathdiv.experiments.fabric.hostsetup import REORDERING, HostSpec, host_commands, host_sysctls
@@ -52,16 +53,21 @@ TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FI
               "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",
               "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING", "0C": "NEW_SYN_RECV"}
 MARK = "@@pathdiv-section "
-PREF_STATIC = 900  # the kernel plane's static rule (dataplane/nftables.py)
+PREF_STATIC = 900  # the nftables plane's static rule (dataplane/nftables/rules.py)
 
 
 def reuse_key(data: Mapping[str, Any], plane: str) -> str | None:
     """What fixes a built network of the resolved config `data` on data plane `plane`
-    (two runs with equal keys may share one network), or None when the plane's switches
-    hold state a reset cannot check (bmv2 registers and counters, p4-ebpf BPF maps: rebuilt
-    every run)."""
-    if plane != "kernel":
+    (two runs with equal keys may share one network), or None when the plane's registry
+    entry says its switches hold state a reset cannot check (bmv2 registers and counters,
+    p4-ebpf BPF maps: rebuilt every run)."""
+    try:
+        entry = lookup(plane)
+    except UnknownPlane:
         return None
+    if not entry.reusable:
+        return None
+    plane = entry.name
     kept: dict[str, Any] = {}
     for section, value in data.items():
         if section in NETWORKLESS_SECTIONS:

@@ -57,7 +57,7 @@ def cores_used(chunk: str) -> list[str]:
 @pytest.fixture(params=["kernel", "bmv2"])
 def dataplane(request, root_fabric) -> str:
     if request.param == "bmv2":
-        from pathdiv.experiments.dataplane.bmv2 import find_p4_tools
+        from pathdiv.experiments.dataplane.bmv2.plane import find_p4_tools
 
         tools, reason = find_p4_tools()
         if tools is None:

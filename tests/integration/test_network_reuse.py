@@ -11,7 +11,7 @@ import time
 import pytest
 
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 from pathdiv.experiments.execute.keeper import NetworkKeeper
 from tests.conftest import REPO
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pathdiv.experiments.dataplane.p4 import entries as pe
-from pathdiv.experiments.dataplane.p4.programs import DEFAULT_CACHE
+from pathdiv.experiments.dataplane.p4.sources import DEFAULT_CACHE
 from pathdiv.experiments.dataplane.p4ebpf.entries import map_writes, psa_entries
 from pathdiv.experiments.dataplane.p4ebpf.libbpf import Libbpf
 from pathdiv.experiments.dataplane.p4ebpf.programs import (
@@ -118,7 +118,7 @@ def test_the_plane_fills_every_switch_changes_mode_and_leaves_no_pins(tools, tmp
     if os.geteuid() != 0:
         pytest.skip("loading BPF programs needs root")
     from pathdiv.experiments.dataplane import ebpf
-    from pathdiv.experiments.dataplane.ebpf import EbpfDataPlane
+    from pathdiv.experiments.dataplane.p4ebpf.plane import EbpfDataPlane
     from pathdiv.experiments.fabric.nodescript import write
 
     ran: list[str] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pathdiv.experiments.dataplane.p4.cli import (
+from pathdiv.experiments.dataplane.bmv2.cli import (
     CliOutputError,
     CounterValue,
     cli_errors,

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pathdiv.experiments.dataplane.p4.switch import threads_first_in_first_out
+from pathdiv.experiments.dataplane.bmv2.switch import threads_first_in_first_out
 from pathdiv.experiments.fidelity.monitor import Monitor
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.traffic import clockgrid

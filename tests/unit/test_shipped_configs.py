@@ -10,7 +10,7 @@ import pytest
 from pathdiv.experiments.cli import main
 from pathdiv.experiments.cluster.shards import partition
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.dataplane.p4.tools import find_p4_tools
+from pathdiv.experiments.dataplane.bmv2.tools import find_p4_tools
 from pathdiv.experiments.plan.runs import expand
 from tests.conftest import REPO
 

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from pathdiv.experiments.dataplane.p4.tools import P4Tools
+from pathdiv.experiments.dataplane.bmv2.tools import P4Tools
 
 READY_TIMEOUT_S = 30.0
 POLL_S = 0.05

@@ -34,10 +34,12 @@ from typing import Any
 
 from mininet.node import Node
 
+from pathdiv.experiments.config.planes import PLANES
 from pathdiv.experiments.config.switching import MODES as MODE_REGISTRY
 from pathdiv.experiments.dataplane.base import (
     DataPlane,
     DataPlaneError,
+    PlaneImplementation,
     PortCounters,
     check_mode,
     parse_proc_net_dev,
@@ -49,6 +51,7 @@ from pathdiv.experiments.dataplane.p4.entries import (
     port_macs,
     switch_ports,
 )
+from pathdiv.experiments.dataplane.p4.hashing import p4_member
 from pathdiv.experiments.dataplane.p4ebpf.entries import (
     MapWrite,
     map_writes,
@@ -64,13 +67,22 @@ from pathdiv.experiments.dataplane.p4ebpf.programs import (
     CompiledEbpf,
     EbpfCompileError,
     compile_program,
+    compile_programs,
 )
 from pathdiv.experiments.dataplane.p4ebpf.scrub import NAME as SCRUB_NAME
 from pathdiv.experiments.dataplane.p4ebpf.scrub import clear_cb_program
-from pathdiv.experiments.dataplane.p4ebpf.tools import EbpfTools, find_ebpf_tools
+from pathdiv.experiments.dataplane.p4ebpf.tools import (
+    EbpfTools,
+    EbpfToolsError,
+    find_ebpf_tools,
+    require_ebpf_tools,
+)
 from pathdiv.experiments.fabric.nodescript import NodeScript, failure_message, render, write
 
-__all__ = ["EbpfDataPlane", "EbpfSwitch", "find_ebpf_tools", "parse_ip_links"]
+__all__ = ["IMPLEMENTATION", "EbpfDataPlane", "EbpfSwitch", "find_ebpf_tools",
+           "parse_ip_links"]
+
+NAME = "p4-ebpf"
 
 BPFFS = Path("/sys/fs/bpf")
 PIN_ROOT = BPFFS / "pathdiv"
@@ -109,8 +121,7 @@ SWITCH_SYSCTLS = ["net.ipv4.ip_forward=0", "net.ipv6.conf.all.disable_ipv6=1",
 
 
 class EbpfDataPlane(DataPlane):
-    name = "p4-ebpf"
-    marks_in_program = False  # ECN: the egress qdiscs mark (RED), as on the kernel plane
+    name = NAME
 
     def __init__(self, topo: Any, tables: dict[str, Any], workdir: Path,
                  tools: EbpfTools | None = None, options: EntryOptions | None = None) -> None:
@@ -118,7 +129,8 @@ class EbpfDataPlane(DataPlane):
         if tools is None:
             found, reason = find_ebpf_tools()
             if found is None:
-                raise DataPlaneError(f"the p4-ebpf data plane cannot run: {reason}")
+                raise DataPlaneError(f"the p4-ebpf data plane cannot run: {reason}; install: "
+                                     f"{PLANES[NAME].install}")
             tools = found
         self.tools = tools
         self.options = options or EntryOptions()
@@ -142,9 +154,8 @@ class EbpfDataPlane(DataPlane):
 
     def _program(self, mode: str) -> CompiledEbpf:
         if mode not in MODE_PROGRAMS:
-            raise DataPlaneError(
-                f"switching mode {mode!r} has no PSA program; the p4-ebpf data plane runs "
-                f"{', '.join(MODE_PROGRAMS)} (use dataplane: bmv2 for {mode})")
+            why = PLANES[NAME].refused_modes.get(mode, "it has no PSA program")
+            raise DataPlaneError(f"switching mode {mode!r} cannot run on {NAME}: {why}")
         name = MODE_PROGRAMS[mode]
         if name not in self.compiled:
             try:
@@ -370,3 +381,19 @@ def _mount_bpffs() -> None:
     if done.returncode != 0:
         raise DataPlaneError(f"p4-ebpf: {BPFFS} is not a BPF file system and mounting one "
                              f"failed: {done.stderr.strip()}")
+
+
+def prepare_for_lab_kernel() -> str:
+    """Every PSA program compiled for eBPF into the cache on the host (the guest reads it)."""
+    try:
+        psa = compile_programs(require_ebpf_tools())
+    except (EbpfCompileError, EbpfToolsError) as exc:
+        raise DataPlaneError(f"the PSA programs could not be compiled on the host: "
+                             f"{exc}") from exc
+    where = {str(p.obj.parent.parent) for p in psa.values()}
+    return (f"PSA programs {', '.join(psa)} compiled for eBPF on the host "
+            f"(cache {', '.join(sorted(where))})")
+
+
+IMPLEMENTATION = PlaneImplementation(EbpfDataPlane, find_ebpf_tools, p4_member,
+                                     prepare_for_lab_kernel)
