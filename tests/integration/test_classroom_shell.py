@@ -54,7 +54,7 @@ def cores_used(chunk: str) -> list[str]:
     return m.group(2).split()
 
 
-@pytest.fixture(params=["kernel", "bmv2"])
+@pytest.fixture(params=["nftables", "bmv2"])
 def dataplane(request, root_fabric) -> str:
     if request.param == "bmv2":
         from pathdiv.experiments.dataplane.bmv2.plane import find_p4_tools

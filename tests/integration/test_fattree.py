@@ -26,7 +26,7 @@ PORT = 5002
 BYTES = 4_000_000
 
 
-@pytest.fixture(scope="module", params=["kernel", "bmv2", "p4-ebpf"])
+@pytest.fixture(scope="module", params=["nftables", "bmv2", "p4-ebpf"])
 def net(request, root_fabric, tmp_path_factory):
     cfg = load(REPO / "configs/class-probe.yaml")
     with Network(cfg, dataplane_class(request.param), tmp_path_factory.mktemp("lab")) as running:
@@ -140,7 +140,7 @@ def test_probe_cli_json_static_pins_one_flow_to_one_core(root_fabric):
     r = json.loads(out.stdout)
     assert {"dataplane", "mode", "pair", "tcp_flows", "mptcp", "tcp_single",
             "goodput_fraction"} <= set(r)
-    assert (r["dataplane"], r["mode"]) == ("kernel", "static")
+    assert (r["dataplane"], r["mode"]) == ("nftables", "static")
     assert r["pair"] == ["h1", "h16"] and r["mptcp"]["subflows"] == 4
     per_core = r["tcp_single"]["per_core"]
     assert sorted(per_core) == ["c1", "c2", "c3", "c4"]

@@ -17,7 +17,7 @@ from tests.conftest import REPO
 
 pytestmark = pytest.mark.root
 
-OVERRIDES = {"dataplane": "kernel", "hosts.kernel": "host", "switching.mode": "ecmp",
+OVERRIDES = {"dataplane": "nftables", "hosts.kernel": "host", "switching.mode": "ecmp",
              "hosts.transport": "mptcp", "hosts.scheduler": "default",
              "network.reuse": "true"}  # opt-in this release
 
