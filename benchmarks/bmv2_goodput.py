@@ -22,9 +22,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
-from pathdiv.experiments.dataplane.p4.entries import switch_entries
 from pathdiv.experiments.dataplane.bmv2.programs import compile_program
 from pathdiv.experiments.dataplane.bmv2.tools import require_p4_tools
+from pathdiv.experiments.dataplane.p4.entries import switch_entries
 from pathdiv.experiments.fabric.environment import mark_namespace_argv
 from pathdiv.experiments.fabric.shaping import tc_commands
 from pathdiv.topologies.forwarding import NextHop, Route, SwitchTable
