@@ -112,6 +112,14 @@ class DataPlane(ABC):
         return {"dataplane": self.name, "mode": self.mode, "spray": self.spray}
 
 
+def namespace_counters(pid: int) -> dict[str, PortCounters]:
+    """Every interface's counters in the network namespace of process `pid` (a switch
+    node's shell), read from /proc/<pid>/net/dev by this process: no process started in
+    the switch (wait_quiet asks every switch several times per run, and a process start
+    costs tens of milliseconds in the lab kernel). OSError when the process is gone."""
+    return parse_proc_net_dev(Path(f"/proc/{pid}/net/dev").read_text())
+
+
 def parse_proc_net_dev(text: str) -> dict[str, PortCounters]:
     """Counters of every interface in a /proc/net/dev dump (the reader's namespace)."""
     out: dict[str, PortCounters] = {}

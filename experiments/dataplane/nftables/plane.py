@@ -10,7 +10,6 @@ at once; the ruleset is loaded through libnftables from this process where it ca
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from pathdiv.experiments.dataplane.base import (
     DataPlaneError,
     PlaneImplementation,
     PortCounters,
-    parse_proc_net_dev,
+    namespace_counters,
 )
 from pathdiv.experiments.dataplane.nftables.hashing import nft_member
 from pathdiv.experiments.dataplane.nftables.rules import (
@@ -62,17 +61,6 @@ class NftablesDataPlane(DataPlane):
 
     def switch_class(self) -> type:
         return NftablesSwitch
-
-    def _run(self, switch: str, argv: list[str]) -> str:
-        node = self.net[switch]
-        out = node.cmd(shlex.join(argv) + " 2>&1; echo __rc=$?")
-        body, _, rc = out.rpartition("__rc=")
-        if rc.strip() != "0":
-            raise DataPlaneError(
-                f"switch {switch}: `{shlex.join(argv)}` failed (exit {rc.strip()}): "
-                f"{body.strip()[-500:]}"
-            )
-        return body
 
     def start(self, net: Any, mode: str, spray: str) -> None:
         """One node script per switch: sysctls, one `ip -batch` (addresses, links up,
@@ -150,7 +138,8 @@ class NftablesDataPlane(DataPlane):
                 raise DataPlaneError(f"switch {name} {label}: {exc}") from exc
 
     def port_counters(self, switch: str) -> dict[str, PortCounters]:
-        return parse_proc_net_dev(self._run(switch, ["cat", "/proc/net/dev"]))
+        """The switch's ports are its namespace's interfaces."""
+        return namespace_counters(self.net[switch].pid)
 
     def stop(self) -> None:
         self.net = None  # state lives in the namespaces, which die with their nodes

@@ -42,7 +42,7 @@ from pathdiv.experiments.dataplane.base import (
     PlaneImplementation,
     PortCounters,
     check_mode,
-    parse_proc_net_dev,
+    namespace_counters,
 )
 from pathdiv.experiments.dataplane.p4.entries import (
     SELECT,
@@ -319,8 +319,7 @@ class EbpfDataPlane(DataPlane):
         if self.net is None:
             raise DataPlaneError(f"switch {switch}: counters asked for, but the p4-ebpf "
                                  "plane is not running")
-        out = self.net[switch].cmd("cat /proc/net/dev")
-        return parse_proc_net_dev(out)
+        return namespace_counters(self.net[switch].pid)  # the PSA programs keep none
 
     def describe(self) -> dict[str, Any]:
         if self._versions is None:
