@@ -1,10 +1,10 @@
-"""Single-flow TCP goodput through bmv2 versus the kernel data plane, printed as a ratio.
+"""Single-flow TCP goodput through bmv2 versus the nftables plane, printed as a ratio.
 
 Two setups, each at every rate given (Mbit/s; links shaped with the lab's HTB + pfifo):
   one-switch  two host namespaces joined by one switch: a bmv2 simple_switch running
               static.p4, or a namespace forwarding in the kernel;
   fattree     the k=4 fat tree in static mode, first host of pod 0 fetching from the last
-              host of the last pod (5 switches on the path), bmv2 versus kernel plane.
+              host of the last pod (5 switches on the path), bmv2 versus nftables plane.
 It also prints the machine's idle CPU share during each transfer (twenty bmv2 switches
 share the same cores as everything else).
 

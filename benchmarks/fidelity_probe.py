@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/fidelity_probe.py [--repeat 2] [--only none hog-nice ...]
 
-Builds configs/class-probe.yaml (kernel data plane, static mode, 20 Mbit/s links) once
+Builds configs/class-probe.yaml (nftables plane, static mode, 20 Mbit/s links) once
 per probe and runs the probe (five single-flow transfers) under each disturbance:
 
 - none: as the machine is;

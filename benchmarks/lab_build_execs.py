@@ -1,4 +1,4 @@
-"""Process executions and seconds of one k=4 fat-tree build and teardown (kernel plane).
+"""Process executions and seconds of one k=4 fat-tree build and teardown (nftables plane).
 
     .venv/bin/python benchmarks/lab_build_execs.py [--config configs/class-quick.yaml]
                                                    [--repeat 3] [--by-program]

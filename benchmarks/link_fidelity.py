@@ -1,4 +1,4 @@
-"""Single-flow goodput as a fraction of the configured link rate (kernel data plane).
+"""Single-flow goodput as a fraction of the configured link rate (nftables plane).
 
     .venv/bin/python benchmarks/link_fidelity.py [--rates 20 100 1000]
     .venv/bin/python benchmarks/link_fidelity.py --kernel lab [--clocks virtual real]

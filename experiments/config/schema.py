@@ -402,7 +402,7 @@ SCHEMA = Section(
                 "ecn_threshold_pkts": Leaf(int, None, "switches mark ECN-capable packets CE "
                                            "when their egress queue holds at least this "
                                            "many packets (DCTCP's K), and drop other "
-                                           "packets there; kernel plane: RED in ECN mode "
+                                           "packets there; nftables plane: RED in ECN mode "
                                            "on every switch egress; bmv2: the egress "
                                            "queue depth (enq_qdepth); null = drop-tail "
                                            "only", check=_ecn_threshold, nullable=True),
@@ -499,7 +499,7 @@ SCHEMA = Section(
         "network": Section(
             {
                 "reuse": Leaf(bool, True, "runs that share topology, data plane and link "
-                              "conditions reuse one built network (kernel data plane): "
+                              "conditions reuse one built network (nftables plane): "
                               "between runs it is reset and verified, and rebuilt when "
                               "the check finds what a reset cannot undo; false = build "
                               "the network afresh for every run (on the virtual clock "

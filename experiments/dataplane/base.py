@@ -101,6 +101,12 @@ class DataPlane(ABC):
     def stop(self) -> None:
         """Stop whatever `start` started; idempotent."""
 
+    def switch_cli(self, switch: str, command: str) -> str:
+        """What the switch's own command line answers to `command` (the classroom shell's
+        `p4`); a plane without one says so."""
+        raise DataPlaneError(f"the {self.name} plane has no switch command line; open the "
+                             "lab on bmv2 to look inside a switch (--set dataplane=bmv2)")
+
     def first_in_first_out(self) -> int:
         """On the virtual clock, before a TCP run's traffic (rounds.at_instant): put the
         processes that forward its packets under SCHED_FIFO beside the transfers; return

@@ -85,7 +85,7 @@ def netem_available() -> bool:
 
 
 def red_available() -> bool:
-    """RED (the kernel plane's ECN marking) on this kernel, found as netem is."""
+    """RED (the nftables plane's ECN marking) on this kernel, found as netem is."""
     return _qdisc_here("red", "limit", "150000", "avpkt", "1500")
 
 

@@ -72,7 +72,7 @@ def test_pathdiv_net_draws_the_last_flow(root_fabric, tmp_path):
     picture = tmp_path / "flow.svg"
     proc = subprocess.run(
         [sys.executable, "-m", "pathdiv.experiments.cli", "net", CONFIG,
-         "--set", "dataplane=kernel", "--set", "switching.mode=spray"],
+         "--set", "dataplane=nftables", "--set", "switching.mode=spray"],
         input=f"flow h1 h16 2MB tcp\ndraw {picture}\ndraw nope.txt\nexit\n",
         capture_output=True, text=True, timeout=240, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]

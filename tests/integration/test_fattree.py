@@ -1,6 +1,6 @@
 """A k=4 fat tree at 20 Mbit/s on each data plane, checked as a user checks it.
 
-The same checks run on the kernel plane and, where their tools are found (PATH or
+The same checks run on the nftables plane and, where their tools are found (PATH or
 P4_PREFIX), on bmv2 and on p4-ebpf: pingall in every mode, the probe's spreading
 criteria, and the switches' port counters against packet captures.
 """

@@ -1,4 +1,4 @@
-"""`pathdiv run configs/noisy.yaml --quick` on the kernel data plane, interrupted and resumed.
+"""`pathdiv run configs/noisy.yaml --quick` on the nftables plane, interrupted and resumed.
 
 The shipped config runs both host levels on the lab kernel (tests/integration/
 test_lab_runs.py covers that). Here only the vanilla level, moved to this machine's

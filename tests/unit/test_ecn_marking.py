@@ -1,4 +1,4 @@
-"""`switching.ecn_threshold_pkts`: the key, the marking qdisc of the kernel plane, bmv2's
+"""`switching.ecn_threshold_pkts`: the key, the marking qdisc of the nftables plane, bmv2's
 egress queues, the hosts' ECN setting and the `ce_pct` metric (pure, no root)."""
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def _workload(tmp_path: Path, monkeypatch, start_ns: int | None, late_ns: int = 
     plan = rounds("noisy", topo.hosts, seed=3, iterations=3, requests=1)
     instants: list[dict[str, int]] = []
     traffic = Traffic("query", 10_000, "tcp", 8080, 30.0)
-    if start_ns is not None:  # the virtual clock, the kernel data plane
+    if start_ns is not None:  # the virtual clock, the nftables plane
         traffic = at_instant(traffic, start_ns)
     rows = run_workload(net, plan, traffic, tmp_path, instants=instants)
     assert len(rows) == 42 and all(r.ok for r in rows)

@@ -33,6 +33,7 @@ from pathdiv.experiments.dataplane.base import (
     check_mode,
 )
 from pathdiv.experiments.dataplane.bmv2.cli import (
+    clean_lines,
     cli_errors,
     parse_counters,
     parse_registers,
@@ -325,6 +326,16 @@ class Bmv2DataPlane(DataPlane):
         if failures:
             raise DataPlaneError(" | ".join(failures[:3]))
         return outputs
+
+    def switch_cli(self, switch: str, command: str) -> str:
+        """simple_switch_CLI's answer to one command on `switch` (`table_dump T`,
+        `counter_read C INDEX`, `register_read R INDEX`, `help`, ...)."""
+        if self.net is None or switch not in self.tables:
+            raise DataPlaneError(f"{switch!r} is not a running switch; switches are "
+                                 f"{', '.join(self.topo.switches)}")
+        out = self._cli_all({switch: [command]}, "shell")[switch]
+        return "\n".join(ln for ln in clean_lines(out)
+                         if ln and not ln.startswith(("Obtaining JSON", "Control utility")))
 
     # ---- measurements ------------------------------------------------------------
     def port_counters(self, switch: str) -> dict[str, PortCounters]:

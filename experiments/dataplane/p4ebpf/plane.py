@@ -5,8 +5,8 @@ p4c-ebpf; `p4ebpf/programs.py`) run as eBPF in the kernel of each switch's netwo
 namespace: one program per switch and mode, attached at tc ingress of every port, which
 parses, looks up the tables, rewrites the MACs and redirects the packet to its port
 (`bpf_redirect`), where the port's egress qdiscs (shaping, RED marking) take it as on
-the kernel plane. No process runs per switch and no packet leaves the kernel, so on the
-lab kernel's virtual clock a P4 switch costs what a kernel-plane switch costs
+the nftables plane. No process runs per switch and no packet leaves the kernel, so on the
+lab kernel's virtual clock a P4 switch costs what a nftables-plane switch costs
 (docs/p4.md), where bmv2 costs about 11x.
 
 Per switch: the object is loaded through libbpf with its maps pinned under
