@@ -56,6 +56,9 @@ class Plane:
     lossy_links: str = ""  # why loss_pct into a switch cannot be honoured ("": it can)
     costs: Mapping[str, PlaneCost] = field(default_factory=dict)  # hosts.kernel -> cost
     reusable: bool = False  # a built network may serve the next run (reset and verified)
+    # its switches route by Linux policy rules, the static mode adding rule 900 (what a
+    # clean switch holds under each mode: fabric/netstate.py)
+    policy_rules: bool = False
     marks_ecn_in_program: bool = False  # False: the egress qdiscs mark (RED)
     guest_env: tuple[str, ...] = ()  # what the lab kernel's guest needs to find the tools
 
@@ -77,7 +80,7 @@ PLANES: dict[str, Plane] = {p.name: p for p in (
         aliases=("kernel",),
         refused_modes={"flowlet": "the nftables plane keeps no per-flow idle-gap state; "
                                   "use dataplane: bmv2"},
-        reusable=True,
+        reusable=True, policy_rules=True,
     ),
     Plane(
         "p4-ebpf", "P4 (PSA programs compiled by p4c-ebpf) as eBPF at tc, one program per "
@@ -88,8 +91,11 @@ PLANES: dict[str, Plane] = {p.name: p for p in (
                                   "bmv2's microsecond ingress timestamp); use dataplane: "
                                   "bmv2"},
         lossy_links=LOSS_BEFORE.format("p4-ebpf", "at tc ingress"),
+        # what a run leaves in its maps is checked against what was written (the spray
+        # program's round-robin position excepted, as nftables' `numgen inc` counter)
+        reusable=True,
         # docs/p4.md, "What a run costs on each plane" (2026-11-28)
-        costs={"lab": PlaneCost(per_switch_s=0.19, per_switch_mb_s=0.0045),
+        costs={"lab": PlaneCost(per_switch_s=0.125, per_switch_mb_s=0.002),
                "host": PlaneCost(per_switch_s=0.05)},
         guest_env=("P4C_EBPF_RUNTIME", *P4_ENV),
     ),

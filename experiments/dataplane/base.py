@@ -101,6 +101,13 @@ class DataPlane(ABC):
     def stop(self) -> None:
         """Stop whatever `start` started; idempotent."""
 
+    def state_problems(self) -> dict[str, list[str]]:
+        """Switch -> how its program's state differs from what this plane wrote into it
+        (empty: as written). The check of a network reused for another run reads it
+        beside each node's own state; a plane whose entry says its networks are reused
+        keeps its state where this can read it."""
+        return {}
+
     def switch_cli(self, switch: str, command: str) -> str:
         """What the switch's own command line answers to `command` (the classroom shell's
         `p4`); a plane without one says so."""

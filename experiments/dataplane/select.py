@@ -11,9 +11,9 @@ gets it where its tools are found and it can carry the run, and is refused other
    nftables plane, by the default costs of `plan/estimate.py`. The same on every machine,
    so the host and the lab kernel's guest, which chooses again for each run it executes,
    agree; and judged on the cell, so the query, short and long runs of one configuration
-   (and every repetition) land on one plane, where a run-by-run bound would put a cheap
-   query run of a plane that rebuilds its network every run on another plane than its
-   long runs;
+   (and every repetition) land on one plane, where a run-by-run bound could put a cheap
+   query run of a plane that rebuilds its network every run (bmv2) on another plane
+   than its long runs;
 3. the cheapest affordable candidate wins (ties: registry order); with none, the
    nftables plane, unless it cannot carry the run: then the cheapest candidate, whatever
    it costs, and the reason says how much.
@@ -171,7 +171,8 @@ def _choose(cfg: Config, run: Run, found: Found) -> Choice:
     fastest = _fastest_p4(run)
 
     def hint_for(plane: str | None) -> str:
-        if fastest is None or fastest.name == plane:
+        """What to install: the fastest P4 plane, where it is not found here."""
+        if fastest is None or fastest.name == plane or found[fastest.name][0]:
             return ""
         return f"for P4 at the {BASELINE} plane's pace: {fastest.install}"
 

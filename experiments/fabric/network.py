@@ -285,7 +285,8 @@ class Network(StartStop):
         """`name`'s sections a clean node has under the current config's variant."""
         table = self.tables.get(name)
         return variant_state(self.topo, name, host_spec(self.cfg), self.cfg.mode,
-                             self.defaults, has_up=bool(table and table.up))
+                             self.defaults, has_up=bool(table and table.up),
+                             plane=self.dp.name)
 
     def take_reference(self) -> list[str]:
         """Snapshot every node of the network just built: what every reset is checked
@@ -318,6 +319,9 @@ class Network(StartStop):
                                         f"first loaded for mode {self.dp.mode}"]
             if found:
                 out[name] = found
+        for name, what in self.dp.state_problems().items():  # e.g. p4-ebpf's maps
+            if names is None or name in names:
+                out.setdefault(name, {})["program"] = what
         return out
 
     def reset_for(self, cfg: Config, workdir: Path) -> dict[str, Any]:

@@ -144,9 +144,9 @@ def test_auto_holds_a_plane_to_the_bound_on_its_cell(machine, monkeypatch):
     it is taken."""
     found = machine(bmv2=False, ebpf=True)
     run = lab_run("query")
+    cost = PLANES["p4-ebpf"].cost("lab")
 
     def with_cost(scale: float) -> select.Choice:
-        cost = PLANES["p4-ebpf"].cost("lab")
         entry = dataclasses.replace(PLANES["p4-ebpf"], costs={"lab": PlaneCost(
             cost.per_switch_s * scale, cost.per_switch_mb_s * scale)})
         monkeypatch.setitem(PLANES, "p4-ebpf", entry)
@@ -162,8 +162,9 @@ def test_auto_holds_a_plane_to_the_bound_on_its_cell(machine, monkeypatch):
     for _ in range(30):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if with_cost(mid).plane == "p4-ebpf" else (lo, mid)
-    assert select.cell_ratio(run, "p4-ebpf") > AUTO_BOUND  # `hi`'s cost is in force
-    with_cost(lo)
+    assert with_cost(hi).plane == "nftables"
+    assert select.cell_ratio(run, "p4-ebpf") > AUTO_BOUND
+    assert with_cost(lo).plane == "p4-ebpf"
     assert select.cell_ratio(run, "p4-ebpf") == pytest.approx(AUTO_BOUND, rel=1e-3)
 
 

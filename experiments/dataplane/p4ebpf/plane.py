@@ -271,8 +271,7 @@ class EbpfDataPlane(DataPlane):
                         f"switch {sw}: map {w.map_name}")
                 self._guard(lambda w=w: self.bpf_.update(fds[w.map_name], w.key, w.value,
                                                          w.what), f"switch {sw}")
-            wrong = [w.what for w in writes
-                     if self.bpf_.lookup(fds[w.map_name], w.key, len(w.value)) != w.value]
+            wrong = self._differing(fds, writes)
             if wrong:
                 shown = "; ".join(wrong[:5]) + (f" (and {len(wrong) - 5} more)"
                                                 if len(wrong) > 5 else "")
@@ -282,6 +281,32 @@ class EbpfDataPlane(DataPlane):
         finally:
             for fd in fds.values():
                 os.close(fd)
+
+    def _differing(self, fds: dict[str, int], writes: list[MapWrite]) -> list[str]:
+        """What of `writes` the maps (open as `fds`) do not hold, byte for byte."""
+        return [w.what for w in writes
+                if self.bpf_.lookup(fds[w.map_name], w.key, len(w.value)) != w.value]
+
+    def state_problems(self) -> dict[str, list[str]]:
+        """Every switch's maps read back against every entry and register this plane
+        wrote for its current program and spray policy (a reused network's check)."""
+        out: dict[str, list[str]] = {}
+        for sw, loaded in self.loaded.items():
+            fds: dict[str, int] = {}
+            try:
+                for w in self.writes.get(sw, []):
+                    if w.map_name not in fds:
+                        fds[w.map_name] = self.bpf_.open_pinned(loaded.maps[w.map_name])
+                wrong = self._differing(fds, self.writes.get(sw, []))
+            except (LibbpfError, KeyError, OSError) as exc:
+                wrong = [f"its maps cannot be read ({exc})"]
+            finally:
+                for fd in fds.values():
+                    os.close(fd)
+            if wrong:
+                out[sw] = [f"{len(wrong)} map entr(y/ies) differ from what was written: "
+                           + "; ".join(wrong[:3])]
+        return out
 
     def _record(self, sw: str, program: str, writes: list[MapWrite]) -> None:
         self.switch_dir.mkdir(parents=True, exist_ok=True)
@@ -301,6 +326,9 @@ class EbpfDataPlane(DataPlane):
             writes = [self._guard(lambda n=n, v=v: register_write(layout, f"{SELECT}.{n}", 0, v),
                                   f"switch {sw}") for n, v in new.items()]
             self._write(sw, loaded, writes)
+            written = {(w.map_name, w.key) for w in writes}  # what the maps now hold
+            self.writes[sw] = [w for w in self.writes.get(sw, [])
+                               if (w.map_name, w.key) not in written] + writes
 
     def _attach(self, scrub: Path | None, first: bool) -> None:
         scripts = []
