@@ -25,7 +25,7 @@ help:
 	@echo "make test                          run the whole test suite (runs setup when needed)"
 	@echo "make experiment CONFIG=configs/noisy.yaml [ARGS='--quick']   run an experiment"
 	@echo "make reproduce CONFIG=configs/noisy.yaml [ARGS=--preview]   reproduce the study into docs/reproduction/"
-	@echo "make lint                          ruff on the Python code, mypy on the typed packages"
+	@echo "make lint                          ruff on the Python code, mypy on the whole product"
 	@echo "make kernel                        build the lab kernel (MPTCP rb scheduler), cached"
 	@echo "make kernel-test                   user-space tests of the patches' C code (rb, lia, olia, coupled-bbr, arp, reorder hold, mptcp-d)"
 	@echo "make clean-lab                     remove namespaces/links/processes a killed run left"
@@ -57,17 +57,15 @@ experiment: need-root $(STAMP)
 reproduce: need-root $(STAMP)
 	$(SUDO) PYTHON=$(PY) scripts/reproduce.sh $(CONFIG) $(ARGS)
 
-# mypy on the packages that are fully typed (widen TYPED as more become so). mypy cannot
-# follow the editable install's import hook, so it reads the folders linked under pathdiv/.
-TYPED := pathdiv.topologies pathdiv.kernels pathdiv.analysis pathdiv.experiments.running \
-	pathdiv.experiments.config pathdiv.experiments.manifest pathdiv.experiments.plan \
-	pathdiv.experiments.dataplane pathdiv.experiments.execute pathdiv.experiments.fidelity \
-	pathdiv.experiments.cluster pathdiv.experiments.api pathdiv.experiments.cli
+# mypy on the whole product (every folder is typed). mypy cannot follow the editable
+# install's import hook, so it reads the folders linked under pathdiv/.
+TYPED := pathdiv
 TYPECHECK := .typecheck
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	@mkdir -p $(TYPECHECK)/pathdiv && for f in topologies experiments analysis kernels; do \
-	  ln -sfn "$(CURDIR)/$$f" $(TYPECHECK)/pathdiv/$$f; done
+	  ln -sfn "$(CURDIR)/$$f" $(TYPECHECK)/pathdiv/$$f; done && \
+	  ln -sfn "$(CURDIR)/pathdiv/__init__.py" $(TYPECHECK)/pathdiv/__init__.py
 	cd $(TYPECHECK) && $(CURDIR)/$(PY) -m mypy --ignore-missing-imports --follow-imports=silent \
 	  --cache-dir .mypy_cache $(addprefix -p ,$(TYPED))
 

@@ -3,7 +3,9 @@
 from setuptools import find_packages, setup
 
 # The product's top-level folders install as one `pathdiv` package: pathdiv.experiments is
-# experiments/, and so on, so nothing generic lands at the top of site-packages.
+# experiments/, and so on, so nothing generic lands at the top of site-packages. The
+# package's own top is pathdiv/__init__.py, the face that gives `import pathdiv` the
+# public API (pathdiv.run, pathdiv.network, ...: docs/api.md) without moving a folder.
 FOLDERS = ("topologies", "experiments", "analysis", "kernels")
 
 setup(
@@ -14,8 +16,9 @@ setup(
         "packet captures and compared with two-way MANOVA"
     ),
     python_requires=">=3.11",
-    packages=[f"pathdiv.{p}" for p in find_packages(include=[f"{f}*" for f in FOLDERS])],
-    package_dir={f"pathdiv.{f}": f for f in FOLDERS},
+    packages=["pathdiv",
+              *(f"pathdiv.{p}" for p in find_packages(include=[f"{f}*" for f in FOLDERS]))],
+    package_dir={"pathdiv": "pathdiv", **{f"pathdiv.{f}": f for f in FOLDERS}},
     package_data={"pathdiv.analysis.references": ["*.yaml"],
                   # the lab kernel's recipe: the schema's schedulers and CCs are read from it
                   "pathdiv.kernels": ["patches/*.patch", "uml.config"],

@@ -44,6 +44,7 @@ from pathdiv.analysis.report.fidelity import split as fidelity_split
 from pathdiv.analysis.report.linkmap import LINK_COLUMNS, link_map_svg, link_table
 from pathdiv.analysis.stats.spec import AnalysisSpec
 from pathdiv.analysis.stats.study import StudyResults, analyze_metrics
+from pathdiv.topologies.conditions import fat_tree_of
 from pathdiv.topologies.fattree import FatTree
 
 __all__ = ["LINK_COLUMNS", "Results", "Statistics", "link_table", "open"]
@@ -153,9 +154,8 @@ class Results:
 
     @property
     def topology(self) -> FatTree:
-        """The fat tree the runs used (the config's `topology.k`; k=4 without a config)."""
-        k = ((self.config or {}).get("topology") or {}).get("k", 4)
-        return FatTree(int(k))
+        """The fat tree the runs used (the config's; k=4 without a config)."""
+        return fat_tree_of(self.config or {})
 
     def analyze(self, include_invalid: bool = False) -> Statistics:
         """Recompute the statistics from `observations` (what `pathdiv analyze` does,

@@ -134,7 +134,8 @@ def one_switch_kernel(rate: float | None, size: int) -> tuple[float, float]:
 def fattree(plane: str, rate: float, size: int, workdir: Path) -> tuple[float, float]:
     from pathdiv.experiments.config.load import load
     from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
-    from pathdiv.experiments.fabric.network import Network, wait_for_line
+    from pathdiv.experiments.fabric.nodeprocs import wait_for_line
+    from pathdiv.experiments.network.network import Network
 
     cfg = load(REPO / "configs/class-probe.yaml").with_overrides(
         [(f"topology.links.{tier}.bw_mbps", rate) for tier in ("host", "edge", "core")]

@@ -33,8 +33,8 @@ from pathlib import Path
 from pathdiv.analysis.capture.pcap import ip_to_int, read_pcap
 from pathdiv.analysis.metrics.transfer import ce_marks
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.fabric.network import Network
 from pathdiv.experiments.fabric.shaping import FRAME_BYTES
+from pathdiv.experiments.network.network import Network
 
 # h2 shares h1's edge switch, h3 reaches it through an aggregation switch: their data
 # meets only at e1's port towards h1, whatever ECMP chooses; h4's pings cross it too
@@ -89,7 +89,7 @@ def measure(plane: str, threshold: int | None, cc: str, seconds: float,
     topo = cfg.topology()
     port = topo.link_between("e1", CLIENT).port_of("e1").intf
     client_intf = topo.link_between("e1", CLIENT).port_of(CLIENT).intf
-    rate = cfg.conditions()[("e1", CLIENT)].bw_mbps or 0.0
+    rate = cfg.link_conditions()[("e1", CLIENT)].bw_mbps or 0.0
     with Network(cfg, plane_class(plane), work) as net:
         pcap = work / "h1.pcap"
         dump = net.popen(CLIENT, ["tcpdump", "-i", client_intf, "-s", "64", "-w", str(pcap),

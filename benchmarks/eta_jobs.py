@@ -26,9 +26,8 @@ from pathlib import Path
 from hoststat import HostLoad
 
 from pathdiv.experiments import api
-from pathdiv.experiments.api.session import estimator
 from pathdiv.experiments.plan.estimate import Estimator
-from pathdiv.experiments.plan.history import HISTORY_ENV
+from pathdiv.experiments.plan.history import HISTORY_ENV, estimator
 from pathdiv.experiments.plan.runs import parse_only
 
 REPO = Path(__file__).resolve().parents[1]

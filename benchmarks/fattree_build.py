@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pathdiv.experiments.config.load import validate
 from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
-from pathdiv.experiments.fabric.network import Network
+from pathdiv.experiments.network.network import Network
 
 
 def measure(k: int) -> tuple[float, float, int, int]:

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
 from pathdiv.experiments.classroom.probe import run_probe
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
-from pathdiv.experiments.fabric.network import Network
+from pathdiv.experiments.network.network import Network
 from tests.support.hog import CpuHog, slow_links
 
 REPO = Path(__file__).resolve().parent.parent

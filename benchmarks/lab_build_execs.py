@@ -31,7 +31,7 @@ def one_run(config: str) -> dict[str, float]:
     """Build and tear down one lab in this process; wall-clock marks for the parent."""
     from pathdiv.experiments.config.load import load
     from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
-    from pathdiv.experiments.fabric.network import Network
+    from pathdiv.experiments.network.network import Network
 
     net = Network(load(REPO / config), NftablesDataPlane,
               Path(tempfile.mkdtemp(prefix="pathdiv-bench-")))

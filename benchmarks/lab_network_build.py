@@ -6,7 +6,7 @@ started under Mininet's open-file limit and under pathdiv's, side by side in one
 Mininet raises the soft open-file limit to 16384, and `mnexec -c`, which starts each
 node's shell, closes every descriptor number below it: one system call each, and a
 system call in User-Mode Linux costs tens of microseconds. pathdiv starts the shells
-under a small limit (`fabric/network.few_descriptors`). The benchmark boots the lab
+under a small limit (`fabric/nodeprocs.few_descriptors`). The benchmark boots the lab
 kernel once on the real clock (so the guest's clock is the wall clock), then builds and
 tears down the network `--repeat` times each way, alternating, and prints the medians,
 the ratio pair by pair, and the host's steal and load over the whole measurement.
@@ -34,15 +34,16 @@ def inside(config: str, repeat: int) -> None:
     """In the guest: build and tear down `repeat` times each way; one JSON line each."""
     from pathdiv.experiments.config.load import load
     from pathdiv.experiments.dataplane.select import choose_for_config
-    from pathdiv.experiments.fabric import network
+    from pathdiv.experiments.fabric import nodeprocs
+    from pathdiv.experiments.network.network import Network
 
     cfg = load(REPO / config)
     cls = choose_for_config(cfg).switches()
-    ours = network.shell_fd_limit
+    ours = nodeprocs.shell_fd_limit
     for i in range(repeat):
         for way in WAYS:
-            network.shell_fd_limit = ours if way == "pathdiv" else (lambda *a: None)
-            net = network.Network(cfg, cls, Path(tempfile.mkdtemp(prefix="pathdiv-bench-")))
+            nodeprocs.shell_fd_limit = ours if way == "pathdiv" else (lambda *a: None)
+            net = Network(cfg, cls, Path(tempfile.mkdtemp(prefix="pathdiv-bench-")))
             t0 = time.monotonic()
             try:
                 net.start()

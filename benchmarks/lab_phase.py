@@ -43,14 +43,15 @@ def guest(folder: Path, run_id: str, shifts: list[float]) -> int:
     import os
     import platform
 
-    from pathdiv.experiments import runner
-    from pathdiv.experiments.execute.lab_kernel import GUEST_ENV, kernel_description
+    from pathdiv.experiments.execute.boot import GUEST_ENV, kernel_description
+    from pathdiv.experiments.execute.guest_runs import find_run
+    from pathdiv.experiments.execute.run import execute_run
     from pathdiv.experiments.traffic import clockgrid
 
-    # what `pathdiv run` tells the guest (execute/lab_kernel.py): this is the lab kernel
+    # what `pathdiv run` tells the guest (execute/boot.py): this is the lab kernel
     os.environ[GUEST_ENV] = json.dumps(kernel_description(
         "virtual", Path("?"), "?", platform.release(), 1536))
-    _, run = runner.find_run(folder, run_id)
+    _, run = find_run(folder, run_id)
     real_align = clockgrid.align
     out = []
     for grid in (False, True):
@@ -60,7 +61,7 @@ def guest(folder: Path, run_id: str, shifts: list[float]) -> int:
             run_dir = folder / "phase" / f"{'grid' if grid else 'nogrid'}-{shift:g}ms"
             run_dir.mkdir(parents=True)
             t0 = time.monotonic_ns()
-            manifest = runner.execute_run(run, run_dir)
+            manifest = execute_run(run, run_dir)
             out.append({"grid": grid, "shift_ms": shift, "status": manifest["status"],
                         "started_ns": t0, "grid_start": manifest.get("clock_grid"),
                         "fcts_us": fcts(run_dir) if manifest["status"] == "complete" else [],

@@ -199,7 +199,7 @@ def main() -> int:
             if mark is None and (capture_bytes(folder) > 1_000_000 or (
                     "capture.enabled=false" in args.set and clock is not None
                     and (folder / "runs").exists() and any(
-                        (folder / "runs").glob("*/lab/logs/server-*.log")))):
+                        (folder / "runs").glob("*/network/logs/server-*.log")))):
                 mark = clock
             if mark is not None and clock is not None and clock - mark >= args.after_guest_s:
                 break

@@ -38,13 +38,14 @@ def guest(folder: Path, static_id: str, other_id: str) -> int:
     import os
     import platform
 
-    from pathdiv.experiments import runner
+    from pathdiv.experiments.execute.boot import GUEST_ENV, kernel_description
+    from pathdiv.experiments.execute.guest_runs import find_run
     from pathdiv.experiments.execute.keeper import NetworkKeeper
-    from pathdiv.experiments.execute.lab_kernel import GUEST_ENV, kernel_description
+    from pathdiv.experiments.execute.run import execute_run
 
     os.environ[GUEST_ENV] = json.dumps(kernel_description(
         "virtual", Path("?"), "?", platform.release(), 1536))
-    static, other = runner.find_run(folder, static_id)[1], runner.find_run(folder, other_id)[1]
+    static, other = find_run(folder, static_id)[1], find_run(folder, other_id)[1]
     keeper = NetworkKeeper()
     steps = [("fresh-1", static, None), ("kept-built", static, keeper),
              ("kept-other", other, keeper), ("kept-reused", static, keeper),
@@ -52,7 +53,7 @@ def guest(folder: Path, static_id: str, other_id: str) -> int:
     for label, run, kept in steps:
         run_dir = folder / "boot" / label
         run_dir.mkdir(parents=True)
-        manifest = runner.execute_run(run, run_dir, keeper=kept)
+        manifest = execute_run(run, run_dir, keeper=kept)
         ok = manifest["status"] == "complete"
         print(json.dumps({"label": label, "run": run.run_id, "status": manifest["status"],
                           "reused": (manifest.get("network") or {}).get("reused"),

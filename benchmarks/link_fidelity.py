@@ -27,7 +27,8 @@ from hoststat import HostLoad
 from pathdiv.experiments.classroom.probe import PORT, ProbePlan, _fetch
 from pathdiv.experiments.config.load import validate
 from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
-from pathdiv.experiments.fabric.network import Network, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
+from pathdiv.experiments.network.network import Network
 
 
 def transfer_bytes(rate: float, seconds: float) -> int:

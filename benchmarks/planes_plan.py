@@ -31,8 +31,8 @@ from pathlib import Path
 from hoststat import HostLoad
 
 from pathdiv.experiments import api
-from pathdiv.experiments.api.session import estimator
 from pathdiv.experiments.plan.estimate import Estimator, format_duration
+from pathdiv.experiments.plan.history import estimator
 from pathdiv.experiments.plan.runs import parse_only
 
 REPO = Path(__file__).resolve().parents[1]

@@ -26,8 +26,8 @@ import pandas as pd
 
 from pathdiv.analysis.metrics.slowdown import slowdowns
 from pathdiv.experiments.config.load import validate
+from pathdiv.experiments.execute.run import execute_run
 from pathdiv.experiments.plan.runs import expand
-from pathdiv.experiments.runner import execute_run
 
 
 def cpu_steal() -> tuple[int, int]:
@@ -62,7 +62,7 @@ def one_run(load: float, seed: int, args: argparse.Namespace,
     hosts = len(cfg.topology().hosts)
     capacity = hosts * args.rate * 1e6 / 8 * args.duration
     window_end = manifest["workload_start_wall_s"] + args.duration
-    sd = slowdowns(tr, cfg.topology(), cfg.conditions())
+    sd = slowdowns(tr, cfg.topology(), cfg.link_conditions())
     return {
         "load": load,
         "seed": seed,

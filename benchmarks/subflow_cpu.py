@@ -27,7 +27,8 @@ from typing import Any
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
 from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
-from pathdiv.experiments.fabric.network import Network, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
+from pathdiv.experiments.network.network import Network
 from pathdiv.experiments.traffic.placement import Placement, place_argv
 
 REPO = Path(__file__).resolve().parents[1]

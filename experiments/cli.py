@@ -16,7 +16,6 @@ import pathdiv.experiments.api as api
 from pathdiv.experiments.api.live import KernelNetwork
 from pathdiv.experiments.classroom.probe import format_probe, run_probe
 from pathdiv.experiments.classroom.shell import PathdivCLI
-from pathdiv.experiments.cluster.planfile import options_conflict, read_plan, register_plan
 from pathdiv.experiments.cluster.shards import describe_shards, parse_shard, shard_runs
 from pathdiv.experiments.cluster.slurm import SlurmError, SlurmJob, submit, write_scripts
 from pathdiv.experiments.cluster.status import folder_status
@@ -28,16 +27,15 @@ from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.dataplane.bmv2.plane import DEBUG_ENV
 from pathdiv.experiments.dataplane.select import Choice, times
-from pathdiv.experiments.execute.guest import run_in_lab_kernel
-from pathdiv.experiments.execute.lab_kernel import (
-    LabKernelError,
+from pathdiv.experiments.execute.boot import (
     LabKernelUnavailable,
     describe_lab_kernel,
     guest_kernel_description,
 )
+from pathdiv.experiments.execute.lab_command import run_in_lab_kernel
+from pathdiv.experiments.execute.run import free_mb
 from pathdiv.experiments.fabric.clean import clean
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
-from pathdiv.experiments.fabric.network import NetworkError
 from pathdiv.experiments.plan.budget import plan_need_mb, plan_total_mb
 from pathdiv.experiments.plan.design import design_problems, observations_per_cell
 from pathdiv.experiments.plan.estimate import format_duration
@@ -50,11 +48,8 @@ from pathdiv.experiments.plan.runs import (
     quick_config,
     quick_flow_types,
 )
-from pathdiv.experiments.runner import (
-    ResultsError,
-    free_mb,
-    prepare_folder,
-)
+from pathdiv.experiments.running import NetworkError
+from pathdiv.kernels.build import LabKernelError
 from pathdiv.kernels.processes import restore_handlers, stop_on_signals
 from pathdiv.topologies.fattree import FatTree
 
@@ -302,44 +297,39 @@ def _plan(args: argparse.Namespace) -> tuple[Config, list[Run], dict[str, Any]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    shard = parse_shard(args.shard) if args.shard else None
-    if shard and args.out is None:
-        raise ValueError(f"--shard {shard} needs --out DIR: every shard of a plan writes into "
-                         "the same results folder")
     cfg, runs, options = _plan(args)
-    planned = runs
-    if shard:
-        options["shards"] = shard.count
-        runs = shard_runs(planned, shard)
-        if not runs:
-            print(f"pathdiv: shard {shard} has no runs (the plan has {len(planned)}); "
-                  "nothing to do")
-            return 0
-    jobs = api.jobs_for(runs, args.jobs)  # refused here, before any folder is made
     folder_seen: list[Path] = []
 
-    def started(folder: Path) -> None:
-        folder_seen.append(folder)
-        if shard:  # refused here, before any run, if the folder's shards expand another plan
-            register_plan(folder, cfg, planned, options)
+    def started(start: api.RunStart) -> None:
+        folder_seen.append(start.folder)
         if not args.quiet:
-            part = f"shard {shard}: {len(runs)} of {len(planned)}" if shard else f"{len(runs)}"
-            at_once = (f", up to {jobs} lab kernels at once (--jobs)"
-                       if jobs > 1 and virtual_runs(runs) > 1 else "")
-            print(f"pathdiv: {part} run(s) into {folder}{at_once}", file=sys.stderr)
+            part = (f"shard {start.shard}: {start.runs} of {start.planned}" if start.shard
+                    else f"{start.runs}")
+            at_once = (f", up to {start.jobs} lab kernels at once (--jobs)" if start.at_once
+                       else "")
+            print(f"pathdiv: {part} run(s) into {start.folder}{at_once}", file=sys.stderr)
 
     try:
         result = api.run(cfg, args.out, runs=runs, quiet=args.quiet, options=options,
-                         plan_runs=planned, shard=shard, on_start=started,
-                         analyze=not (shard or args.no_analyze), jobs=jobs)
+                         shard=args.shard, on_start=started,
+                         analyze=not (args.shard or args.no_analyze), jobs=args.jobs)
     except KeyboardInterrupt as exc:
-        again = f" --shard {shard}" if shard else ""
+        again = f" --shard {args.shard}" if args.shard else ""
         where = folder_seen[0] if folder_seen else args.out
         print(f"pathdiv: interrupted{_by(exc)}; the network was torn down and no partial run is "
               f"marked complete. Resume with: pathdiv run {args.config}{again} --out "
               f"{where} (with the same options)", file=sys.stderr)
         return 130
+    return _ran(args, result, len(runs))
+
+
+def _ran(args: argparse.Namespace, result: api.RunResult, planned: int) -> int:
+    """What `pathdiv run` says once its runs ended, and its exit status."""
+    shard = args.shard
     folder, outcome = result.folder, result.outcome
+    if shard and not outcome.statuses:
+        print(f"pathdiv: shard {shard} has no runs (the plan has {planned}); nothing to do")
+        return 0
     print(f"{folder}: {outcome.summary()}")
     if shard:
         print(f"pathdiv: shard {shard} finished; a shard does not analyse. Once every shard "
@@ -388,13 +378,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     if not 1 <= args.shards <= len(runs):
         raise ValueError(f"--shards {args.shards}: expected 1 to {len(runs)} (the plan has "
                          f"{len(runs)} run(s); an empty shard would only hold a node)")
-    out = args.out.resolve()
-    options["shards"] = args.shards
-    conflict = options_conflict(read_plan(out), options)
-    if conflict:
-        raise ResultsError(f"{out}: {conflict}")
-    folder = prepare_folder(cfg, out)
-    register_plan(folder, cfg, runs, options)
+    folder = api.shard_plan(cfg, args.out.resolve(), runs, args.shards, options)
     plan_args = [a for item in args.set or [] for a in ("--set", item)]
     plan_args += [a for item in args.only or [] for a in ("--only", item)]
     plan_args += ["--reps", str(args.reps)] if args.reps is not None else []
@@ -404,8 +388,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
                    partition=args.partition, time_limit=args.time, mem=args.mem,
                    cpus=args.cpus, exclusive=not args.shared_nodes, workdir=Path.cwd())
     array, analysis = write_scripts(job)
-
-    hand_over(folder)
+    hand_over(folder)  # the scripts too
     print(f"plan: {len(runs)} run(s) in {args.shards} shard(s) into {folder}")
     print(describe_shards(runs, args.shards))
     if args.dry_run:
@@ -538,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     if args.debug:
-        os.environ[DEBUG_ENV] = "1"  # read by every bmv2 switch the lab starts
+        os.environ[DEBUG_ENV] = "1"  # read by every bmv2 switch the network starts
     _setup_logging(logging.INFO if args.verbose else logging.WARNING)
     try:
         code = int(args.func(args))

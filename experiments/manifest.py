@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import itertools
 import json
 import platform
 import re
@@ -74,6 +75,23 @@ def parse_sysctls(text: str, prefixes: tuple[str, ...] = SYSCTL_PREFIXES) -> dic
         if sep and key.startswith(prefixes):
             out[key] = re.sub(r"\s+", " ", value.strip())
     return dict(sorted(out.items()))
+
+
+def parse_netstat(text: str, section: str = "TcpExt") -> dict[str, int]:
+    """/proc/net/netstat or /proc/net/snmp (a name line, then a value line, per section)
+    -> {field: value} of `section` (TcpExt, MPTcpExt, Tcp, ...)."""
+    lines = text.splitlines()
+    for names, values in itertools.pairwise(lines):
+        if names.startswith(section + ":") and values.startswith(section + ":"):
+            keys, vals = names.split()[1:], values.split()[1:]
+            return {k: int(v) for k, v in zip(keys, vals, strict=False)}
+    return {}
+
+
+def changed_counters(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
+    """The kernel counters that changed from `before` to `after`, as differences."""
+    return {k: after.get(k, 0) - before.get(k, 0) for k in after
+            if after.get(k, 0) != before.get(k, 0)}
 
 
 def first_line(text: str) -> str:

@@ -33,7 +33,8 @@ def process_start(pid: int) -> int | None:
 
 
 def owner_mark(pid: int | None = None) -> str:
-    """`<pid>:<start time>` of process `pid` (this one by default): who owns a lab."""
+    """`<pid>:<start time>` of process `pid` (this one by default): who owns a network,
+    a boot of the lab kernel or a host setting."""
     pid = os.getpid() if pid is None else pid
     return f"{pid}:{process_start(pid) or 0}"
 
@@ -120,16 +121,6 @@ def owned_processes() -> Iterator[tuple[int, int]]:
         owner = parse_owner(mark)
         if owner is not None:
             yield pid, owner[0]
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def sweep(owner: int | None = None) -> list[int]:

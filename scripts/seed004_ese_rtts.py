@@ -33,7 +33,7 @@ from pathdiv.analysis.capture.flows import (
     split_subflows,
 )
 from pathdiv.analysis.capture.pcap import TCP_ACK, ip_to_int
-from pathdiv.analysis.metrics.table import load_manifest, load_transfers, topology_of
+from pathdiv.analysis.metrics.table import load_manifest, load_transfers, run_topology
 from pathdiv.analysis.metrics.transfer import PairGeometry
 
 ALPHA, BETA, CANDIDATES = 1.3, 0.1, 80
@@ -117,7 +117,7 @@ def replay(samples: list[tuple[float, int, float]]) -> dict[int, Sub]:
 
 def transfers_of(run_dir: Path) -> list[tuple[pd.Series, dict[int, Sub]]]:
     manifest = load_manifest(run_dir)
-    topo = topology_of(manifest.get("config", {}))
+    topo = run_topology(manifest.get("config", {}))
     transfers = load_transfers(run_dir)
     pk, table = split_subflows(read_link_captures(run_dir / "captures", topo))
     members = match_transfers(transfers, group_connections(table), topo)

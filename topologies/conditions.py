@@ -10,12 +10,12 @@ that set them on a running network are `pathdiv.experiments.fabric.conditions`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import Link, LinkParams, Tier
-from pathdiv.topologies.paths import ParallelPaths
+from pathdiv.topologies.paths import ParallelPaths, PathSpec
 
 Topology = FatTree | ParallelPaths
 
@@ -63,6 +63,38 @@ def link_params_of(links: Mapping[str, Mapping[str, Any]]) -> dict[Tier, LinkPar
             loss_pct=float(p.get("loss_pct", defaults.loss_pct)),
         )
     return out
+
+
+def fat_tree_of(config: Mapping[str, Any]) -> FatTree:
+    """The fat tree a config describes: `topology.k`, `topology.links` and an alias
+    address per extra MPTCP subflow on every host; missing keys take the schema's
+    defaults, and `topology.kind` is not looked at. The one way a config becomes a fat
+    tree: the experiment's `Config.topology` and the analysis of a results folder (a
+    run's manifest holds its resolved config) both call it."""
+    topology = config.get("topology") or {}
+    hosts = config.get("hosts") or {}
+    aliases = int(hosts.get("subflows", 1)) - 1 if hosts.get("transport") == "mptcp" else 0
+    return FatTree(int(topology.get("k", 4)), link_params_of(topology.get("links") or {}),
+                   aliases_per_host=max(aliases, 0))
+
+
+def parallel_paths_of(paths: Iterable[Mapping[str, Any]]) -> ParallelPaths:
+    """`topology.paths` of a config as the parallel-paths topology object."""
+    specs = []
+    for p in paths:
+        params = link_params_of({"bottleneck": p})[Tier.BOTTLENECK]
+        background = p.get("background") or {}
+        specs.append(PathSpec(params, int(background.get("flows", 0)),
+                              background.get("cc")))
+    return ParallelPaths(tuple(specs))
+
+
+def topology_of(config: Mapping[str, Any]) -> FatTree | ParallelPaths:
+    """The topology object a (validated) config describes, as its `topology.kind` says."""
+    topology = config.get("topology") or {}
+    if topology.get("kind") == "paths":
+        return parallel_paths_of(topology.get("paths") or [])
+    return fat_tree_of(config)
 
 
 def changed(params: LinkParams, changes: Mapping[str, Any]) -> LinkParams:

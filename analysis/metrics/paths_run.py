@@ -1,7 +1,7 @@
 """metrics.csv's row of a run on the parallel-paths topology (topology.kind: paths).
 
 Such a run has one measured MPTCP (or TCP) fetch and writes its measurements to
-`paths.json` (experiments/traffic/paths_session.py) instead of transfers.csv and a capture
+`paths.json` (experiments/traffic/paths_run.py) instead of transfers.csv and a capture
 of every link. Its row carries the measures that file holds; the fat tree's
 (utilization, shared subflows, ...) are NaN. Added measures: `ofo_mean_pkts` (the
 receiver's mean out-of-order queue, analysis/metrics/reorder_queue.py), `copied_pct`

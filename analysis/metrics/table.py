@@ -47,7 +47,7 @@ from pathdiv.analysis.metrics.transfer import (
     PairGeometry,
     measure_transfer,
 )
-from pathdiv.topologies.conditions import link_params_of, resolve
+from pathdiv.topologies.conditions import fat_tree_of, resolve
 from pathdiv.topologies.fattree import FatTree
 
 log = logging.getLogger(__name__)
@@ -96,16 +96,12 @@ def load_manifest(run_dir: Path) -> dict[str, Any]:
         ) from None
 
 
-def topology_of(config: dict[str, Any]) -> FatTree:
+def run_topology(config: dict[str, Any]) -> FatTree:
     """The run's fat tree as the runner built it (alias addresses for MPTCP subflows)."""
-    topo_cfg = config.get("topology", {})
-    kind = topo_cfg.get("kind", "fattree")
+    kind = config.get("topology", {}).get("kind", "fattree")
     if kind != "fattree":
         raise RunLayoutError(f"topology.kind {kind!r} not supported by analysis; expected fattree")
-    hosts = config.get("hosts", {})
-    aliases = int(hosts.get("subflows", 1)) - 1 if hosts.get("transport") == "mptcp" else 0
-    links = link_params_of(topo_cfg.get("links") or {})
-    return FatTree(int(topo_cfg.get("k", 4)), links, aliases_per_host=max(aliases, 0))
+    return fat_tree_of(config)
 
 
 def load_transfers(run_dir: Path) -> pd.DataFrame:
@@ -122,7 +118,7 @@ def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
     """One row per transfer of the run: transfers.csv's columns plus the measures."""
     run_dir = Path(run_dir)
     manifest = load_manifest(run_dir)
-    topo = topology_of(manifest.get("config", {}))
+    topo = run_topology(manifest.get("config", {}))
     clock = str(manifest.get("clock") or "real")  # lab-kernel runs in a UML guest: virtual
     transfers = load_transfers(run_dir).rename(columns={"subflows": "subflows_app"})
     log.info("run %s: reading captures", manifest.get("run_id", run_dir.name))
@@ -192,7 +188,7 @@ def write_run_extras(run_dir: Path, manifest: dict[str, Any], packets: pd.DataFr
     if not config or not t0:
         return
     port = int(config.get("workload", {}).get("server_port", 8080))
-    topo = topology_of(config)
+    topo = run_topology(config)
     timeline = goodput_timeline(packets, topo, port, float(t0))
     write_text_atomic(run_dir / "timeline.csv", timeline.to_csv(index=False))
     if config.get("workload", {}).get("pattern") == "poisson":
@@ -290,7 +286,7 @@ def group_metrics(transfers: pd.DataFrame, manifest: dict[str, Any]) -> pd.DataF
     """Fold per-transfer measures into one row per group with the run's factors."""
     config = manifest.get("config", {})
     lead = _lead(manifest)
-    n_paths = (topology_of(config).k // 2) ** 2
+    n_paths = (run_topology(config).k // 2) ** 2
     per_path = path_columns(n_paths)
     model = config.get("energy") or {}
     power = (float(model.get("busy_watts_per_core", 15.0)), float(model.get("idle_watts", 0.0)))

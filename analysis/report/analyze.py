@@ -43,7 +43,7 @@ from pathdiv.analysis.stats import agreement, claims
 from pathdiv.analysis.stats.scope import scopes_of
 from pathdiv.analysis.stats.spec import AnalysisSpec
 from pathdiv.analysis.stats.study import StudyResults, analyze_metrics
-from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.conditions import fat_tree_of
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +152,7 @@ def compare_with_references(metrics: pd.DataFrame, spec: AnalysisSpec,
 def link_pictures(prov: Provenance, spec: AnalysisSpec, plot_dir: Path) -> list[Block]:
     """The fat tree drawn with each link's bytes, one picture per configuration (the IVs'
     levels), from the manifests' interface counters; written as plots/linkmap_<i>.svg."""
-    k = ((prov.config or {}).get("topology") or {}).get("k", 4)
-    maps = configuration_maps(prov.manifests, FatTree(int(k)), spec.ivs)
+    maps = configuration_maps(prov.manifests, fat_tree_of(prov.config or {}), spec.ivs)
     if not maps:
         return []
     blocks: list[Block] = [

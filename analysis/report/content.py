@@ -412,8 +412,8 @@ def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | Non
 
 def reference_blocks(name: str, study: str, source: str, silent_on: Sequence[dict],
                      claims: pd.DataFrame) -> list[Block]:
-    """The study's claims (figures and stated directions) beside ours, with the marks of
-    pathdiv.analysis.stats.agreement."""
+    """The study's claims (figures and stated directions) beside ours, with the verdicts
+    of pathdiv.analysis.stats.agreement."""
     blocks: list[Block] = [Heading(f"The study's figures beside ours ({name})", 2),
                            Paragraph(f"{study}. Source: {source}")]
     if silent_on:
@@ -425,15 +425,17 @@ def reference_blocks(name: str, study: str, source: str, silent_on: Sequence[dic
     frame = pd.DataFrame({
         "section": claims.section, "claim": claims.claim, "cluster": claims.cluster,
         "metric": claims.metric, "a vs b": claims.a + (" vs " + claims.b).where(
-            claims.b != "", ""), "paper": claims.paper, "ours": claims.ours,
-        "p (Holm)": claims.p_holm.map(fmt_p), "effect": claims.practical,
-        "mark": claims["mark"], "agrees": claims.agrees,
+            claims.b != "", ""), "paper": claims.paper, "ours (95 % CI)": claims.ours,
+        "p": claims.p.map(fmt_p), "p adj.": claims.p_adj.map(fmt_p),
+        "verdict": claims.verdict, "why": claims.why,
     })
-    css = ["violated" if a == "no" else "significant" if a == "yes" else ""
-           for a in claims.agrees]
-    blocks.append(Table(frame, "Every claim of the study against our data: our means, "
-                        "Welch's t-test (Holm-corrected within each claim), the effect as "
-                        "a percentage of b's mean, and whether it agrees", css))
+    css = ["violated" if x == "disagree" else "significant" if x == "agree" else ""
+           for x in claims.verdict]
+    blocks.append(Table(frame, "Every claim of the study against our data: the effect as a "
+                        "percentage of b's mean with its 95 % CI, Welch's p raw and "
+                        "Holm-adjusted within the claim's family, and the verdict by what "
+                        "the claim says (direction, equivalence within a margin, or a "
+                        "figure)", css))
     return blocks
 
 

@@ -44,9 +44,10 @@ def claim_frame(table: pd.DataFrame) -> pd.DataFrame:
             "condition=", "").str.replace("flow_type=", ""),
         "metric": table.metric,
         "a vs b": table.a + (" vs " + table.b).where(table.b != "", ""),
-        "paper": table.paper, "ours": table.ours, "p (Holm)": table.p_holm.map(
-            lambda p: "" if p is None or pd.isna(p) else fmt_p(p)),
-        "effect": table.practical, "mark": table["mark"], "agrees": table.agrees})
+        "paper": table.paper, "ours (95 % CI)": table.ours,
+        "p": table.p.map(lambda p: "" if p is None or pd.isna(p) else fmt_p(p)),
+        "p adj.": table.p_adj.map(lambda p: "" if p is None or pd.isna(p) else fmt_p(p)),
+        "verdict": table.verdict, "why": table.why})
 
 
 def summary_blocks(folder: Path) -> list[Block]:

@@ -1,21 +1,23 @@
 """The seed-to-seed stability table: did a reproduction's verdicts survive a rerun?
 
     python -m pathdiv.analysis.report.stability FIRST SECOND [FIRST SECOND ...] \
-        [--design CONFIG] [--write docs/reproduction.md]
-    pathdiv compare FIRST SECOND            (the same, for one pair)
+        [--design CONFIG] [--write docs/reproduction.md] [--rows PAGE]
+    pathdiv compare FIRST SECOND            (every row, for one pair)
 
 takes results folders in pairs (one config run with two seeds), marks every claim of
 the config's reference in each from its metrics.csv (as `pathdiv analyze` does:
 `agreement.mark_claims` on the runs the fidelity monitor kept, with the folder's
 config.yaml, or --design for every folder, or FOLDER:CONFIG for one: the design of
 CONFIG, as `pathdiv analyze --design` re-analyses a folder run before its config
-scoped its levels), and per pair writes: the tally (held as agreement, held as
-disagreement, unstable, measured in one run only), one row per measured claim
-comparison with both runs' marks and the observations its verdict needs, and the cells
-with more than one mode (timeouts) with the share in each mode and the repetitions
-they need (pathdiv.analysis.stats.stability says how and why). With --write the tables
-go between `<!-- stability:begin -->` and `<!-- stability:end -->` of the file;
-without, they are printed.
+scoped its levels), and per pair: the tally of the counted comparisons (a verdict
+held in both seeds, by verdict; unstable; measured in one seed only), one row per
+measured claim comparison with both seeds' verdicts and the observations its verdict
+needs, and the cells with more than one mode (timeouts) with the share in each mode
+and the repetitions they need (pathdiv.analysis.stats.stability says how and why).
+`--write PAGE` puts one summary line per pair between `<!-- stability:begin -->` and
+`<!-- stability:end -->` of PAGE, `--rows PAGE` every row and cell between
+`<!-- stability-rows:begin -->` and `<!-- stability-rows:end -->`; without either,
+every row is printed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,13 +42,8 @@ from pathdiv.analysis.stats.study import in_plan
 
 BEGIN = "<!-- stability:begin -->"
 END = "<!-- stability:end -->"
-SHORT_MARK = {
-    agreement.SAME_SIGNIFICANT: "same, sig.",
-    agreement.SAME_NOT_SIGNIFICANT: "same, n.s.",
-    agreement.OPPOSITE: "opposite, n.s.",
-    agreement.OPPOSITE_SIGNIFICANT: "opposite, sig.",
-    agreement.NOT_MEASURED: "not measured",
-}
+ROWS_BEGIN = "<!-- stability-rows:begin -->"
+ROWS_END = "<!-- stability-rows:end -->"
 
 
 @dataclass
@@ -111,10 +109,9 @@ def modes(first: Folder, second: Folder) -> pd.DataFrame:
     return table.sort_values(key, kind="stable").reset_index(drop=True)
 
 
-def _mark(mark: object, agrees: object, ours: object) -> str:
-    short = SHORT_MARK.get(str(mark), str(mark))
+def _verdict(verdict: object, ours: object) -> str:
     figure = f" {ours}" if isinstance(ours, str) and ours else ""
-    return f"{agrees}: {short}{figure}"
+    return f"{verdict}{figure}"
 
 
 def _cell(text: object) -> str:
@@ -125,32 +122,35 @@ def _whole(x: object) -> str:
     return "" if x is None or pd.isna(x) else f"{int(x)}"  # type: ignore[call-overload]
 
 
-def markdown(first: Folder, second: Folder) -> str:
-    table = compare(first, second)
+def _head(first: Folder, second: Folder, table: pd.DataFrame) -> str:
     counts = stability.tally(table)
     n1, n2 = first.path.name, second.path.name
-    measured = table[table.verdict != stability.UNMEASURED]
-    lines = [f"**{n1} (seed {first.seed}) vs {n2} (seed {second.seed})**: "
-             f"{len(measured)} measured comparisons; held as agreement "
-             f"{counts['agreement']}, held as disagreement {counts['disagreement']}, "
-             f"unstable {counts[stability.UNSTABLE]}, measured in one run only "
-             f"{counts[stability.ONCE]}; {int((~measured.mark_held).sum())} marks changed "
-             f"(direction or significance). {first.repetitions} and {second.repetitions} "
-             "repetitions.", "",
+    held = ", ".join(f"{k} {counts[k]}" for k in ("agree", "negligible", "inconclusive",
+                                                  "disagree"))
+    return (f"**{n1} (seed {first.seed}) vs {n2} (seed {second.seed})**: "
+            f"{sum(counts[k] for k in stability.RESULTS[:6])} counted comparisons; held in "
+            f"both seeds: {held}; unstable {counts[stability.UNSTABLE]}; measured in one "
+            f"seed only {counts[stability.ONCE]}; not comparable "
+            f"{counts[stability.APART]}. {first.repetitions} and {second.repetitions} "
+            "repetitions.")
+
+
+def markdown(first: Folder, second: Folder) -> str:
+    """Every row and bimodal cell of one pair."""
+    table = compare(first, second)
+    measured = table[~table.pair.isin([stability.UNMEASURED, stability.APART])]
+    lines = [_head(first, second, table), "",
              f"| § | claim | cluster | metric | a vs b | seed {first.seed} | "
-             f"seed {second.seed} | verdict | needs (obs. per side / repetitions) |",
+             f"seed {second.seed} | both seeds | needs (obs. per side / repetitions) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in measured.itertuples(index=False):
         cluster = str(r.cluster).replace("condition=", "").replace("flow_type=", "")
         pair = f"{r.a} vs {r.b}" if r.b else str(r.a)
-        need = ("" if not np.isfinite(r.needed_n) else
-                f"{_whole(r.needed_n)} / {_whole(r.needed_repetitions)}")
-        if need and r.negligible:
-            need += f" (difference < {first.spec.min_effect_pct:g} %)"
         lines.append("| " + " | ".join(_cell(x) for x in (
             r.section, r.claim_id, cluster, r.metric, pair,
-            _mark(r.mark_1, r.agrees_1, r.ours_1), _mark(r.mark_2, r.agrees_2, r.ours_2),
-            r.result, need)) + " |")
+            _verdict(r.verdict_1, r.ours_1), _verdict(r.verdict_2, r.ours_2),
+            r.result + ("" if r.counted else " (not counted)"),
+            _needs(r, first.spec.min_effect_pct))) + " |")
     cells = modes(first, second)
     lines += [""]
     if cells.empty:
@@ -169,6 +169,33 @@ def markdown(first: Folder, second: Folder) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _needs(r: Any, min_effect_pct: float) -> str:
+    needed = r.needed_n
+    if not np.isfinite(needed):
+        return ""
+    text = f"{_whole(needed)} / {_whole(r.needed_repetitions)}"
+    if r.below_min_effect:
+        text += f" (difference < {min_effect_pct:g} %)"
+    return text
+
+
+def summary_line(first: Folder, second: Folder) -> str:
+    """One row of the summary table: the pair's tally, its bimodal cells and the most
+    repetitions a counted unstable comparison or a bimodal cell needs."""
+    table = compare(first, second)
+    counts = stability.tally(table)
+    cells = modes(first, second)
+    flipped = table[(table.pair == stability.UNSTABLE) & table.counted.astype(bool)]
+    need = pd.concat([flipped.needed_repetitions, cells.needed_repetitions]).dropna()
+    most = _whole(need.max()) if len(need) else ""
+    return "| " + " | ".join(_cell(x) for x in (
+        f"{first.path.name} / {second.path.name}", f"{first.seed} / {second.seed}",
+        f"{first.repetitions} / {second.repetitions}",
+        " / ".join(str(counts[k]) for k in ("agree", "negligible", "inconclusive",
+                                            "disagree")),
+        counts[stability.UNSTABLE], counts[stability.ONCE], len(cells), most)) + " |"
+
+
 def parse_source(text: str) -> tuple[Path, Path | None]:
     """FOLDER or FOLDER:CONFIG (a .yaml whose design marks the folder)."""
     folder, sep, config = text.rpartition(":")
@@ -177,15 +204,35 @@ def parse_source(text: str) -> tuple[Path, Path | None]:
     return Path(text), None
 
 
-def render(sources: Sequence[str], design: Path | None = None) -> str:
-    """The tables of the folders `sources` (FOLDER or FOLDER:CONFIG), taken in pairs."""
-    parts = ["Generated by `python -m pathdiv.analysis.report.stability "
-             + " ".join(sources) + "`; do not edit by hand.", ""]
+def _loaded(sources: Sequence[str], design: Path | None) -> list[tuple[Folder, Folder]]:
     parsed = [parse_source(s) for s in sources]
     loaded = [load(folder, config or design) for folder, config in parsed]
-    for a, b in zip(loaded[::2], loaded[1::2], strict=True):
+    return list(zip(loaded[::2], loaded[1::2], strict=True))
+
+
+def _generated(sources: Sequence[str]) -> str:
+    return ("Generated by `python -m pathdiv.analysis.report.stability "
+            + " ".join(sources) + "`; do not edit by hand.")
+
+
+def render(sources: Sequence[str], design: Path | None = None) -> str:
+    """Every row and bimodal cell of the folders `sources` (FOLDER or FOLDER:CONFIG),
+    taken in pairs."""
+    parts = [_generated(sources), ""]
+    for a, b in _loaded(sources, design):
         parts.append(markdown(a, b))
     return "\n".join(parts)
+
+
+def render_summary(sources: Sequence[str], design: Path | None = None) -> str:
+    """One line per pair (counted comparisons held in both seeds, by verdict)."""
+    lines = [_generated(sources), "",
+             "| results (first / second seed) | seeds | repetitions | held: agree / "
+             "negligible / inconclusive / disagree | unstable | one seed only | bimodal "
+             "cells | most repetitions needed |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [summary_line(a, b) for a, b in _loaded(sources, design)]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
@@ -195,7 +242,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
                              "FOLDER:CONFIG marks a folder with CONFIG's design")
     parser.add_argument("--design", type=Path, metavar="CONFIG",
                         help="mark with this config's analysis section, not each folder's")
-    parser.add_argument("--write", type=Path, help="the Markdown file to fill")
+    parser.add_argument("--write", type=Path, help="the Markdown page for the summary")
+    parser.add_argument("--rows", type=Path, help="the Markdown page for every row")
     args = parser.parse_args(argv)
     if len(args.folders) % 2:
         parser.error(f"{len(args.folders)} folders: give them in pairs (one config, two "
@@ -207,8 +255,15 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
                          "docs/reproduction/<name>)")
         if config is not None and not config.is_file():
             parser.error(f"{text}: {config} is not a file")
-    block = render(args.folders, args.design)
-    write_or_print(block, args.write, "stability table", BEGIN, END)
+    if args.write is None and args.rows is None:
+        write_or_print(render(args.folders, args.design), None, "", BEGIN, END)
+        return 0
+    if args.write is not None:
+        write_or_print(render_summary(args.folders, args.design), args.write,
+                       "stability summary", BEGIN, END)
+    if args.rows is not None:
+        write_or_print(render(args.folders, args.design), args.rows, "stability rows",
+                       ROWS_BEGIN, ROWS_END)
     return 0
 
 

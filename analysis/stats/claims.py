@@ -2,10 +2,15 @@
 
 A reference is a YAML file in analysis/references/ (`analysis.reference` names it):
 
-    name, study, source       what it is and where its numbers come from
+    name, study, source       what it is and the paper it comes from (authors, title,
+                              venue, year)
     levels                    {factor: {the study's level name: our level name}}: the
                               study's factor levels; observations at other levels (the RB
-                              scheduler in seed 001, say) are left out of its claims
+                              scheduler in seed 001, say) are left out of its claims. A
+                              level we only stand in for is a mapping {ours: our level,
+                              stands_in: why it is not the study's mechanism}: every
+                              claim naming it is *not comparable* (reported apart, never
+                              counted) until the level itself is run
     design                    [{item, value, section}]: what the study fixed
     silent_on                 [{item, note, section}]: what it gives no figure for (never
                               estimated)
@@ -13,23 +18,31 @@ A reference is a YAML file in analysis/references/ (`analysis.reference` names i
                               levels], rows: [{condition, flow_type, pct: [...]}]}: a
                               table of figures, one claim of kind `excess` per cell
     claims                    [{id, section, kind, claim, where, within, compare, metrics,
-                              significance, paper_pct}]
+                              significance, paper_pct, margin_pct, tolerance_pct,
+                              not_comparable, caveat}]
 
 A claim's scope: `where` picks the test clusters (a mapping, or a list of mappings any of
 which may match; values a level or a list of levels), `within` the observations inside a
 cluster ({factor: [levels]}), and each `compare` entry [a, b] two sides, each a mapping
 {factor: level} (a side that leaves a factor out pools its levels, as a main effect
-does). `kind` says what agreement means (pathdiv.analysis.stats.agreement): better,
-not_worse, not_better, no_difference, figure (`paper_pct`: the paper's percentage
-difference of a against b), best (a has the best mean within scope), excess (a figure of
-`table_iv`). `significance` is what the paper says about it: stated, not stated, or
-means only.
+does). `kind` says what the paper claims, and so which test judges it
+(pathdiv.analysis.stats.verdicts, `TEST_OF_KIND`): better (a beats b: direction),
+best (a has the best mean within scope: direction against the runner-up),
+no_difference (equivalence), not_worse (non-inferiority: b never significantly beats
+a), not_better (non-superiority), figure (`paper_pct`: the paper's percentage
+difference of a against b) and excess (a figure of `table_iv`, in points). The optional
+`margin_pct` is the equivalence margin the paper states (default: the config's
+`analysis.min_effect_pct`); `tolerance_pct` (figure) and `tolerance_points` (table_iv)
+a tolerance around the paper's figure; `not_comparable` says why a claim cannot be
+judged here; `caveat` what a reader must know beside its verdict. `significance` is what
+the paper says about it: stated, not stated, or means only (a direction is judged by a
+test either way).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +51,9 @@ import yaml
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "references"
 KINDS = ("better", "not_worse", "not_better", "no_difference", "figure", "best", "excess")
+TEST_OF_KIND = {"better": "direction", "best": "direction", "no_difference": "equivalence",
+                "not_worse": "non-inferiority", "not_better": "non-superiority",
+                "figure": "figure", "excess": "figure"}
 SIGNIFICANCE = ("stated", "not stated", "means only")
 
 Side = dict[str, str]
@@ -59,7 +75,15 @@ class Claim:
     metrics: tuple[str, ...]
     significance: str = "not stated"
     paper_pct: float | None = None
-    tolerance: float | None = None  # excess: agreement within this many points
+    tolerance: float | None = None  # figure / excess: agreement within this many points
+    margin_pct: float | None = None  # equivalence kinds: the paper's margin, % of b's mean
+    not_comparable: str = ""  # why our data cannot judge it (a stand-in level, ...)
+    caveat: str = ""  # what a reader must know beside the verdict
+
+    @property
+    def test(self) -> str:
+        """The test that judges the claim (pathdiv.analysis.stats.verdicts)."""
+        return TEST_OF_KIND[self.kind]
 
     def applies_to(self, cluster: Mapping[str, str]) -> bool:
         """Whether the claim speaks about the test cluster `cluster` ({column: level})."""
@@ -84,6 +108,8 @@ class Reference:
     design: list[dict[str, Any]] = field(default_factory=list)
     silent_on: list[dict[str, Any]] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
+    # {factor: {our level: why it only stands in for the study's level}}
+    stand_ins: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def directions(self) -> list[Claim]:
         """The stated directions (every claim that is not a single figure)."""
@@ -155,10 +181,29 @@ def _claim(d: Any, levels: Mapping[str, Mapping[str, str]], at: str) -> Claim:
     paper_pct = d.get("paper_pct")
     if kind == "figure" and paper_pct is None:
         raise ReferenceError(f"{at}: kind figure needs paper_pct (the paper's percentage)")
+    margin = _number(d, "margin_pct", at)
+    if margin is not None and (kind not in ("no_difference", "not_worse", "not_better")
+                               or margin <= 0):
+        raise ReferenceError(f"{at}.margin_pct: {margin!r}; a margin > 0 belongs to kinds "
+                             "no_difference, not_worse and not_better")
+    tolerance = _number(d, "tolerance_pct", at)
+    if tolerance is not None and (kind != "figure" or tolerance < 0):
+        raise ReferenceError(f"{at}.tolerance_pct: {tolerance!r}; a tolerance >= 0 belongs "
+                             "to kind figure")
     return Claim(str(_need(d, "id", at)), str(_need(d, "section", at)), kind,
                  str(_need(d, "claim", at)), where, within, tuple(compare),
                  tuple(str(m) for m in _need(d, "metrics", at)), significance,
-                 None if paper_pct is None else float(paper_pct))
+                 None if paper_pct is None else float(paper_pct), tolerance, margin,
+                 str(d.get("not_comparable") or ""), str(d.get("caveat") or ""))
+
+
+def _number(d: Mapping[str, Any], key: str, at: str) -> float | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ReferenceError(f"{at}.{key}: {value!r}; expected a number")
+    return float(value)
 
 
 def _table_claims(table: Any, levels: Mapping[str, Mapping[str, str]]) -> list[Claim]:
@@ -185,15 +230,50 @@ def _table_claims(table: Any, levels: Mapping[str, Mapping[str, str]]) -> list[C
     return claims
 
 
+def _levels_and_stand_ins(data: Any, where: str) -> tuple[dict[str, dict[str, str]],
+                                                          dict[str, dict[str, str]]]:
+    """`levels` as {factor: {study's: ours}}, and the levels we only stand in for."""
+    levels: dict[str, dict[str, str]] = {}
+    stand_ins: dict[str, dict[str, str]] = {}
+    for factor, names in (data or {}).items():
+        levels[str(factor)] = {}
+        for study_level, ours in (names or {}).items():
+            at = f"{where}: levels.{factor}.{study_level}"
+            if isinstance(ours, Mapping):
+                if "ours" not in ours or not ours.get("stands_in"):
+                    raise ReferenceError(f"{at}: {dict(ours)!r}; expected our level name or "
+                                         "{ours: <level>, stands_in: <why it is not the "
+                                         "study's mechanism>}")
+                levels[str(factor)][str(study_level)] = str(ours["ours"])
+                stand_ins.setdefault(str(factor), {})[str(ours["ours"])] = str(
+                    ours["stands_in"])
+            else:
+                levels[str(factor)][str(study_level)] = str(ours)
+    return levels, stand_ins
+
+
+def _with_stand_ins(claim: Claim, stand_ins: Mapping[str, Mapping[str, str]]) -> Claim:
+    """`claim`, not comparable when one of its sides or its scope names a stand-in."""
+    if claim.not_comparable:
+        return claim
+    named = [side for pair in claim.compare for side in pair if side]
+    used = {(f, lv) for side in named for f, lv in side.items()}
+    used |= {(f, lv) for f, lvs in claim.within.items() for lv in lvs}
+    reasons = [stand_ins[f][lv] for f, lv in sorted(used) if lv in stand_ins.get(f, {})]
+    if not reasons:
+        return claim
+    return replace(claim, not_comparable="; ".join(dict.fromkeys(reasons)))
+
+
 def parse_reference(data: Any, where: str = "reference") -> Reference:
     if not isinstance(data, Mapping):
         raise ReferenceError(f"{where}: expected a mapping, got {data!r}")
-    levels = {str(f): {str(k): str(v) for k, v in names.items()}
-              for f, names in (data.get("levels") or {}).items()}
+    levels, stand_ins = _levels_and_stand_ins(data.get("levels"), where)
     claims = [_claim(d, levels, f"{where}: claims[{i}]")
               for i, d in enumerate(data.get("claims") or [])]
     if data.get("table_iv"):
         claims = _table_claims(data["table_iv"], levels) + claims
+    claims = [_with_stand_ins(c, stand_ins) for c in claims]
     ids = [c.id for c in claims]
     doubled = sorted({i for i in ids if ids.count(i) > 1})
     if doubled:
@@ -201,7 +281,7 @@ def parse_reference(data: Any, where: str = "reference") -> Reference:
     return Reference(str(_need(data, "name", where)), str(_need(data, "study", where)),
                      str(_need(data, "source", where)), levels,
                      list(data.get("design") or []), list(data.get("silent_on") or []),
-                     claims)
+                     claims, stand_ins)
 
 
 def load_reference(name: str) -> Reference:

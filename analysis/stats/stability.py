@@ -4,9 +4,11 @@ Three questions about two results folders of one config run with two seeds:
 
 - **Did each verdict hold?** `compare_verdicts(first, second)` pairs the claim rows of
   two `agreement.mark_claims` tables (same claim, cluster, metric and compared sides)
-  and says per row: `held` (both runs agree with the paper, or both disagree, the same
-  way), `unstable` (one run agrees and the other not: such a row is never reported as
-  agreement), `measured once` (one run lacks a side), `not measured`.
+  and says per row: `held` (both seeds give the same verdict: agree, negligible,
+  inconclusive or disagree), `unstable` (two different verdicts: such a row counts as
+  none of them), `measured once` (one seed lacks a side: a verdict of one seed is not
+  replicated), `not comparable`, `not measured`. A verdict counts only where both seeds
+  give it (`result`: "agree" and so on only when held).
 - **Which cells have two modes?** `split_modes(values)` splits a cell's observations at
   gaps that dwarf the spread inside the groups they separate: sorted values, their gaps
   between neighbours sorted from the largest; the cell has k + 1 modes for the largest
@@ -24,15 +26,16 @@ Three questions about two results folders of one config run with two seeds:
   share q needs n >= 5 / q observations. With 8 observations and q = 1/8 a rerun sees
   no such observation with probability (7/8)^8 = 34 % and two or more with 26 %, each
   moving the mean by an eighth of the gap: the verdicts of issue 27 that flipped.
-  *Power*: n per side = (z(1 - alpha/2) + z(power))^2 (sd_a^2 + sd_b^2) / delta^2, the
-  normal approximation of Welch's test, with the two runs' variances pooled and delta
-  the larger of the two runs' mean difference and the smallest effect of interest
-  (`analysis.min_effect_pct` of b's mean): enough observations that a difference of
-  that size is found significant in `power` of reruns, so the verdict does not hang on
-  the draw. Where the mean difference is below the smallest effect of interest the row
-  says so (`negligible`): a verdict flipping on such a difference is about nothing a
-  reader should care for, and more observations would not make it meaningful.
-  Observations become repetitions by the run's observations per repetition.
+  *Power*: n per side for a two-sided t-test at alpha to find delta in `power` of reruns
+  (pathdiv.analysis.stats.power, statsmodels' TTestIndPower), with the two runs'
+  variances pooled and delta the larger of the two runs' mean difference and the
+  smallest effect of interest (`analysis.min_effect_pct` of b's mean): enough
+  observations that a difference of that size is found significant in `power` of reruns,
+  so the verdict does not hang on the draw. Where the mean difference is below the
+  smallest effect of interest the row says so (`negligible`): a verdict flipping on such
+  a difference is about nothing a reader should care for, and more observations would
+  not make it meaningful. Observations become repetitions by the run's observations per
+  repetition.
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
+
+from pathdiv.analysis.stats import power as power_of
+from pathdiv.analysis.stats.verdicts import NOT_COMPARABLE, NOT_MEASURED
 
 MIN_GAP_PCT = 20.0
 SEPARATION = 3.0
@@ -52,8 +57,8 @@ MIN_OBSERVATIONS = 4
 RARE_MODE_COUNT = 5
 POWER = 0.8
 KEY = ["reference", "claim_id", "cluster", "metric", "a", "b"]
-HELD, UNSTABLE, ONCE, UNMEASURED = "held", "unstable", "measured once", "not measured"
-YES, NO, UNKNOWN = "yes", "no", "–"
+HELD, UNSTABLE, ONCE, UNMEASURED = "held", "unstable", "measured once", NOT_MEASURED
+APART = NOT_COMPARABLE
 
 
 @dataclass(frozen=True)
@@ -103,12 +108,8 @@ def needed_for_modes(modes: Sequence[Mode]) -> int:
 def needed_for_power(sd_a: float, sd_b: float, delta: float, alpha: float = 0.05,
                      power: float = POWER) -> float:
     """Observations per side for Welch's test to find `delta` in `power` of reruns
-    (normal approximation; NaN without the spreads, 2 at least)."""
-    if not all(np.isfinite(x) for x in (sd_a, sd_b, delta)) or delta == 0:
-        return float("nan")
-    z = norm.isf(alpha / 2) + norm.ppf(power)
-    n = z * z * (sd_a ** 2 + sd_b ** 2) / delta ** 2
-    return float(max(2, math.ceil(n))) if np.isfinite(n) else float("nan")
+    (pathdiv.analysis.stats.power; NaN without the spreads, 2 at least)."""
+    return power_of.needed_n(sd_a, sd_b, delta, alpha, power)
 
 
 def bimodal_cells(metrics: pd.DataFrame, cells: Sequence[str], metric_columns: Sequence[str],
@@ -162,18 +163,18 @@ def modes_text(modes: Sequence[Mode]) -> str:
 
 
 def _verdict(first: str, second: str) -> str:
-    if first == UNKNOWN and second == UNKNOWN:
+    if first == UNMEASURED and second == UNMEASURED:
         return UNMEASURED
-    if UNKNOWN in (first, second):
+    if APART in (first, second):
+        return APART
+    if UNMEASURED in (first, second):
         return ONCE
     return HELD if first == second else UNSTABLE
 
 
-def stable_result(verdict: str, agrees: str) -> str:
-    """What the docs report for a row: agreement only when it held."""
-    if verdict == HELD:
-        return "agreement" if agrees == YES else "disagreement"
-    return verdict
+def stable_result(verdict: str, first: str) -> str:
+    """What the docs report for a row: a verdict only when both seeds gave it."""
+    return first if verdict == HELD else verdict
 
 
 RUNNER_UP = "the runner-up"
@@ -192,7 +193,7 @@ def keyed(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _prefixed(table: pd.DataFrame, suffix: str) -> pd.DataFrame:
-    keep = ["section", "kind", "mark", "agrees", "ours", "p_holm", "effect_pct", "mean_a",
+    keep = ["section", "kind", "verdict", "counted", "ours", "p_adj", "effect_pct", "mean_a",
             "mean_b", "sd_a", "sd_b", "n_a", "n_b"]
     frame = keyed(table.reindex(columns=KEY + keep))  # older tables lack sd_a, sd_b
     return frame.rename(columns={c: f"{c}_{suffix}" for c in keep})
@@ -212,18 +213,18 @@ def compare_verdicts(first: pd.DataFrame, second: pd.DataFrame, alpha: float = 0
     both = both.merge(keys, on=KEY, how="left").sort_values("_order", kind="stable")
     both = both.drop(columns="_order").reset_index(drop=True)
     for s in ("1", "2"):
-        both[f"agrees_{s}"] = both[f"agrees_{s}"].fillna(UNKNOWN)
-        both[f"mark_{s}"] = both[f"mark_{s}"].fillna("not in this run")
+        both[f"verdict_{s}"] = both[f"verdict_{s}"].fillna(UNMEASURED)
+        both[f"counted_{s}"] = both[f"counted_{s}"].astype("boolean").fillna(False)
     both["section"] = both["section_1"].fillna(both["section_2"])
     both["kind"] = both["kind_1"].fillna(both["kind_2"])
-    both["verdict"] = [_verdict(x, y) for x, y in zip(both.agrees_1, both.agrees_2,
-                                                       strict=True)]
-    both["result"] = [stable_result(v, a) for v, a in zip(both.verdict, both.agrees_1,
+    both["counted"] = (both.counted_1 | both.counted_2).astype(bool)
+    both["pair"] = [_verdict(x, y) for x, y in zip(both.verdict_1, both.verdict_2,
+                                                    strict=True)]
+    both["result"] = [stable_result(v, a) for v, a in zip(both.pair, both.verdict_1,
                                                            strict=True)]
-    both["mark_held"] = both.mark_1 == both.mark_2
     needed, negligible = [], []
     for r in both.itertuples(index=False):
-        if r.kind == "excess" or r.verdict in (UNMEASURED,):
+        if r.kind == "excess" or r.pair in (UNMEASURED, APART):
             needed.append(float("nan"))
             negligible.append(False)
             continue
@@ -236,7 +237,7 @@ def compare_verdicts(first: pd.DataFrame, second: pd.DataFrame, alpha: float = 0
         needed.append(needed_for_power(sd_a, sd_b, delta, alpha))
         negligible.append(bool(np.isfinite(diff) and abs(diff) < smallest))
     both["needed_n"] = needed
-    both["negligible"] = negligible  # the runs' mean difference is below the smallest
+    both["below_min_effect"] = negligible  # the runs' mean difference is below the smallest
     # effect of interest: `needed_n` resolves that effect, not this difference
     per_rep = [min(x, y) / repetitions if repetitions else float("nan")
                for x, y in zip(both.n_a_1.fillna(both.n_a_2), both.n_b_1.fillna(both.n_b_2),
@@ -253,8 +254,15 @@ def _pool(x: float, y: float) -> float:
     return float(np.sqrt(np.mean(np.square(vals)))) if vals else float("nan")
 
 
+RESULTS = ("agree", "negligible", "inconclusive", "disagree", UNSTABLE, ONCE, APART,
+           UNMEASURED)
+
+
 def tally(table: pd.DataFrame) -> dict[str, int]:
-    """How many rows were agreement, disagreement, unstable, measured once, unmeasured."""
-    counts = table["result"].value_counts()
-    return {k: int(counts.get(k, 0)) for k in
-            ("agreement", "disagreement", UNSTABLE, ONCE, UNMEASURED)}
+    """Counted rows per result (a verdict held in both seeds, unstable, measured once),
+    then the rows not comparable and not measured."""
+    counted = table[table["counted"].astype(bool)]
+    out = {k: int((counted.result == k).sum()) for k in RESULTS[:6]}
+    out[APART] = int((table.result == APART).sum())
+    out[UNMEASURED] = int((table.result == UNMEASURED).sum())
+    return out

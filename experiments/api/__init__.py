@@ -13,9 +13,10 @@ from typing import Any
 from pathdiv.experiments.api.extend import register_metric, register_pattern, unregister_metric
 from pathdiv.experiments.api.live import KernelNetwork, LiveNetwork, Transfer
 from pathdiv.experiments.api.networks import network
-from pathdiv.experiments.api.session import (
+from pathdiv.experiments.api.plans import (
     PlanTime,
     RunResult,
+    RunStart,
     analyze,
     check_plan,
     expected_time,
@@ -24,13 +25,14 @@ from pathdiv.experiments.api.session import (
     plan,
     plane_choices,
     run,
+    shard_plan,
 )
 from pathdiv.experiments.config.load import Config, ConfigError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
-from pathdiv.experiments.fabric.network import NetworkError
 from pathdiv.experiments.plan.designations import Shape
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.experiments.runner import RunProgress
+from pathdiv.experiments.running import NetworkError
 
 # Names of the analysis side, loaded on first use: pandas and the statistics stack stay
 # out of the command line's start until a command needs them.
@@ -63,6 +65,7 @@ __all__ = [
     "Run",
     "RunProgress",
     "RunResult",
+    "RunStart",
     "Shape",
     "Statistics",
     "Transfer",
@@ -80,5 +83,6 @@ __all__ = [
     "register_pattern",
     "results",
     "run",
+    "shard_plan",
     "unregister_metric",
 ]

@@ -4,7 +4,7 @@ of the lab kernel.
 Why an RPC and not the block itself in the guest: the block is the caller's code (a
 notebook cell, closures over its variables), which cannot be shipped into another
 process honestly; the network, though, is a few operations with plain data in and out.
-So the host boots the lab kernel (kernels/uml.py, in its jail: the guest shares only a
+So the host boots the lab kernel (execute/boot.py, in its jail: the guest shares only a
 scratch folder through hostfs) with a pseudo-terminal as the guest's console; the guest
 runs `python -m pathdiv.experiments.api.lab_serve SHARE`, builds the network of the
 config once, greets, and answers one request a line (experiments/api/wire.py). The
@@ -23,11 +23,9 @@ if this process dies) and a parent-death signal.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import shutil
-import sys
 import threading
 import time
 import traceback
@@ -41,26 +39,22 @@ import pathdiv.experiments.api.wire as wire
 from pathdiv.experiments.api.lab_serve import CAPTURES_DIR, CONFIG_FILE, LOG_FILE
 from pathdiv.experiments.api.live import LiveNetwork, Transfer
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.dataplane.select import guest_env, prepare_for_lab_kernel
-from pathdiv.experiments.execute.lab_kernel import (
-    GUEST_ENV,
-    REPO_DIR,
+from pathdiv.experiments.execute.boot import (
+    LabBoot,
     LabKernelUnavailable,
-    kernel_description,
     lab_kernel_image,
+    prepare,
+    say,
 )
-from pathdiv.experiments.fabric.network import NetworkError
+from pathdiv.experiments.running import NetworkError
 from pathdiv.kernels import uml
-from pathdiv.kernels.build import LabKernelError, kernel_release
+from pathdiv.kernels.build import LabKernelError
 from pathdiv.kernels.processes import remove_scratch, scratch_folder
 
 BOOT_TIMEOUT_S = 1200.0  # wall seconds: boot and network build (~1 min on an idle host)
 REQUEST_TIMEOUT_S = 1800.0  # wall seconds for one answer (a transfer, a capture's end)
 CLOSE_TIMEOUT_S = 120.0  # wall seconds the guest gets to tear down and power off
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+SERVE_MODULE = "pathdiv.experiments.api.lab_serve"  # the guest's side
 
 
 class Guest:
@@ -87,20 +81,16 @@ class Guest:
             image = lab_kernel_image(self.log)
         except LabKernelUnavailable as exc:
             raise NetworkError(f"hosts.kernel: lab: {exc}") from exc
-        prepare_for_lab_kernel([self.cfg.dataplane])  # the guest cannot write the cache
-        clock = str(self.cfg.data["lab"]["clock"])
-        memory_mb = int(self.cfg.data["lab"]["memory_mb"])
-        desc = kernel_description(clock, image, image.parent.name, kernel_release(image),
-                                  memory_mb)
+        prepare([self.cfg.dataplane])  # the guest cannot write the cache
+        lab = LabBoot(image, str(self.cfg.data["lab"]["clock"]),
+                      int(self.cfg.data["lab"]["memory_mb"]))
         (self.share / CONFIG_FILE).write_text(self.cfg.to_yaml())
-        argv = [sys.executable, "-m", "pathdiv.experiments.api.lab_serve", str(self.share)]
 
         def boot() -> None:
             try:
-                self.result = uml.run_in_uml(
-                    argv, self.share, image, None, clock=clock, memory_mb=memory_mb,
-                    cwd=REPO_DIR, env={GUEST_ENV: json.dumps(desc), **guest_env()}, poll=self.poll,
-                    poll_s=0.5, channel=(self.slave, self.slave))
+                self.result = lab.run(SERVE_MODULE, [str(self.share)], self.share,
+                                      watch=self.poll, watch_s=0.5,
+                                      channel=(self.slave, self.slave))
             except BaseException as exc:  # reported to the caller's thread
                 self.failure = exc
 

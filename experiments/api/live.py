@@ -16,7 +16,7 @@ the picture. `api.network` (networks.py) chooses between the two.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,12 +24,12 @@ from typing import Any
 
 from pathdiv.experiments.classroom.shell import run_flow, settled_snapshot
 from pathdiv.experiments.classroom.views import carried, link_traffic, traffic_bytes
+from pathdiv.experiments.config.checks import parse_size
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.dataplane.base import PortCounters
 from pathdiv.experiments.dataplane.select import choose_for_config
 from pathdiv.experiments.fabric.environment import preflight
-from pathdiv.experiments.fabric.network import Network
+from pathdiv.experiments.network.network import Network
 from pathdiv.kernels.processes import scratch
 from pathdiv.topologies.fattree import FatTree
 
@@ -173,13 +173,13 @@ class KernelNetwork(LiveNetwork):
     def capture(self, folder: str | Path, snaplen: int = 128,
                 budget_mb: float = 200) -> Iterator[Path]:
         out = Path(folder)
-        self.net.start_capture(out, snaplen, budget_mb,
+        self.net.captures.start(out, snaplen, budget_mb,
                                tool=str(self.net.cfg.data["capture"]["tool"]))
         try:
             yield out
         finally:
             self.net.wait_quiet()  # the last FINs and ACKs belong in the captures
-            self.net.stop_capture()
+            self.net.captures.stop()
 
 
 @contextmanager
@@ -193,11 +193,3 @@ def local_network(cfg: Config, workdir: str | Path | None = None) -> Iterator[Ke
         folder = Path(workdir) if workdir else stack.enter_context(scratch("net"))
         net = stack.enter_context(Network(cfg, cls, folder))
         yield KernelNetwork(net, choice.reason)
-
-
-def as_mapping(transfer: Transfer) -> Mapping[str, Any]:
-    """A transfer as plain data (for JSON or a DataFrame row)."""
-    return {"src": transfer.src, "dst": transfer.dst, "size": transfer.size,
-            "transport": transfer.transport, "fct_s": transfer.fct_s,
-            "goodput_mbps": transfer.goodput_mbps, "received": transfer.received,
-            "paths": [" > ".join(p) for p in transfer.paths]}

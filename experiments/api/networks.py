@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pathdiv.experiments.api.lab import lab_network
 from pathdiv.experiments.api.live import LiveNetwork, local_network
-from pathdiv.experiments.api.session import ConfigSource, Overrides, load_config
-from pathdiv.experiments.execute.lab_kernel import guest_kernel_description
+from pathdiv.experiments.api.plans import ConfigSource, Overrides, load_config
+from pathdiv.experiments.execute.boot import guest_kernel_description
 
 
 @contextmanager

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
-from pathdiv.experiments.execute.lab_kernel import guest_kernel_description
-from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
+from pathdiv.experiments.execute.boot import guest_kernel_description
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
 from pathdiv.experiments.fidelity.monitor import core_shares, parse_proc_stat, read_text
 from pathdiv.experiments.fidelity.record import build_record, lab_monitor, machine_clock
+from pathdiv.experiments.network.network import Network
+from pathdiv.experiments.running import NetworkError
 from pathdiv.experiments.traffic.placement import Placement, place_argv
 from pathdiv.topologies.fattree import FatTree
 
@@ -102,7 +104,7 @@ def placement_of(net: Network) -> Placement | None:
     """The network's subflow placement (None when the kernel's path manager places)."""
     if net.cfg.subflow_paths == "hashed" or net.cfg.transport != "mptcp":
         return None
-    return Placement(PathModel(net.topo, net.tables, net.dp.name), net.cfg.subflow_paths,
+    return Placement(PathModel(net.topo, net.tables, net.plane.name), net.cfg.subflow_paths,
                      net.cfg.subflows)
 def measured_clock() -> str:
     """The clock the probe's rates are measured on: the lab kernel's (virtual or real)
@@ -151,9 +153,9 @@ def _measure(net: Network, plan: ProbePlan, server: Any) -> dict[str, Any]:
     goodput_mbps = statistics.median(t["goodput_mbps"] for t in series)
     fractions = [t["fraction"] for t in series if t["fraction"] is not None]
     return {
-        "dataplane": net.dp.name,
-        "mode": net.dp.mode,
-        "spray": net.dp.spray,
+        "dataplane": net.plane.name,
+        "mode": net.plane.mode,
+        "spray": net.plane.spray,
         "pair": [plan.client, plan.server],
         "direction": "server->client packets forwarded by each core towards the client pod",
         "tcp_flows": {"flows": TCP_FLOWS, "bytes_each": TCP_FLOW_BYTES, "per_core": flows},

@@ -26,10 +26,12 @@ from pathdiv.experiments.classroom.views import (
     link_traffic,
     traffic_bytes,
 )
-from pathdiv.experiments.config.schema import parse_size
+from pathdiv.experiments.config.checks import parse_size
 from pathdiv.experiments.config.switching import SPRAYS
 from pathdiv.experiments.dataplane.base import MODES, DataPlaneError, PortCounters
-from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
+from pathdiv.experiments.network.network import Network
+from pathdiv.experiments.running import NetworkError
 
 FLOW_PORT = PORT  # the server `pathdiv probe` uses; _fetch targets it
 
@@ -69,9 +71,9 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         self.net = net
         self.mark = snapshot(net)
         self.last_flow: tuple[str, str, list[LinkTraffic]] | None = None
-        setLogLevel("output")  # the lab builds quietly; node commands must print here
+        setLogLevel("output")  # the network builds quietly; node commands must print here
         lg.propagate = False  # Mininet prints node output itself (stderr); not twice
-        super().__init__(net.net, **kwargs)
+        super().__init__(net.mininet, **kwargs)
 
     # ---- helpers -------------------------------------------------------------
     def _host(self, name: str) -> str:
@@ -136,7 +138,7 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         self._guard(self._mode, line)
 
     def _mode(self, args: list[str]) -> None:
-        dp = self.net.dp
+        dp = self.net.plane
         if args:
             mode = args[0]
             spray = args[1] if len(args) > 1 else dp.spray
@@ -156,7 +158,7 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         if len(args) < 2:
             raise ShellCommandError("usage: p4 SWITCH COMMAND, e.g. p4 e1 table_dump "
                                     "PathdivIngress.ipv4_lpm (p4 e1 help lists them)")
-        print(self.net.dp.switch_cli(args[0], " ".join(args[1:])))
+        print(self.net.plane.switch_cli(args[0], " ".join(args[1:])))
 
     def do_flow(self, line: str) -> None:
         """flow SRC DST SIZE [tcp|mptcp]: SRC sends SIZE (e.g. 2MB) to DST; prints FCT,
@@ -180,7 +182,7 @@ class PathdivCLI(CLI):  # type: ignore[misc]
         if transport not in ("tcp", "mptcp"):
             raise ShellCommandError(f"bad transport {transport!r}; expected tcp or mptcp")
         if transport == "mptcp" and net_transport != "mptcp":
-            raise ShellCommandError("this lab's hosts run TCP only (hosts.transport: tcp); "
+            raise ShellCommandError("this network's hosts run TCP only (hosts.transport: tcp); "
                                   "restart with --set hosts.transport=mptcp")
         result, traffic = run_flow(self.net, src, dst, size, transport == "mptcp")
         self.last_flow = (src, dst, traffic)

@@ -120,8 +120,8 @@ def format_paths(topo: FatTree, src: str, dst: str,
     for i, (p, n, used) in enumerate(rows, 1):
         mark = "carried" if used else "idle"
         lines.append(f"  {i}. {path_label(p):<40} {human_bytes(n):>10}  {mark}")
-    used = sum(1 for _, _, u in rows if u)
-    lines.append(f"last flow {f_src} -> {f_dst}: {used} of {len(rows)} path(s) carried it")
+    count = sum(1 for _, _, u in rows if u)
+    lines.append(f"last flow {f_src} -> {f_dst}: {count} of {len(rows)} path(s) carried it")
     return "\n".join(lines)
 
 

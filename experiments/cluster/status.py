@@ -110,7 +110,7 @@ def _seen(doc: dict[str, Any] | None) -> str:
 # ---- pure ------------------------------------------------------------------------------
 def classify(run_state: str, marker: dict[str, Any] | None,
              alive: Callable[[dict[str, Any]], bool | None]) -> tuple[str, str]:
-    """(state, note) of one run from its folder's state (pathdiv.experiments.runner.run_state)
+    """(state, note) of one run from its folder's state (execute/runstate.py `run_state`)
     and its running marker, if any; `alive(marker)` is True, False or None (unknown)."""
     if run_state in FINAL:
         return run_state, ""

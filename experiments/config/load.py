@@ -1,9 +1,9 @@
 """Load, validate and override pathdiv configurations. Pure: no side effects.
 
-A config is YAML read with `yaml.safe_load`, checked against `schema.SCHEMA`
-and returned as a `Config`: the resolved mapping (every default filled in) plus typed
-accessors. Every problem is reported at once, each naming the key, the bad value and
-what is allowed, and nothing is started.
+A config is YAML read within bounds (safe_yaml.py), checked against `schema.SCHEMA`
+and between its keys (cross.py), and returned as a `Config`: the resolved mapping (every
+default filled in) plus typed accessors. Every problem is reported at once, each naming
+the key, the bad value and what is allowed, and nothing is started.
 """
 
 from __future__ import annotations
@@ -21,33 +21,27 @@ from typing import Any
 
 import yaml
 
-from pathdiv.analysis.metrics.columns import dependent_variables
-from pathdiv.analysis.stats.scope import APPLIES_TO, level_overrides, scope_problems
-from pathdiv.experiments.config.files import is_file_reference
-from pathdiv.experiments.config.planes import AUTO, lookup, refusals
-from pathdiv.experiments.config.safe_yaml import MAX_TEXT_BYTES, YamlRefused, load_text, shorten
-from pathdiv.experiments.config.schema import (
-    SCHEMA,
-    SIZE_DISTRIBUTIONS,
-    Leaf,
-    ListOf,
-    MapOf,
-    Section,
-    parse_size,
-    plain_name_problem,
+from pathdiv.analysis.stats.scope import level_overrides, scope_problems
+from pathdiv.experiments.config.checks import parse_size, plain_name_problem
+from pathdiv.experiments.config.cross import (
+    condition_problems,
+    cross_problems,
+    paths_problems,
+    shadowed_overrides,
+    threshold_problems,
 )
-from pathdiv.experiments.config.sizes import CdfError, read_cdf
-from pathdiv.experiments.config.workloads import open_loop
+from pathdiv.experiments.config.files import is_file_reference
+from pathdiv.experiments.config.safe_yaml import MAX_TEXT_BYTES, YamlRefused, load_text, shorten
+from pathdiv.experiments.config.schema import SCHEMA, Leaf, ListOf, MapOf, Section
 from pathdiv.topologies.conditions import (
-    ConditionError,
     Conditions,
     link_params_of,
-    parse_link,
     resolve,
+    topology_of,
 )
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import LinkParams, Tier
-from pathdiv.topologies.paths import ParallelPaths, PathSpec
+from pathdiv.topologies.paths import ParallelPaths
 
 
 class ConfigError(ValueError):
@@ -92,16 +86,7 @@ def _validate(node: Leaf | Section | MapOf | ListOf, value: Any, key: str,
               problems: list[str]) -> Any:
     """Return the value with defaults filled; append problems for bad values."""
     if isinstance(node, ListOf):
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            problems.append(f"{key}: expected a list, got {shorten(value)}")
-            return []
-        if len(value) > node.max_items:
-            problems.append(f"{key}: {len(value)} items; at most {node.max_items}")
-            return []
-        return [_validate(node.item, item, f"{key}[{i}]", problems)
-                for i, item in enumerate(value)]
+        return _validate_list(node, value, key, problems)
     if isinstance(node, Leaf):
         return _validate_leaf(node, value, key, problems)
     if value is None:
@@ -114,28 +99,51 @@ def _validate(node: Leaf | Section | MapOf | ListOf, value: Any, key: str,
         problems.append(f"{key or 'config'}: expected {what}, got {shorten(value)}")
         return _defaults(node)
     if isinstance(node, MapOf):
-        if len(value) > node.max_items:
-            problems.append(f"{key}: {len(value)} entries; at most {node.max_items}")
-            return _defaults(node)
-        if len(value) < node.min_items and node.default:
-            problems.append(f"{key}: {shorten(dict(value))} is empty; name at least "
-                            f"{node.min_items} entry, or leave {key} out for the defaults "
-                            f"({', '.join(node.default)})")
-            return _defaults(node)
-        if len(value) < node.min_items:
-            problems.append(f"{key}: {shorten(dict(value))} is empty; give at least "
-                            f"{node.min_items} entry")
-            return {}
-        source = value or copy.deepcopy(node.default)
-        out: dict[str, Any] = {}
-        for name, child in source.items():
-            sub = f"{key}.{shorten(name, 40) if not isinstance(name, str) else name[:60]}"
-            if not isinstance(name, str) or not re.match(node.key_pattern, name):
-                problems.append(f"{sub}: the name {shorten(name, 40)} is not allowed; use "
-                                f"letters, digits, '_', '-' (pattern {node.key_pattern})")
-                continue
-            out[name] = _validate(node.value, child, sub, problems)
-        return out
+        return _validate_map(node, value, key, problems)
+    return _validate_section(node, value, key, problems)
+
+
+def _validate_list(node: ListOf, value: Any, key: str, problems: list[str]) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        problems.append(f"{key}: expected a list, got {shorten(value)}")
+        return []
+    if len(value) > node.max_items:
+        problems.append(f"{key}: {len(value)} items; at most {node.max_items}")
+        return []
+    return [_validate(node.item, item, f"{key}[{i}]", problems)
+            for i, item in enumerate(value)]
+
+
+def _validate_map(node: MapOf, value: Mapping[Any, Any], key: str,
+                  problems: list[str]) -> Any:
+    if len(value) > node.max_items:
+        problems.append(f"{key}: {len(value)} entries; at most {node.max_items}")
+        return _defaults(node)
+    if len(value) < node.min_items and node.default:
+        problems.append(f"{key}: {shorten(dict(value))} is empty; name at least "
+                        f"{node.min_items} entry, or leave {key} out for the defaults "
+                        f"({', '.join(node.default)})")
+        return _defaults(node)
+    if len(value) < node.min_items:
+        problems.append(f"{key}: {shorten(dict(value))} is empty; give at least "
+                        f"{node.min_items} entry")
+        return {}
+    source = value or copy.deepcopy(node.default)
+    out: dict[str, Any] = {}
+    for name, child in source.items():
+        sub = f"{key}.{shorten(name, 40) if not isinstance(name, str) else name[:60]}"
+        if not isinstance(name, str) or not re.match(node.key_pattern, name):
+            problems.append(f"{sub}: the name {shorten(name, 40)} is not allowed; use "
+                            f"letters, digits, '_', '-' (pattern {node.key_pattern})")
+            continue
+        out[name] = _validate(node.value, child, sub, problems)
+    return out
+
+
+def _validate_section(node: Section, value: Mapping[Any, Any], key: str,
+                      problems: list[str]) -> dict[str, Any]:
     out = {}
     for name in value:
         if name not in node.fields:
@@ -333,7 +341,7 @@ class Config:
     def link_params(self) -> dict[Tier, LinkParams]:
         return link_params_of(self.data["topology"]["links"])
 
-    def conditions(self) -> Conditions:
+    def link_conditions(self) -> Conditions:
         """Every link direction's conditions (`pathdiv.topologies.conditions`)."""
         return resolve(self.topology(), self.data["topology"]["link_overrides"])
 
@@ -346,9 +354,7 @@ class Config:
 
     def topology(self) -> FatTree | ParallelPaths:
         """The one topology object every stage reads."""
-        if self.topology_kind == "paths":
-            return paths_topology(self.data["topology"]["paths"])
-        return FatTree(self.k, self.link_params(), aliases_per_host=self.subflows - 1)
+        return topology_of(self.data)
 
     def fat_tree(self, what: str) -> FatTree:
         """The topology of a config that `what` (a command, the live network) can build
@@ -396,177 +402,10 @@ def validate(raw: Any, source: str = "config") -> Config:
                for p in problems):  # links have names
         problems += condition_problems(data)
     if not problems:
-        problems += _cross_problems(data)
+        problems += cross_problems(data)
     if problems:
         raise ConfigError(problems, source)
     return Config(data, source)
-
-
-def _cross_problems(data: Mapping[str, Any]) -> list[str]:
-    """Problems between keys: what analysis names must exist, a key one factor owns."""
-    problems = []
-    factors: dict[str, dict[str, dict[str, Any]]] = data["factors"]
-    owner: dict[str, str] = {}
-    for factor, levels in factors.items():
-        for level, overrides in levels.items():
-            for dotted in level_overrides(overrides):
-                other = owner.setdefault(dotted, factor)
-                if other != factor:
-                    problems.append(
-                        f"factors.{factor}.{level}.{dotted}: factor {other!r} sets {dotted} "
-                        "too; a key belongs to one factor, or the levels of one would "
-                        "silently undo the other's (merge the two factors into one)")
-    ecn = data["switching"]["ecn_threshold_pkts"]
-    for tier, link in data["topology"]["links"].items():
-        if ecn is not None and link["queue_pkts"] <= ecn:
-            problems.append(f"switching.ecn_threshold_pkts: {ecn} packets is not below "
-                            f"topology.links.{tier}.queue_pkts ({link['queue_pkts']}): "
-                            "the queue would drop before it marks; use a smaller threshold")
-    analysis = data["analysis"]
-    if analysis["ivs"] is None:  # resolved here, so every later stage reads a list
-        analysis["ivs"] = list(factors)
-    known = dependent_variables()
-    for name in analysis["dvs"]:
-        if name not in known:
-            problems.append(f"analysis.dvs: {name!r} is not a metrics.csv column; choose "
-                            f"from {', '.join(known)}")
-    # without factors there is nothing to compare (the report then only describes)
-    for name in analysis["ivs"] if factors else []:
-        if name not in factors:
-            problems.append(f"analysis.ivs: {name!r} is not a factor of this config; "
-                            f"factors: {', '.join(factors)}")
-    if factors and not 1 <= len(analysis["ivs"]) <= 2:
-        problems.append(f"analysis.ivs: {analysis['ivs']!r} names {len(analysis['ivs'])} "
-                        "factors; the MANOVA takes one or two")
-    columns = ["condition", "flow_type", *factors]
-    for name in analysis["clusters"]:
-        if name not in columns:
-            problems.append(f"analysis.clusters: {name!r} is not a column that splits the "
-                            f"data; choose from {', '.join(columns)}")
-        elif name in analysis["ivs"]:
-            problems.append(f"analysis.clusters: {name!r} is also in analysis.ivs; a "
-                            "factor is compared within clusters or splits them, not both")
-    return problems
-
-
-def shadowed_overrides(data: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
-    """`--set` keys that factor levels set again, so the override would not reach them."""
-    problems = []
-    for key in keys:
-        levels = [f"{factor}={level}"
-                  for factor, lvls in data.get("factors", {}).items()
-                  for level, overrides in lvls.items()
-                  if any(k != APPLIES_TO and (k == key or k.startswith(key + ".")
-                                              or key.startswith(k + "."))
-                         for k in overrides)]
-        if levels:
-            problems.append(
-                f"--set {key}: the factor level(s) {', '.join(levels)} set {key} "
-                "themselves, so this override would change no run of theirs; edit those "
-                "levels in the config, or pick levels with --only")
-    return problems
-
-
-def threshold_problems(section: Mapping[str, Any]) -> list[str]:
-    """Pairs of thresholds in the wrong order (the degraded one must come first)."""
-    pairs = (("steal_degraded_pct", "steal_invalid_pct"),
-             ("link_rate_invalid", "link_rate_degraded"),
-             ("rto_degraded", "rto_invalid"))
-    out = []
-    for low, high in pairs:
-        if low in section and high in section and section[low] > section[high]:
-            out.append(f"fidelity.{low}: {section[low]!r} is not allowed; expected at most "
-                       f"fidelity.{high} ({section[high]!r})")
-    return out
-
-
-def paths_topology(paths: Iterable[Mapping[str, Any]]) -> ParallelPaths:
-    """`topology.paths` of a config as the parallel-paths topology object."""
-    specs = []
-    for p in paths:
-        params = link_params_of({"bottleneck": p})[Tier.BOTTLENECK]
-        background = p.get("background") or {}
-        specs.append(PathSpec(params, int(background.get("flows", 0)),
-                              background.get("cc")))
-    return ParallelPaths(tuple(specs))
-
-
-def paths_problems(data: Mapping[str, Any]) -> list[str]:
-    """`topology.paths` against `topology.kind` and the hosts."""
-    kind, paths = data["topology"]["kind"], data["topology"]["paths"] or []
-    if kind != "paths":
-        return ([f"topology.paths: {len(paths)} paths given with topology.kind: {kind}; "
-                 "paths are for kind: paths (or remove topology.paths)"] if paths else [])
-    problems = []
-    if not paths:
-        problems.append("topology.paths: missing; kind: paths needs 1..8 bottlenecks, e.g. "
-                        "paths: [{bw_mbps: 100, delay_ms: 25}, {bw_mbps: 100, delay_ms: 25}]")
-    for i, p in enumerate(paths):
-        if (p.get("jitter_ms") or 0) > (p.get("delay_ms") or 0):
-            problems.append(f"topology.paths[{i}].jitter_ms: {p['jitter_ms']} is larger than "
-                            f"delay_ms ({p.get('delay_ms')}); allowed: jitter_ms <= delay_ms")
-    if data["hosts"]["kernel"] != "lab":
-        problems.append(f"hosts.kernel: {data['hosts']['kernel']!r} with topology.kind: "
-                        "paths; allowed: lab (the paths' delays need netem, and their runs "
-                        "execute in the lab kernel)")
-    if data["topology"]["link_overrides"]:
-        problems.append("topology.link_overrides: kind: paths sets each bottleneck in "
-                        "topology.paths; allowed: {} (events may still change ra<i>-rb<i>)")
-    return problems
-
-
-def condition_problems(data: dict[str, Any]) -> list[str]:
-    """Link names of overrides and events, and the shape of each event."""
-    problems: list[str] = []
-    topo = Config(data).topology()
-    for name in data["topology"]["link_overrides"]:
-        try:
-            parse_link(topo, name)
-        except ConditionError as exc:
-            problems.append(f"topology.link_overrides.{name}: {exc}")
-    for i, event in enumerate(data.get("events") or []):
-        where = f"events[{i}]"
-        if event["at_s"] is None:
-            problems.append(f"{where}.at_s: missing; expected seconds after the workload "
-                            "starts, e.g. at_s: 5")
-        if event["link"] is None:
-            problems.append(f"{where}.link: missing; expected a link name such as a1-c1")
-        else:
-            try:
-                parse_link(topo, str(event["link"]))
-            except ConditionError as exc:
-                problems.append(f"{where}.link: {exc}")
-        changes = {k: v for k, v in (event["set"] or {}).items() if v is not None}
-        if (event["action"] is None) == (not changes):
-            problems.append(f"{where}: needs exactly one of action (down or up) or "
-                            "set (e.g. set: {bw_mbps: 5})")
-        elif event["action"] is not None and ">" in str(event["link"] or ""):
-            problems.append(f"{where}.link: {event['link']!r}: a link goes {event['action']} "
-                            "as a whole; name it with '-' (a1-c1)")
-    if not any(p.startswith("topology.link_overrides") for p in problems):
-        conds = resolve(topo, data["topology"]["link_overrides"])
-        bad = sorted(f"{u}>{v}" for (u, v), c in conds.items() if c.jitter_ms > c.delay_ms)
-        if bad:
-            problems.append(f"jitter_ms: larger than delay_ms on {', '.join(bad[:6])}"
-                            f"{' ...' if len(bad) > 6 else ''}; netem varies the delay by "
-                            "±jitter_ms, so set delay_ms >= jitter_ms there")
-    arrivals = open_loop(data["workload"]["pattern"]) or \
-        data["workload"]["background"]["pattern"] != "none"
-    if arrivals and data["topology"]["links"]["host"]["bw_mbps"] is None:
-        problems.append("topology.links.host.bw_mbps: null (unshaped) leaves no link rate to "
-                        "offer workload.load or workload.background.load against; set a rate")
-    sizes = str(data["workload"]["sizes"])
-    if sizes not in SIZE_DISTRIBUTIONS and (open_loop(data["workload"]["pattern"]) or
-                                            data["workload"]["background"]["pattern"]
-                                            == "poisson"):
-        try:
-            read_cdf(sizes)
-        except CdfError as exc:
-            problems.append(f"workload.sizes: {exc}")
-    if data["dataplane"] != AUTO:  # auto refuses per run what it cannot place
-        problems += [f"dataplane: {data['dataplane']}: {p}"
-                     for p in refusals(lookup(str(data["dataplane"])), data)]
-    return problems
 
 
 def read_config_text(p: Path) -> str:

@@ -6,13 +6,11 @@ README's key table is generated from it (`pathdiv keys`), so the three cannot dr
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
+import pathdiv.experiments.config.checks as allowed
 from pathdiv.experiments.config.planes import AUTO, plane_help
 from pathdiv.experiments.config.planes import choices as plane_choices
 from pathdiv.experiments.config.switching import MODES, SPRAYS, mode_help, mode_params
@@ -64,250 +62,18 @@ class MapOf:
     max_items: int = 1000
 
 
-SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
-SIZE_UNITS = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9}
-SIZE_UNITS |= {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
-
-
-def parse_size(value: Any) -> int:
-    """'10KB' -> 10000, '25MB' -> 25000000, '1MiB' -> 1048576; ints are bytes."""
-    if isinstance(value, bool):
-        raise ValueError(value)
-    if isinstance(value, int):
-        if value <= 0:
-            raise ValueError(value)
-        return value
-    m = SIZE_RE.match(str(value))
-    if not m:
-        raise ValueError(value)
-    size = int(float(m.group(1)) * SIZE_UNITS[m.group(2)])
-    if size <= 0:
-        raise ValueError(value)
-    return size
-
-
-MAX_SIZE_BYTES = 10**9  # one transfer, one request: 1 GB
-
-
-def _size_check(value: Any) -> str | None:
-    try:
-        size = parse_size(value)
-    except (ValueError, OverflowError):
-        return "a positive size such as 10KB, 500KB, 25MB or 1MiB (KB = 1000 bytes)"
-    if size > MAX_SIZE_BYTES:
-        return "a size of at most 1GB"
-    return None
-
-
-_size_check.allowed = "1B..1GB"  # type: ignore[attr-defined]
-
-
-class Between:
-    """A check for a number within [low, high] (`pathdiv keys` shows `allowed`).
-
-    The upper bounds are what one 2-core machine with 24 GB can honour in one run: more
-    would not fail fast but fill the disk or memory, or run for days."""
-
-    def __init__(self, low: float, high: float, unit: str = "", integer: bool = False,
-                 low_open: bool = False) -> None:
-        self.low, self.high, self.low_open = low, high, low_open
-        kind = "an integer" if integer else "a number"
-        lo, hi = (f"{int(x)}" if float(x).is_integer() else f"{x:g}" for x in (low, high))
-        low_text = f"> {lo}" if low_open else f">= {lo}"
-        self.allowed = (f"{lo}..{hi}{' ' + unit if unit else ''}" if not low_open
-                        else f"> {lo} and <= {hi}{' ' + unit if unit else ''}")
-        self.want = f"{kind} {low_text} and <= {hi}{' (' + unit + ')' if unit else ''}"
-
-    def __call__(self, value: Any) -> str | None:
-        above = value > self.low if self.low_open else value >= self.low
-        return None if above and value <= self.high else self.want
-
-
-SIZE_DISTRIBUTIONS = ("websearch", "datamining")
-
-
-def _sizes(value: Any) -> str | None:
-    if value in SIZE_DISTRIBUTIONS or str(value).endswith((".txt", ".cdf", ".csv")):
-        return None
-    return "websearch, datamining or a CDF file path ending in .txt, .cdf or .csv"
-
-
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-def plain_name_problem(value: Any) -> str | None:
-    """`name` becomes a folder (results/<name>-<time>/) and a Slurm job name."""
-    if NAME_RE.match(value) and ".." not in value:
-        return None
-    return ("a plain name of 1-64 letters, digits, '_', '-', '.', starting with a letter "
-            "or digit, without '..' (it becomes a folder and a Slurm job name)")
-
-
-plain_name_problem.allowed = "[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"  # type: ignore[attr-defined]
-
-
-def _names(value: Any) -> str | None:
-    ok = all(isinstance(v, str) and 0 < len(v) <= 64 for v in value) and len(value) <= 20
-    return None if ok else "a list of at most 20 names (strings)"
-
-
-def _reference(value: Any) -> str | None:
-    names = sorted(p.name.removesuffix(".yaml")
-                   for p in resources.files("pathdiv.analysis.references").iterdir()
-                   if p.name.endswith(".yaml"))
-    values = value if isinstance(value, list) else [value]
-    ok = values and all(v in names for v in values)
-    return None if ok else f"one of {', '.join(names)}, or a list of them"
-
-
-MAX_BUDGET_MB = 50_000  # captures of one run: 50 GB
-
-
-def _budget(value: Any) -> str | None:
-    if value == "auto" or (isinstance(value, int) and 1 <= value <= MAX_BUDGET_MB):
-        return None
-    return f"an integer number of MB from 1 to {MAX_BUDGET_MB}, or auto (sized from the plan)"
-
-
-_budget.allowed = f"1..{MAX_BUDGET_MB} MB or auto"  # type: ignore[attr-defined]
-
-MAX_K = 8  # k=8: 80 switches, 128 hosts; k=10 (125 switches, 250 hosts) outgrows 2 cores
-
-
-def _even_k(value: Any) -> str | None:
-    ok = 2 <= value <= MAX_K and value % 2 == 0
-    return None if ok else f"an even integer 2..{MAX_K}"
-
-
-_even_k.allowed = f"2, 4, ... {MAX_K}"  # type: ignore[attr-defined]
-
-
-def _reorder_hold(value: Any) -> str | None:
-    return None if 1 <= value <= 1_000_000 else "an integer from 1 to 1000000 (µs)"
-
-
-_reorder_hold.allowed = "1..1000000 µs"  # type: ignore[attr-defined]
-
-
-ECN_THRESHOLD_MAX = 1000  # packets; deeper than any queue a k=4 lab link is given
-
-
-def _ecn_threshold(value: Any) -> str | None:
-    return (None if value is None or 1 <= value <= ECN_THRESHOLD_MAX
-            else f"null (no marking) or an integer from 1 to {ECN_THRESHOLD_MAX} (packets)")
-
-
-def _watts(value: Any) -> str | None:
-    ok = isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= 1000
-    return None if ok else "a number of watts from 0 to 1000"
-
-
-_watts.allowed = "0..1000 W"  # type: ignore[attr-defined]
-
-
-def _mptcp_d_alpha(value: Any) -> str | None:
-    return None if 1 < value <= 10 else "a number above 1 and at most 10"
-
-
-def _mptcp_d_beta(value: Any) -> str | None:
-    return None if 0 < value <= 1 else "a number above 0 and at most 1"
-
-
-def _subflows(value: Any) -> str | None:
-    return None if 1 <= value <= 8 else "an integer 1..8"
-
-
-_subflows.allowed = "1..8"  # type: ignore[attr-defined]
-
-
-def _probability(value: Any) -> str | None:
-    return None if 0 < value < 1 else "a number between 0 and 1"
-
-
-def _port(value: Any) -> str | None:
-    return None if 1 <= value <= 65535 else "a TCP port 1..65535"
-
-
-_port.allowed = "1..65535"  # type: ignore[attr-defined]
-
-# Upper bounds (see Between); each shows in `pathdiv keys`.
-MAX_REPETITIONS = 1000
-MAX_RUNS = 1000  # runs of one plan (repetitions x factor levels x flow types): days of emulation
-MAX_ITERATIONS = 1000
-MAX_REQUESTS = 100
-MAX_SECONDS = 3600.0  # one timeout, one arrival window, the time of one event
-MAX_QUEUE_PKTS = 100_000
-MAX_LAB_MEMORY_MB = 16_384  # of 24 GB, leaving the host and the captures room
-MAX_SNAPLEN = 65_535
-MAX_BW_MBPS = 100_000.0
-MAX_DELAY_MS = 10_000.0
-MAX_RPC_RATE = 10_000.0
-MAX_CONNECTIONS = 64
-MAX_REPEATS = 10
-MAX_RTOS = 1_000_000
-MAX_SEED = 2**32 - 1
-MAX_FLOW_TYPES = 20
-MAX_EVENTS = 1000
-MAX_FACTORS = 4
-MAX_LEVELS = 50
-MAX_NAME_CHARS = 40  # a flow type, factor or level name: part of every run id
-
-_repetitions = Between(1, MAX_REPETITIONS, integer=True)
-_iterations = Between(1, MAX_ITERATIONS, integer=True)
-_requests = Between(1, MAX_REQUESTS, integer=True)
-_connections = Between(1, MAX_CONNECTIONS, integer=True)
-_rtos = Between(1, MAX_RTOS, integer=True)
-_max_repeats = Between(0, MAX_REPEATS, integer=True)
-_seconds = Between(0, MAX_SECONDS, "s", low_open=True)
-_at_s = Between(0, MAX_SECONDS, "s")
-_queue = Between(1, MAX_QUEUE_PKTS, "packets", integer=True)
-_lab_memory = Between(256, MAX_LAB_MEMORY_MB, "MB", integer=True)
-_own_boot_kb = Between(0, MAX_SIZE_BYTES // 1000, "KB", integer=True)
-_snaplen = Between(64, MAX_SNAPLEN, "bytes", integer=True)
-_sample_interval = Between(0.05, 60, "s")
-_min_backlogged = Between(0, 600, "s", low_open=True)
-_bw = Between(0, MAX_BW_MBPS, "Mbit/s", low_open=True)
-_delay = Between(0, MAX_DELAY_MS, "ms")
-_rpc_rate = Between(0, MAX_RPC_RATE, "requests/s")
-_seed = Between(0, MAX_SEED, integer=True)
-def _percent(value: Any) -> str | None:
-    return None if 0 <= value <= 100 else "a percentage 0..100"
-
-
-_percent.allowed = "0..100 %"  # type: ignore[attr-defined]
-
-
-def _fraction(value: Any) -> str | None:
-    return None if 0 < value <= 1 else "a fraction of the link rate, > 0 and <= 1"
-
-
-_fraction.allowed = "> 0 and <= 1"  # type: ignore[attr-defined]
-def _load_fraction(value: Any) -> str | None:
-    return None if 0 < value <= 1 else "a fraction of the link rate, 0 < load <= 1"
-
-
-_load_fraction.allowed = "> 0 and <= 1"  # type: ignore[attr-defined]
-
-
-def _loss(value: Any) -> str | None:
-    return None if 0 <= value < 100 else "a percentage 0 <= loss_pct < 100"
-
-
-_loss.allowed = ">= 0 and < 100 %"  # type: ignore[attr-defined]
-
-
 # Link condition keys: (type, doc, check). The tiers give them defaults; link overrides
 # and `set` events change them per link or per direction (fabric/conditions.py).
 CONDITION_KEYS: dict[str, tuple[type | tuple[type, ...], str, Check]] = {
-    "bw_mbps": ((int, float), "link rate in Mbit/s (null: unshaped)", _bw),
+    "bw_mbps": ((int, float), "link rate in Mbit/s (null: unshaped)", allowed.bw),
     "delay_ms": ((int, float), "one-way delay in ms added at each egress (needs netem: "
-                 "hosts.kernel: lab)", _delay),
+                 "hosts.kernel: lab)", allowed.delay),
     "jitter_ms": ((int, float), "delay variation in ms (netem: uniform within ±jitter_ms, "
                   "may reorder; needs delay_ms >= jitter_ms and hosts.kernel: lab)",
-                  _delay),
+                  allowed.delay),
     "loss_pct": ((int, float), "random loss of IPv4 packets in percent, dropped on arrival "
-                 "at the receiving end (nftables, any kernel)", _loss),
-    "queue_pkts": (int, "drop-tail queue length in packets at each egress", _queue),
+                 "at the receiving end (nftables, any kernel)", allowed.loss),
+    "queue_pkts": (int, "drop-tail queue length in packets at each egress", allowed.queue),
 }
 CONDITION_DEFAULTS: dict[str, Any] = {"delay_ms": 0, "jitter_ms": 0, "loss_pct": 0,
                                       "queue_pkts": 100}
@@ -328,7 +94,7 @@ def conditions_section(doc: str, unset: str) -> Section:
                     for key, (kind, text, check) in CONDITION_KEYS.items()}, doc)
 
 
-_background_flows = Between(0, MAX_BACKGROUND_FLOWS, integer=True)
+_background_flows = allowed.Between(0, MAX_BACKGROUND_FLOWS, integer=True)
 
 
 LINK_KEY_PATTERN = r"^[a-z]+[0-9]+[->][a-z]+[0-9]+$"
@@ -339,12 +105,13 @@ DVS = ("throughput_mbps", "goodput_mbps", "fct_s", "utilization")
 SCHEMA = Section(
     {
         "name": Leaf(str, "experiment", "experiment name; results go to results/<name>-<time>/ "
-                     "and Slurm jobs are named after it", check=plain_name_problem),
+                     "and Slurm jobs are named after it", check=allowed.plain_name_problem),
         "seed": Leaf(int, 1, "master seed: run order, host designations, ECMP hash seeds",
-                     check=_seed),
+                     check=allowed.seed),
         "repetitions": Leaf(int, 1, "repetitions of every factor combination (a plan, "
-                            f"repetitions x levels x flow types, has at most {MAX_RUNS} runs)",
-                            check=_repetitions),
+                            "repetitions x levels x flow types, has at most "
+                            f"{allowed.MAX_RUNS} runs)",
+                            check=allowed.repetitions),
         "topology": Section(
             {
                 "kind": Leaf(str, "fattree", "topology family: fattree = the k-ary fat "
@@ -352,7 +119,7 @@ SCHEMA = Section(
                              "dual-homed hosts (topology.paths; seed 003's testbed)",
                              choices=("fattree", "paths")),
                 "k": Leaf(int, 4, "fat-tree arity (pods); k=4: 20 switches, 16 hosts",
-                          check=_even_k),
+                          check=allowed.even_k),
                 "links": Section(
                     {"host": _link(20), "edge": _link(20), "core": _link(20)},
                     "per tier: host = host-edge, edge = edge-aggregation, "
@@ -397,7 +164,7 @@ SCHEMA = Section(
                 "spray": Leaf(str, "random", "per-packet choice when mode is spray",
                               choices=SPRAYS),
                 **{p.key: Leaf(int, p.default, p.help,
-                               check=Between(p.minimum, p.maximum, p.unit, integer=True))
+                               check=allowed.Between(p.minimum, p.maximum, p.unit, integer=True))
                    for p in mode_params().values()},
                 "ecn_threshold_pkts": Leaf(int, None, "switches mark ECN-capable packets CE "
                                            "when their egress queue holds at least this "
@@ -405,7 +172,7 @@ SCHEMA = Section(
                                            "packets there; nftables plane: RED in ECN mode "
                                            "on every switch egress; bmv2: the egress "
                                            "queue depth (enq_qdepth); null = drop-tail "
-                                           "only", check=_ecn_threshold, nullable=True),
+                                           "only", check=allowed.ecn_threshold, nullable=True),
             }
         ),
         "hosts": Section(
@@ -413,7 +180,7 @@ SCHEMA = Section(
                 "transport": Leaf(str, "tcp", "transport of every transfer",
                                   choices=("tcp", "mptcp")),
                 "subflows": Leaf(int, 4, "MPTCP subflows per connection on the single "
-                                 "interface (ndiffports)", check=_subflows),
+                                 "interface (ndiffports)", check=allowed.subflows),
                 "cc": Leaf(str, "cubic", "TCP congestion control (also for MPTCP subflows); "
                            "lia = RFC 6356 coupled control of MPTCP subflows, olia = "
                            "opportunistic linked increases (lab kernel; plain TCP runs "
@@ -449,28 +216,28 @@ SCHEMA = Section(
                                       "above alpha x the subflow's lowest RTT is a "
                                       "significant change, which triggers link-sharing "
                                       "detection (the paper's Algorithm 1; 1.3 there)",
-                                      check=_mptcp_d_alpha),
+                                      check=allowed.mptcp_d_alpha),
                 "mptcp_d_beta": Leaf((int, float), 0.1, "hosts.cc mptcp-d: a subflow whose "
                                      "changed RTT is within beta x its lowest RTT of the "
                                      "triggering RTT shares that subflow's link and has "
                                      "its window closed (0.1 in the paper)",
-                                     check=_mptcp_d_beta),
+                                     check=allowed.mptcp_d_beta),
                 "reorder_hold_us": Leaf(int, 1000, "bound of the reorder hold in µs "
                                         "(hosts.reordering: gro): at least the delay "
                                         "spread of the paths a flow is sprayed over",
-                                        check=_reorder_hold),
+                                        check=allowed.reorder_hold),
             }
         ),
         "energy": Section(
             {
                 "idle_watts": Leaf((int, float), 0.0, "power model: watts one host draws "
                                    "while a transfer it takes part in lasts, busy or not "
-                                   "(0: count only the CPU work)", check=_watts),
+                                   "(0: count only the CPU work)", check=allowed.watts),
                 "busy_watts_per_core": Leaf((int, float), 15.0, "power model: watts one "
                                             "core draws above idle while busy; a "
                                             "transfer's CPU seconds (client and server "
                                             "threads) times this is its busy energy",
-                                            check=_watts),
+                                            check=allowed.watts),
             },
             "energy_j = busy_watts_per_core x CPU seconds + idle_watts x FCT x hosts of "
             "the group (per run, run_energy_j: the hosts' CPU seconds and the traffic "
@@ -479,20 +246,21 @@ SCHEMA = Section(
         ),
         "lab": Section(
             {
-                "clock": Leaf(str, "virtual", "clock of the lab kernel (hosts.kernel: net): "
+                "clock": Leaf(str, "virtual", "clock of the lab kernel (hosts.kernel: lab): "
                               "virtual = User-Mode Linux time-travel, CPU work takes no "
                               "time and links are the only bottleneck; real = the wall "
                               "clock (for CPU-cost measures)", choices=("virtual", "real")),
                 "memory_mb": Leaf(int, 1536, "memory of the lab kernel in MB (a k=4 run "
-                                  "peaks near 500)", check=_lab_memory),
+                                  "peaks near 500)", check=allowed.lab_memory),
                 "own_boot_above_kb": Leaf(int, 128, "on the virtual clock, a run whose "
                                           "transfers are larger than this many KB (or "
                                           "whose pattern is open-loop) starts a boot of "
                                           "the lab kernel of its own, and so gives the "
                                           "same results wherever it stands in the plan; "
                                           "others follow the run before them in its boot "
-                                          "(0: every run boots alone; docs/DESIGN.md)",
-                                          check=_own_boot_kb),
+                                          "(0: every run boots alone; docs/decisions/"
+                                          "0008-network-reuse.md)",
+                                          check=allowed.own_boot_kb),
             },
             "how lab-kernel runs execute",
         ),
@@ -503,7 +271,8 @@ SCHEMA = Section(
                               "between runs it is reset and verified, and rebuilt when "
                               "the check finds what a reset cannot undo; false = build "
                               "the network afresh for every run (on the virtual clock "
-                              "both give the same results: docs/DESIGN.md; runs with "
+                              "both give the same results: docs/decisions/"
+                              "0008-network-reuse.md; runs with "
                               "their own boot, lab.own_boot_above_kb, build their own)"),
             },
             "how runs share a built network",
@@ -512,30 +281,30 @@ SCHEMA = Section(
             {
                 "pattern": Leaf(str, "silent", pattern_help(), choices=tuple(PATTERNS)),
                 "flow_types": MapOf(
-                    Leaf((str, int), None, "payload size", check=_size_check),
+                    Leaf((str, int), None, "payload size", check=allowed.size_check),
                     "flow type name -> payload size of one transfer",
                     default={"query": "128KB", "short": "500KB", "long": "25MB"},
-                    min_items=1, max_items=MAX_FLOW_TYPES,
+                    min_items=1, max_items=allowed.MAX_FLOW_TYPES,
                 ),
                 "iterations": Leaf(int, 4, "designation rounds per run (new pairs/groups each)",
-                                   check=_iterations),
+                                   check=allowed.iterations),
                 "requests": Leaf(int, 1, "requests per client per iteration",
-                                 check=_requests),
+                                 check=allowed.requests),
                 "timeout_s": Leaf((int, float), 120, "a transfer not done by then fails",
-                                  check=_seconds),
+                                  check=allowed.seconds),
                 "server_port": Leaf(int, 8080, "TCP port of the transfer server on every "
-                                    "host", check=_port),
+                                    "host", check=allowed.port),
                 "load": Leaf((int, float), 0.5, "poisson: offered load per host as a "
-                             "fraction of its access link rate", check=_load_fraction),
+                             "fraction of its access link rate", check=allowed.load_fraction),
                 "sizes": Leaf(str, "websearch", "poisson: flow-size distribution: websearch "
                               "(DCTCP), datamining (VL2) or the path of a CDF file (lines "
                               "'<bytes> <cumulative probability>'; relative to the config's "
                               "folder; a regular file of at most 1 MB reached through no "
-                              "symbolic link)", check=_sizes),
+                              "symbolic link)", check=allowed.sizes),
                 "max_size": Leaf((str, int), None, "poisson: sizes above this are cut to it "
-                                 "(null: no cut)", check=_size_check, nullable=True),
+                                 "(null: no cut)", check=allowed.size_check, nullable=True),
                 "duration_s": Leaf((int, float), 10, "poisson: length of the arrival "
-                                   "window (iterations are not used)", check=_seconds),
+                                   "window (iterations are not used)", check=allowed.seconds),
                 "background": Section(
                     {
                         "pattern": Leaf(str, "none", "none; poisson: open-loop flows between "
@@ -544,9 +313,9 @@ SCHEMA = Section(
                                         "fixed partner at Poisson times",
                                         choices=("none", "poisson", "permutation")),
                         "load": Leaf((int, float), 0.3, "offered load per host as a fraction "
-                                     "of its access link rate", check=_load_fraction),
+                                     "of its access link rate", check=allowed.load_fraction),
                         "port": Leaf(int, 8081, "TCP port of the background servers",
-                                     check=_port),
+                                     check=allowed.port),
                     },
                     "load under the measured workload: in the captures, not in transfers.csv "
                     "(its flows go to background.csv)",
@@ -555,15 +324,15 @@ SCHEMA = Section(
                     {
                         "rate_per_s": Leaf((int, float), 0, "requests per second per host, "
                                            "Poisson (0: no request/response traffic)",
-                                           check=_rpc_rate),
+                                           check=allowed.rpc_rate),
                         "connections": Leaf(int, 1, "persistent connections per host, each "
-                                            "to a random other host", check=_connections),
+                                            "to a random other host", check=allowed.connections),
                         "request_size": Leaf((str, int), "100B", "bytes of one request",
-                                             check=_size_check),
+                                             check=allowed.size_check),
                         "response_size": Leaf((str, int), "1KB", "bytes of one response",
-                                              check=_size_check),
+                                              check=allowed.size_check),
                         "port": Leaf(int, 8082, "TCP port of the request/response servers",
-                                     check=_port),
+                                     check=allowed.port),
                     },
                     "request/response (memcached-like) beside the measured workload; per "
                     "request latency goes to requests.csv",
@@ -580,7 +349,7 @@ SCHEMA = Section(
             Section(
                 {
                     "at_s": Leaf((int, float), None, "seconds after the workload starts",
-                                 check=_at_s),
+                                 check=allowed.at_s),
                     "link": Leaf(str, None, "link name such as a1-c1 (a1>c1: one direction, "
                                  "for set only)"),
                     "action": Leaf(str, None, "down: both ends drop every packet that arrives "
@@ -593,20 +362,20 @@ SCHEMA = Section(
             ),
             "changes applied while the workload runs, each with action or set; recorded "
             "with their actual times in the manifest",
-            max_items=MAX_EVENTS,
+            max_items=allowed.MAX_EVENTS,
         ),
         "capture": Section(
             {
                 "enabled": Leaf(bool, True, "capture packet headers on every link"),
                 "snaplen": Leaf(int, 96, "bytes kept per packet; 96 holds every header the "
                                 "metrics read (Ethernet 14 + IPv4 20 + TCP with options <= 60)",
-                                check=_snaplen),
+                                check=allowed.snaplen),
                 "budget_mb": Leaf((int, str), "auto", "MB the captures of one run may "
                                   "write, all links together; auto: what the run's "
                                   "transfers need (payload / MSS x transfers x hops x "
                                   "(snaplen + 16)); each link's file is capped at its own "
                                   "need, and a budget below a run's need is refused at "
-                                  "`pathdiv check`", check=_budget),
+                                  "`pathdiv check`", check=allowed.budget),
                 "tool": Leaf(str, "auto", "the capturing program: linkcap (pathdiv's own, "
                              "one process for every link; built with the C compiler on "
                              "first use), tcpdump (one process per link), or auto: "
@@ -622,28 +391,28 @@ SCHEMA = Section(
                                           "(a slow egress is seen only where its queue "
                                           "holds more than its rate sends in one "
                                           "interval: docs/fidelity.md)",
-                                          check=_sample_interval),
+                                          check=allowed.sample_interval),
                 "steal_degraded_pct": Leaf((int, float), 3, "CPU stolen by the hypervisor "
                                            "during traffic (percent, mean of the cores) from "
-                                           "which a run is degraded", check=_percent),
+                                           "which a run is degraded", check=allowed.percent),
                 "steal_invalid_pct": Leaf((int, float), 10, "steal (percent) from which a run "
-                                          "is invalid", check=_percent),
+                                          "is invalid", check=allowed.percent),
                 "link_rate_degraded": Leaf((int, float), 0.9, "a backlogged link sending "
                                            "below this fraction of its rate makes the run "
-                                           "degraded", check=_fraction),
+                                           "degraded", check=allowed.fraction),
                 "link_rate_invalid": Leaf((int, float), 0.75, "below this fraction of its "
-                                          "rate: invalid", check=_fraction),
+                                          "rate: invalid", check=allowed.fraction),
                 "min_backlogged_s": Leaf((int, float), 1.0, "seconds a link must surely "
                                          "have been backlogged (the bytes its queue held, "
                                          "at its rate) before its rate is judged",
-                                         check=_min_backlogged),
+                                         check=allowed.min_backlogged),
                 "rto_degraded": Leaf(int, 3, "TCP timeouts beyond the qdisc drops (all hosts) "
-                                     "from which a run is degraded", check=_rtos),
+                                     "from which a run is degraded", check=allowed.rtos),
                 "rto_invalid": Leaf(int, 20, "unexplained TCP timeouts from which a run is "
-                                    "invalid", check=_rtos),
+                                    "invalid", check=allowed.rtos),
                 "max_repeats": Leaf(int, 2, "times an invalid run is repeated (earlier "
                                     "attempts kept in runs/<run_id>/attempt-<n>/)",
-                                    check=_max_repeats),
+                                    check=allowed.max_repeats),
             },
             "fidelity monitor and verdict of real-clock runs",
         ),
@@ -655,34 +424,34 @@ SCHEMA = Section(
                       "where this level acts (analysis/stats/scope.py)",
                       key_pattern=r"^([a-z_]+(\.([a-z_]+|[0-9])){1,5}|applies_to)$", max_items=50),
                 "level name -> overrides",
-                min_items=1, max_items=MAX_LEVELS,
+                min_items=1, max_items=allowed.MAX_LEVELS,
             ),
             "factor name -> levels; the plan crosses all factors",
-            max_items=MAX_FACTORS,
+            max_items=allowed.MAX_FACTORS,
         ),
         "analysis": Section(
             {
                 "clusters": Leaf(list, ["condition", "flow_type"], "columns that split the "
-                                 "data into test clusters", check=_names),
+                                 "data into test clusters", check=allowed.names),
                 "ivs": Leaf(list, None, "independent variables: one or two factor names; null: "
-                            "the config's factors", nullable=True, check=_names),
+                            "the config's factors", nullable=True, check=allowed.names),
                 "dvs": Leaf(list, list(DVS), "dependent variables (metrics.csv columns)",
-                            check=_names),
-                "alpha": Leaf(float, 0.05, "significance level", check=_probability),
+                            check=allowed.names),
+                "alpha": Leaf(float, 0.05, "significance level", check=allowed.probability),
                 "reference": Leaf((str, list), None, "the published study (or list of "
                                   "studies) this config reproduces: files of "
                                   "analysis/references/ (seed001, seed000); the report "
                                   "puts their figures beside ours", nullable=True,
-                                  check=_reference),
+                                  check=allowed.reference),
                 "lower_is_better": Leaf(list, None, "metrics where a smaller value is the "
                                         "better outcome (rankings, a reference's claims "
                                         "of kind better); null: fct_s, excess_pct, "
                                         "retrans_pct, reorder_pct", nullable=True,
-                                        check=_names),
+                                        check=allowed.names),
                 "min_effect_pct": Leaf((int, float), 1.0, "smallest effect of interest, in "
                                        "percent of the compared mean: the summary separates "
                                        "significant effects at least this large from "
-                                       "significant but negligible ones", check=_percent),
+                                       "significant but negligible ones", check=allowed.percent),
             }
         ),
     }

@@ -3,7 +3,7 @@
 `NetworkKeeper.acquire` hands a run the network the previous run used when both runs
 have the same `fabric.netstate.reuse_key` (topology, data plane, link conditions, ...),
 the previous run ended normally and `network.reuse` is on; it is reset and verified
-first (`Network.reset_for`). Otherwise, or when the verification finds what a reset
+first (`network/reuse.py`). Otherwise, or when the verification finds what a reset
 cannot undo, the old network is torn down and a new one built; the run's manifest says
 which and why (`network` entry). `release` after each run says whether it ended
 normally; `close` tears down what is kept, at the end of the plan.
@@ -18,7 +18,9 @@ from typing import Any
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
 from pathdiv.experiments.fabric.netstate import reuse_key, variant_of
-from pathdiv.experiments.fabric.network import Network, NetworkError
+from pathdiv.experiments.network.network import Network
+from pathdiv.experiments.network.reuse import NetworkReuse
+from pathdiv.experiments.running import NetworkError
 
 log = logging.getLogger("pathdiv")
 
@@ -40,6 +42,7 @@ class NetworkKeeper:
 
     def __init__(self) -> None:
         self.net: Network | None = None
+        self.reuse: NetworkReuse | None = None  # the kept network's reference and reset
         self.key: str | None = None
         self.clean = False  # the run that used it ended normally
         self.runs = 0  # runs the kept network served
@@ -62,8 +65,9 @@ class NetworkKeeper:
             elif missing_aliases(self.net.topo, cfg):
                 info["built_because"] = missing_aliases(self.net.topo, cfg)
             else:
+                assert self.reuse is not None  # taken when the key was kept
                 try:
-                    info.update(self.net.reset_for(cfg, workdir), reused=True,
+                    info.update(self.reuse.reset_for(cfg, workdir), reused=True,
                                 runs_before=self.runs)
                     self.runs += 1
                     self.clean = False
@@ -78,7 +82,8 @@ class NetworkKeeper:
         net.__enter__()
         self.net, self.key, self.runs, self.clean = net, key, 1, False
         if key is not None:
-            mismatch = net.take_reference()
+            self.reuse = NetworkReuse(net)
+            mismatch = self.reuse.take_reference()
             if mismatch:  # netstate's model of a clean node is wrong: never reuse it
                 info["reference_problems"] = mismatch[:10]
                 self.key = None
@@ -94,4 +99,4 @@ class NetworkKeeper:
     def close(self) -> None:
         if self.net is not None:
             self.net.stop()
-        self.net, self.key, self.clean = None, None, False
+        self.net, self.reuse, self.key, self.clean = None, None, None, False

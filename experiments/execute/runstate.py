@@ -1,5 +1,6 @@
 """The state of one run's folder: its manifest's status, and the manifests of runs that
-did not finish (failed, skipped). Shared by the runner and the lab-kernel runs."""
+did not finish (failed, skipped); the error of a results folder that cannot take a plan.
+Shared by the runner and the lab-kernel runs."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from pathdiv.experiments.manifest import git_revision, write_json_atomic
 from pathdiv.experiments.plan.runs import Run
 
 STATUSES = ("complete", "failed", "skipped")
+
+
+class ResultsError(ValueError):
+    """A results folder that cannot take this plan (another experiment's, unreadable)."""
 
 
 def run_state(run_dir: Path) -> str:

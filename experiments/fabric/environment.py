@@ -21,8 +21,8 @@ from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels.abilities import LAB_ONLY_CCS, KernelAbilities, lab_kernel_abilities
 from pathdiv.kernels.processes import owner_alive, owner_mark, parse_owner
 
-# Every process a lab starts carries PATHDIV_OWNER (kernels/processes.py).
-LAB_KERNEL_ENV = "PATHDIV_LAB_KERNEL"  # set by experiments.execute.lab_kernel in the guest
+# Every process a network starts carries PATHDIV_OWNER (kernels/processes.py).
+LAB_KERNEL_ENV = "PATHDIV_LAB_KERNEL"  # set in the guest by experiments/execute/boot.py
 TOOLS = ("ip", "tc", "nft", "ethtool", "tcpdump", "sysctl", "ping", "mnexec")
 
 
@@ -217,20 +217,23 @@ def settings_record(directory: Path | None = None) -> Path:
     return (directory or SETTINGS_DIR) / f"{owner_mark().replace(':', '-')}.json"
 
 
-def allow_cc(cc: str, records: Path | None = None) -> str | None:
-    """Make `cc` settable inside namespaces; return the previous list to restore, if changed.
+def allow_cc(*ccs: str, records: Path | None = None) -> str | None:
+    """Make every one of `ccs` settable inside namespaces; return the previous list to
+    restore (`restore_allowed_cc`), if changed. The change is recorded first, so that
+    `pathdiv clean` restores it when this process is killed before it could.
 
     A namespace may only pick a congestion control the initial namespace lists in
     net.ipv4.tcp_allowed_congestion_control (e.g. Debian cloud images allow reno bbr).
     """
     allowed = _read(ALLOWED_CC).split()
-    if cc in allowed:
+    missing = [cc for cc in dict.fromkeys(ccs) if cc not in allowed]
+    if not missing:
         return None
     record = settings_record(records)
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({"path": ALLOWED_CC, "previous": " ".join(allowed),
                                   "owner": owner_mark()}))
-    Path(ALLOWED_CC).write_text(" ".join([*allowed, cc]))
+    Path(ALLOWED_CC).write_text(" ".join([*allowed, *missing]))
     return " ".join(allowed)
 
 
@@ -267,3 +270,13 @@ def restore_orphaned_settings(records: Path | None = None,
                 live.add(setting)  # the oldest record of a setting is its value before
         path.unlink(missing_ok=True)
     return restored
+
+
+MPTCP_PARAMETERS = Path("/sys/module/mptcp/parameters")
+
+
+def set_mptcp_d_parameters(alpha: float, beta: float) -> None:
+    """hosts.mptcp_d_alpha/beta into the lab kernel's mptcp-d (module parameters in %;
+    one kernel for every host of the network, so one setting)."""
+    for name, value in (("mptcp_d_alpha_pct", alpha), ("mptcp_d_beta_pct", beta)):
+        (MPTCP_PARAMETERS / name).write_text(f"{round(value * 100)}\n")

@@ -130,7 +130,7 @@ def linkcap_argv(binary: Path, snaplen: int, buffer_kb: int,
 def parse_report(text: str) -> dict[str, Any]:
     """linkcap's closing lines -> {"dropped_by_kernel": total, "files_full": [intf, ...],
     "captured": {intf: packets}, "errors": [line, ...]} (the stop's figures, as
-    `Network.stop_capture` gives them for tcpdump)."""
+    `LinkCaptures.stop` gives them for tcpdump)."""
     out: dict[str, Any] = {"dropped_by_kernel": 0, "files_full": [], "captured": {},
                            "errors": []}
     for line in text.splitlines():

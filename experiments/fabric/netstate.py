@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -234,9 +234,8 @@ def section(name: str, text: str) -> str:
     return f"{MARK}{name}\n{text.rstrip()}\n"
 
 
-def parse_snapshot(text: str, is_host: bool) -> NodeState:
-    """A node's snapshot output (see `snapshot_script`; sections in any order) ->
-    NodeState."""
+def snapshot_parts(text: str) -> dict[str, str]:
+    """A node's snapshot output cut into its sections (MARK lines name them)."""
     parts: dict[str, str] = {}
     name = ""
     for line in text.splitlines():
@@ -245,11 +244,37 @@ def parse_snapshot(text: str, is_host: bool) -> NodeState:
             parts[name] = ""
         elif name:
             parts[name] += line + "\n"
+    return parts
+
+
+def parse_snapshot(text: str, is_host: bool) -> NodeState:
+    """A node's snapshot output (see `snapshot_script`; sections in any order) ->
+    NodeState."""
+    parts = snapshot_parts(text)
     state = NodeState()
     if "end" not in parts:
         state.errors.append("the snapshot did not finish")
+    _read_ip(parts.get("ip", ""), is_host, state)
+    _read_tc(parts.get("tc", ""), state)
+    _read_nft(parts.get("nft", ""), state)
     s = state.sections
-    ip_values, rest = _json_values(parts.get("ip", ""))
+    sysctl: dict[str, str] = {}
+    for line in parts.get("sysctl", "").splitlines():
+        path, sep, value = line.partition("=")
+        if sep:
+            sysctl[path.removeprefix("/proc/sys/").replace("/", ".")] = value.strip()
+    s["sysctl" if is_host else "switch_sysctl"] = sysctl
+    s["tcp"], s["time_wait"], _ = parse_tcp(parts.get("tcp", "").splitlines())
+    count = parts.get("conntrack", "").strip()
+    s["conntrack"] = int(count) if count.isdigit() else 0
+    return state
+
+
+def _read_ip(text: str, is_host: bool, state: NodeState) -> None:
+    """The `ip -j -batch` section: addresses, routes, rules, neighbours (and a host's
+    MPTCP endpoints and limits)."""
+    s = state.sections
+    ip_values, rest = _json_values(text)
     wanted = ["addr", "route", "rule", "neigh"] + (["mptcp_endpoints"] if is_host else [])
     if len(ip_values) < len(wanted):
         state.errors.append(f"ip printed {len(ip_values)} of {len(wanted)} JSON tables: "
@@ -270,12 +295,20 @@ def parse_snapshot(text: str, is_host: bool) -> NodeState:
         s["mptcp_endpoints"] = _canon([_flags_as_keys(e) for e in
                                        s.get("mptcp_endpoints") or []], ("id",))
         s["mptcp_limits"] = parse_limits(rest)
-    tc_values, rest = _json_values(parts.get("tc", ""))
+
+
+def _read_tc(text: str, state: NodeState) -> None:
+    """The qdiscs, then each interface's classes."""
+    tc_values, rest = _json_values(text)
     if not tc_values:
         state.errors.append(f"tc printed no JSON: {rest.strip()[:200]}")
-    s["qdisc"] = _canon(tc_values[0] if tc_values else [], ("refcnt",))
-    s["class"] = [_canon(v) for v in tc_values[1:]]  # in interface order
-    nft_values, rest = _json_values(parts.get("nft", ""))
+    state.sections["qdisc"] = _canon(tc_values[0] if tc_values else [], ("refcnt",))
+    state.sections["class"] = [_canon(v) for v in tc_values[1:]]  # in interface order
+
+
+def _read_nft(text: str, state: NodeState) -> None:
+    """The ruleset: the mode's table, the conditions' table, every other table."""
+    nft_values, rest = _json_values(text)
     if not nft_values:
         state.errors.append(f"nft printed no JSON: {rest.strip()[:200]}")
     tables: dict[str, list[Any]] = {}
@@ -286,19 +319,10 @@ def parse_snapshot(text: str, is_host: bool) -> NodeState:
             table = body.get("table", body.get("name")) if kind != "table" else body["name"]
             tables.setdefault(str(table), []).append({kind: body})
     drop = ("handle", "counter", "packets", "bytes")
+    s = state.sections
     s["nft_pathdiv"] = _canon(tables.pop("pathdiv", []), drop)
     s["nft_conditions"] = _canon(tables.pop(CONDITIONS_TABLE, []), drop)
     s["nft_other"] = _canon([t for ts in tables.values() for t in ts], drop)
-    sysctl: dict[str, str] = {}
-    for line in parts.get("sysctl", "").splitlines():
-        path, sep, value = line.partition("=")
-        if sep:
-            sysctl[path.removeprefix("/proc/sys/").replace("/", ".")] = value.strip()
-    s["sysctl" if is_host else "switch_sysctl"] = sysctl
-    s["tcp"], s["time_wait"], _ = parse_tcp(parts.get("tcp", "").splitlines())
-    count = parts.get("conntrack", "").strip()
-    s["conntrack"] = int(count) if count.isdigit() else 0
-    return state
 
 
 # ---- what a clean node of a variant looks like -------------------------------------
@@ -390,7 +414,7 @@ def _differs(name: str, ref: Any, now: Any) -> str:
 
 
 def problems(reference: NodeState, observed: NodeState, expected: Mapping[str, Any],
-             procs: list[str] = ()) -> dict[str, list[str]]:
+             procs: Sequence[str] = ()) -> dict[str, list[str]]:
     """Section -> what differs from a clean node ({} when clean). `reference`: the node
     after its build; `expected`: `variant_state`; `procs`: processes left in it."""
     out: dict[str, list[str]] = {}

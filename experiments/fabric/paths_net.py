@@ -2,7 +2,7 @@
 namespaces, and those that change a bottleneck while traffic runs.
 
 Pure: every function returns (namespace, argv) pairs; `pathdiv.experiments.traffic.
-paths_session` runs them. Each node is the namespace `NS_PREFIX + name`. A bottleneck
+paths_run` runs them. Each node is the namespace `NS_PREFIX + name`. A bottleneck
 ra<i>-rb<i> is shaped at both egresses alike: netem (the one-way delay, the loss; its own
 limit large enough never to drop) with a tbf child (the rate, a drop-tail queue of
 queue_pkts full frames), so the rate's queue sits on a router, where TCP small queues do

@@ -31,7 +31,7 @@ TC_H_ROOT = 0xFFFFFFFF
 CLONE_NEWNET = 0x40000000
 
 
-def align(n: int) -> int:
+def nlmsg_align(n: int) -> int:
     return (n + 3) & ~3
 
 
@@ -43,7 +43,7 @@ def attributes(buf: bytes, start: int, end: int) -> dict[int, bytes]:
         if length < RTATTR.size:
             break
         out[kind & 0x3FFF] = buf[start + RTATTR.size:start + length]
-        start += align(length)
+        start += nlmsg_align(length)
     return out
 
 
@@ -57,7 +57,7 @@ def dump_request(kind: int, seq: int, ifindex: int = 0) -> bytes:
 def messages(buf: bytes) -> tuple[list[tuple[int, bytes]], bool]:
     """One datagram of a dump -> ([(message type, message without its header)], done).
     OSError for an error message."""
-    out = []
+    out: list[tuple[int, bytes]] = []
     off = 0
     while off + NLMSG_HDR.size <= len(buf):
         length, kind, _, _, _ = NLMSG_HDR.unpack_from(buf, off)
@@ -69,7 +69,7 @@ def messages(buf: bytes) -> tuple[list[tuple[int, bytes]], bool]:
             err = -struct.unpack_from("=i", buf, off + NLMSG_HDR.size)[0]
             raise OSError(err, f"netlink dump: {os.strerror(err)}")
         out.append((kind, buf[off + NLMSG_HDR.size:off + length]))
-        off += align(length)
+        off += nlmsg_align(length)
     return out, False
 
 

@@ -32,7 +32,6 @@ Parsers are pure; `Monitor` does the reading. The sampler's own CPU time is reco
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import logging
 import os
@@ -58,6 +57,7 @@ from pathdiv.experiments.fabric.rtnl import (
     messages,
 )
 from pathdiv.experiments.fidelity.verdict import CoreShare, LinkShare, Samples
+from pathdiv.experiments.manifest import parse_netstat
 
 log = logging.getLogger("pathdiv")
 
@@ -95,16 +95,6 @@ def core_shares(before: Mapping[str, tuple[int, ...]],
         busy = d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"]
         out.append(CoreShare(core, busy / total, d["softirq"] / total, d["steal"] / total))
     return out
-
-
-def parse_netstat(text: str, section: str = "TcpExt") -> dict[str, int]:
-    """/proc/net/netstat (name line, value line per section) -> {field: value}."""
-    lines = text.splitlines()
-    for names, values in itertools.pairwise(lines):
-        if names.startswith(section + ":") and values.startswith(section + ":"):
-            keys, vals = names.split()[1:], values.split()[1:]
-            return {k: int(v) for k, v in zip(keys, vals, strict=False)}
-    return {}
 
 
 def parse_pid_cpu_ticks(text: str) -> int:

@@ -37,7 +37,7 @@ def egress_rates(topo: Any) -> dict[str, float | None]:
 
 
 def lab_monitor(net: RunningNetwork, section: dict[str, Any]) -> Monitor:
-    """A monitor over every node of a running `fabric.network.Network` (not started)."""
+    """A monitor over every node of a running `network.Network` (not started)."""
     nodes = {name: int(net.node(name).pid) for name in net.topo.nodes}
     return Monitor(nodes, egress_rates(net.topo), list(net.topo.hosts),
                    float(section["sample_interval_s"]),

@@ -89,7 +89,7 @@ def finish(monitor: Monitor | None, samples: Samples | None, section: dict[str, 
 
 def captures(record: dict[str, Any] | None, stopped: dict[str, Any],
              manifest: dict[str, Any]) -> None:
-    """Judge what the captures lost (`stopped`: `stop_capture`'s figures) into the run's
+    """Judge what the captures lost (`stopped`: `LinkCaptures.stop`'s figures) into the run's
     record and manifest (verdict.judge_captures); nothing without a record."""
     if record is None:
         return

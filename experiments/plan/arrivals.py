@@ -26,8 +26,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pathdiv.experiments.config.checks import parse_size
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.config.sizes import Cdf, read_cdf
 
 WEBSEARCH: Cdf = [

@@ -32,8 +32,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pathdiv.experiments.config.checks import MAX_BUDGET_MB
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.schema import MAX_BUDGET_MB
+from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.experiments.plan.arrivals import poisson_flows
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.runs import Run
@@ -100,12 +101,6 @@ class RunNeed:
                 for intf, n in self.link_packets.items()}
 
 
-def pair_links(topo: FatTree, client: str, server: str) -> tuple[int, set[str]]:
-    """(hop count, capture interfaces of every link any shortest path uses)."""
-    hops, intfs = _pair_links(topo.k, client, server, topo)
-    return hops, set(intfs)
-
-
 _PAIRS: dict[tuple[int, str, str], tuple[int, frozenset[str]]] = {}
 
 
@@ -144,11 +139,11 @@ def run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
 
 def transfers(cfg: Config, flow_type: str, seed: int) -> list[tuple[str, str, int]]:
     """(client, server, payload bytes) of every measured transfer of a run: the rounds of
-    a closed-loop pattern, or the arrivals of a poisson one (drawn from the same seed as
+    a closed-loop pattern, or the arrivals of an open-loop one (drawn from the same seed as
     the run draws them, so the need is the run's, not an average)."""
     w = cfg.data["workload"]
     hosts = cfg.topology().hosts
-    if w["pattern"] == "poisson":
+    if open_loop(w["pattern"]):
         return [(f.client, f.server, f.size_bytes) for f in poisson_flows(cfg, hosts, seed)]
     size = cfg.flow_sizes()[flow_type]
     return [(request.client, server, size)

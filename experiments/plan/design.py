@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.runs import Run
 
@@ -23,18 +24,13 @@ def groups_per_run(run: Run) -> int:
     return sum(len(rnd) for rnd in plan)
 
 
-def open_loop(run: Run) -> bool:
-    """A poisson workload: its observations are arrivals, drawn at run time."""
-    return run.config.data["workload"]["pattern"] == "poisson"
-
-
 def observations_per_cell(runs: Iterable[Run]) -> dict[tuple[str, ...], int]:
     """(flow type, *factor levels) -> observations the plan yields for that cell (none for
-    poisson runs, whose arrivals are only known when they run)."""
+    open-loop runs, whose arrivals are only known when they run)."""
     cells: Counter[tuple[str, ...]] = Counter()
     for run in runs:
-        if open_loop(run):
-            continue
+        if open_loop(run.config.data["workload"]["pattern"]):
+            continue  # its observations are arrivals, drawn at run time
         cells[(run.flow_type, *run.factors.values())] += groups_per_run(run)
     return dict(cells)
 

@@ -15,9 +15,9 @@ check pings every pair): NODE_SHARE is fitted to k = 4 and 6 (docs/benchmarks.md
 "Bigger fat trees"). The traffic part depends on the clock. On the real clock (this
 machine's kernel, or the lab kernel with lab.clock: real) traffic takes its simulated
 time: the rounds' busiest-client bytes over the slowest link rate times the fraction a
-transfer reaches (`expected_traffic_s`). On the lab kernel's virtual clock CPU work takes
-no guest time and the wall time follows the packets, whatever the link rate: it costs
-per MB of payload moved (`Work.payload_mb`).
+transfer reaches (`Work.sim_s`, `Rate.rate_fraction`). On the lab kernel's virtual clock
+CPU work takes no guest time and the wall time follows the packets, whatever the link
+rate: it costs per MB of payload moved (`Work.payload_mb`).
 
 The rates are the nftables plane's. Another data plane adds what its registry entry says
 it pays (`config/planes.py`, `PlaneCost`): per switch of a run that builds its network
@@ -51,6 +51,7 @@ from typing import Any
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.planes import BASELINE, PlaneCost, UnknownPlane, lookup
+from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.lanes import boots
 from pathdiv.experiments.plan.runs import Run
@@ -159,7 +160,7 @@ def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
     size = cfg.flow_sizes()[flow_type]
     bps = bottleneck_mbps(cfg) * 1e6
     timeout = float(w["timeout_s"])
-    if w["pattern"] == "poisson":  # the arrival window at the offered load, then a drain
+    if open_loop(w["pattern"]):  # the arrival window at the offered load, then a drain
         seconds = float(w["duration_s"])
         mb = float(w.get("load", 0.5)) * bps * seconds * len(topo.hosts) / 8 / 1e6
         hops = _mean_switches(topo) if isinstance(topo, FatTree) else 0.0
@@ -420,14 +421,6 @@ class Estimator:
 
 
 DEFAULT_ESTIMATOR = Estimator()
-
-
-def expected_traffic_s(cfg: Config, flow_type: str, seed: int) -> float:
-    """Seconds of simulated traffic of one run at the fraction of the link rate a
-    transfer reaches, plus the rounds' start-up (the real clock's traffic time)."""
-    work = run_work(cfg, flow_type, seed)
-    rate = rate_of(("host" if cfg.host_kernel == "host" else "lab", "real", BASELINE))
-    return work.sim_s / rate.rate_fraction + rate.per_round_s * work.rounds
 
 
 def expected_run_s(run: Run, plane: str | None = None) -> float:

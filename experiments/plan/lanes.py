@@ -20,7 +20,7 @@ share one boot (and its network) and go first. What else a guest runs reaches a 
 packets through the guest's own history (its scheduler, the runner's process): a query
 run's FCTs stay the same to the microsecond after other runs, a long incast run's, whose
 losses and timeouts magnify a microsecond into seconds, do not, even when the runs only
-wait their turn (docs/DESIGN.md, "One network for several runs"). On the virtual clock
+wait their turn (docs/decisions/0008-network-reuse.md). On the virtual clock
 the order of a lane's runs does not change their results, so it may be rearranged.
 
 `jobs_problem` says why a number of lanes cannot run here: each lab kernel takes

@@ -2,7 +2,7 @@
 
 A network's memory grows with its nodes (a namespace and a Mininet node shell each), with
 its links when captures run (every link's tcpdump holds a 4 MiB kernel ring, `-B 4096`
-in fabric/network.py, besides its own process) and with its hosts once traffic has run
+in network/captures.py, besides its own process) and with its hosts once traffic has run
 (servers, transfer processes, socket buffers, the captures' written pages). So, in MB of
 the kernel's memory in use after a run's traffic,
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pathdiv.analysis.stats.scope import applies, level_overrides, scopes_of
+from pathdiv.experiments.config.checks import MAX_RUNS
 from pathdiv.experiments.config.load import Config, ConfigError, apply_overrides, validate
-from pathdiv.experiments.config.schema import MAX_RUNS
 from pathdiv.experiments.config.workloads import open_loop
 
 

@@ -32,7 +32,7 @@ instant, so the fetches always wake in the same order (equal timers wake in the 
 they were set, which is the order the processes happened to finish starting); in TCP
 runs the servers and fetches (and bmv2's switch threads) run under SCHED_FIFO
 (transfer.py, `first_in_first_out`; rounds.py, `at_instant`), so they also run in that
-order. docs/DESIGN.md ("One network for several runs") has the figures.
+order. docs/decisions/0008-network-reuse.md has the figures.
 
 This module uses only the standard library: `transfer.py fetch`, run by path, imports
 it as its sibling.

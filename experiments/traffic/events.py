@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pathdiv.experiments.fabric.conditions import change_commands, link_state_commands
 from pathdiv.experiments.running import RunningNetwork
@@ -69,10 +69,16 @@ def event_commands(topo: FatTree, event: LinkEvent, conds: Conditions,
     return commands, after
 
 
+class ShapedNetwork(RunningNetwork, Protocol):
+    """A running network whose link conditions events change (`network.Network`)."""
+
+    link_conditions: Conditions  # its `qdisc_ecn_pkts`, where it has one, shapes them too
+
+
 class EventApplier(threading.Thread):
     """Applies a timeline on a running network, relative to `start()` time."""
 
-    def __init__(self, net: RunningNetwork, events: list[LinkEvent]) -> None:
+    def __init__(self, net: ShapedNetwork, events: list[LinkEvent]) -> None:
         super().__init__(name="pathdiv-events", daemon=True)
         self.net = net
         self.events = events
@@ -115,8 +121,8 @@ class EventApplier(threading.Thread):
         record["applied_s"] = round(time.monotonic() - self._t0, 4)
         record["wall_s"] = time.time()
         try:
-            commands, self.net.conditions = event_commands(
-                self.net.topo, event, self.net.conditions,
+            commands, self.net.link_conditions = event_commands(
+                self.net.topo, event, self.net.link_conditions,
                 getattr(self.net, "qdisc_ecn_pkts", None))
             for node, cmds in commands.items():
                 for argv in cmds:

@@ -32,8 +32,10 @@ from typing import Any
 
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
 from pathdiv.experiments.fabric.environment import virtual_clock
-from pathdiv.experiments.fabric.network import Network, NetworkError, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
+from pathdiv.experiments.network.network import Network
 from pathdiv.experiments.plan.designations import Request, Round
+from pathdiv.experiments.running import NetworkError
 from pathdiv.experiments.traffic.clockgrid import ROUND_GAP_NS
 from pathdiv.experiments.traffic.placement import Placement, place_argv
 from pathdiv.topologies.fattree import FatTree
@@ -92,7 +94,7 @@ def with_placement(traffic: Traffic, subflow_paths: str, subflows: int, net: Net
     """`traffic` with the run's subflow placement (hash model of the running network)."""
     if traffic.transport != "mptcp" or subflow_paths == "hashed":
         return traffic
-    model = PathModel(net.topo, net.tables, net.dp.name)
+    model = PathModel(net.topo, net.tables, net.plane.name)
     return dataclasses.replace(traffic, placement=Placement(model, subflow_paths, subflows),
                                seed=seed)
 
@@ -274,7 +276,7 @@ def _run_round(net: Network, requests: list[Request], batch: list[list[TransferR
     """Run one round's fetches (the i-th sleeping until `start_ns` + i ns, if given);
     return when its last transfer ended (CLOCK_MONOTONIC ns, 0 if none said) and how
     late the latest fetch reached its instant (ns)."""
-    procs = []
+    procs: list[subprocess.Popen[str] | None] = []
     ended, late = 0, 0
     for i, (req, rows) in enumerate(zip(requests, batch, strict=True)):
         at = None if start_ns is None else start_ns + i

@@ -12,7 +12,8 @@ import pytest
 
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
-from pathdiv.experiments.fabric.network import Network, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
+from pathdiv.experiments.network.network import Network
 from pathdiv.kernels.processes import owned_processes
 from tests.conftest import REPO
 

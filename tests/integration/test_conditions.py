@@ -28,7 +28,7 @@ from pathdiv.analysis.capture.flows import (
     read_link_captures,
     split_subflows,
 )
-from pathdiv.analysis.metrics.table import load_transfers, topology_of
+from pathdiv.analysis.metrics.table import load_transfers, run_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 FAILED = ("a1-c1", "a2-c3")
@@ -124,7 +124,7 @@ def _subflows_on(run_dir: Path, manifest: dict, links: tuple[str, ...], after_wa
                  ) -> tuple[pd.DataFrame, dict[int, list[int]], set[int], set[int]]:
     """(transfers, transfer -> subflows, subflows with packets on `links` after
     `after_wall`, subflows that never touched `links` and carried payload after it)."""
-    topo = topology_of(manifest["config"])
+    topo = run_topology(manifest["config"])
     index = {lk.name: i for i, lk in enumerate(topo.links)}
     pk, table = split_subflows(read_link_captures(run_dir / "captures", topo))
     table = group_connections(table)
@@ -189,7 +189,7 @@ def test_background_is_captured_but_not_measured(failure: Path) -> None:
     assert (transfers["server_port"] == 8080).all()
     background = pd.read_csv(run_dir / "background.csv")
     assert len(background) > 0 and background["ok"].any()
-    topo = topology_of(m["config"])
+    topo = run_topology(m["config"])
     pk = read_link_captures(run_dir / "captures", topo)
     assert ((pk["sport"] == 8081) & (pk["payload"] > 0)).any()
     requests = pd.read_csv(run_dir / "requests.csv")

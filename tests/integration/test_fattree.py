@@ -17,7 +17,8 @@ import pytest
 
 from pathdiv.experiments.classroom.probe import run_probe
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.fabric.network import Network, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
+from pathdiv.experiments.network.network import Network
 from pathdiv.kernels.processes import owned_processes
 from tests.conftest import REPO, dataplane_class
 
@@ -44,12 +45,12 @@ def cores_used(per_core: dict[str, int], share: float = 0.01) -> list[str]:
     ("static", "random"), ("ecmp", "random"), ("spray", "random"), ("spray", "roundrobin"),
 ])
 def test_pingall_in_every_mode(net, mode, spray):
-    net.dp.set_mode(mode, spray)
+    net.plane.set_mode(mode, spray)
     assert net.ping_all() == []
 
 
 def test_probe_ecmp_spreads_flows_and_subflows(net):
-    net.dp.set_mode("ecmp", "random")
+    net.plane.set_mode("ecmp", "random")
     r = run_probe(net)
     assert len(cores_used(r["tcp_flows"]["per_core"])) >= 3, r["tcp_flows"]
     assert r["mptcp"]["subflows"] == 4
@@ -65,7 +66,7 @@ def test_probe_ecmp_spreads_flows_and_subflows(net):
 
 
 def test_probe_spray_puts_one_flow_on_all_cores_evenly(net):
-    net.dp.set_mode("spray", "random")
+    net.plane.set_mode("spray", "random")
     r = run_probe(net)
     per_core = r["tcp_single"]["per_core"]
     assert min(per_core.values()) > 0, per_core
@@ -73,7 +74,7 @@ def test_probe_spray_puts_one_flow_on_all_cores_evenly(net):
 
 
 def test_probe_static_pins_one_flow_to_one_core(net):
-    net.dp.set_mode("static", "random")
+    net.plane.set_mode("static", "random")
     r = run_probe(net)
     per_core = r["tcp_single"]["per_core"]
     assert sum(1 for n in per_core.values() if n > 0) == 1, per_core
@@ -93,14 +94,14 @@ def test_port_counters_agree_with_captures(net, tmp_path, tool):
     with either capture.tool."""
     if tool == "linkcap" and not (shutil.which("cc") or shutil.which("gcc")):
         pytest.skip("no C compiler (cc or gcc) to build linkcap")
-    net.dp.set_mode("spray", "random")  # so every core carries traffic
+    net.plane.set_mode("spray", "random")  # so every core carries traffic
     topo = net.topo
     client, server = topo.hosts[0], topo.hosts[-1]
     srv = net.transfer(server, ["serve", "--port", str(PORT)])
     try:
         wait_for_line(srv, srv.stdout, "ready", 15, "transfer server")
         net.wait_quiet(topo.cores)
-        started = net.start_capture(tmp_path / "pcap", snaplen=96, budget_mb=200, tool=tool)
+        started = net.captures.start(tmp_path / "pcap", snaplen=96, budget_mb=200, tool=tool)
         assert (started["tool"], started["files"]) == (tool, len(topo.links))
         assert started["processes"] == (1 if tool == "linkcap" else len(topo.links))
         before = {c: net.counters(c) for c in topo.cores}
@@ -110,7 +111,7 @@ def test_port_counters_agree_with_captures(net, tmp_path, tool):
         assert '"ok": true' in out, err
         net.wait_quiet(topo.cores)
         after = {c: net.counters(c) for c in topo.cores}
-        stopped = net.stop_capture()
+        stopped = net.captures.stop()
     finally:
         net.end(srv)
     assert stopped == {"dropped_by_kernel": 0, "files_full": []}

@@ -136,9 +136,10 @@ def test_a_run_larger_than_own_boot_above_kb_is_independent_of_the_runs_before_i
     # Above 128 KB a transfer's losses and timeouts magnify what else the guest ran: in
     # one boot after another run the same 256 KB run's FCTs moved by up to 47 ms, a 25 MB
     # run's by seconds, and a 25 MB run first in a boot moved with the run queued after it
-    # (docs/DESIGN.md). Such runs have a boot to themselves, and so give in a plan what
-    # they give alone, to the microsecond. Three runs in one lane: the two large ones ran
-    # after another (the lane's shared boot, here the query run's, goes first).
+    # (docs/decisions/0008-network-reuse.md). Such runs have a boot to themselves, and
+    # so give in a plan what they give alone, to the microsecond. Three runs in one
+    # lane: the two large ones ran after another (the lane's shared boot, here the query
+    # run's, goes first).
     plan, *alone = large_runs
     assert sorted(run["manifest"]["order"] for run in plan.values()) == [0, 1, 2]
     for single in alone:

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from pathdiv.analysis.capture.flows import capture_files, read_link_captures
-from pathdiv.analysis.metrics.table import compute_metrics, topology_of
+from pathdiv.analysis.metrics.table import compute_metrics, run_topology
 from tests.conftest import missing_packets
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,7 +112,7 @@ def test_link_bytes_match_interface_counters(results: Path) -> None:
         stop = manifest["capture"]["stop"]
         assert stop["dropped_by_kernel"] == 0 and not stop["files_full"], stop
         assert missing_packets(mpath.parent) == {}
-        topo = topology_of(manifest["config"])
+        topo = run_topology(manifest["config"])
         pk = read_link_captures(mpath.parent / "captures", topo)
         captured = pk.groupby("link")["wire_len"].sum()
         for intf in capture_files(mpath.parent / "captures"):

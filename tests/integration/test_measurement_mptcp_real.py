@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from pathdiv.analysis.capture.flows import group_connections, read_link_captures, split_subflows
-from pathdiv.analysis.metrics.table import compute_transfer_metrics, topology_of
+from pathdiv.analysis.metrics.table import compute_transfer_metrics, run_topology
 
 pytestmark = pytest.mark.root
 
@@ -181,7 +181,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_kernel_joins_find_their_connection_by_token(run_dir: Path) -> None:
-    topo = topology_of(json.loads((run_dir / "manifest.json").read_text())["config"])
+    topo = run_topology(json.loads((run_dir / "manifest.json").read_text())["config"])
     _, table = split_subflows(read_link_captures(run_dir / "captures", topo))
     table = group_connections(table)
     assert table["token_resolved"].all(), table
@@ -204,7 +204,7 @@ def test_transfers_measured_whole(run_dir: Path) -> None:
 
 
 def test_capture_bytes_match_interface_counters(run_dir: Path) -> None:
-    topo = topology_of(json.loads((run_dir / "manifest.json").read_text())["config"])
+    topo = run_topology(json.loads((run_dir / "manifest.json").read_text())["config"])
     pk = read_link_captures(run_dir / "captures", topo)
     counted = json.loads((run_dir / "manifest.json").read_text())["interface_counters_delta"]
     link = topo.links.index(topo.link_of_intf("e1-eth0"))

@@ -59,7 +59,7 @@ def test_a_dirty_run_is_cleaned_or_its_network_rebuilt(root_fabric, tmp_path, pl
         assert net2 is net and info["reused"], info
         assert "qdisc" in info["found"][host]  # set again; the process was killed first
         assert any("sleep" in p for p in info["killed"][host])
-        assert net.check() == {}  # verified clean after the reset
+        assert keeper.reuse.check() == {}  # verified clean after the reset
         assert net.cmd(host, ["ip", "mptcp", "endpoint", "show"]).strip() == ""
         assert "limit 100" in net.cmd(host, ["tc", "qdisc", "show", "dev", intf])
 
@@ -71,9 +71,9 @@ def test_a_dirty_run_is_cleaned_or_its_network_rebuilt(root_fabric, tmp_path, pl
         net3, info = keeper.acquire(config(**base), cls, tmp_path / "r3")
         assert net3 is not net and not info["reused"]
         assert "192.0.2.0/24" in info["built_because"] and switch in info["built_because"]
-        assert net3.check() == {}
+        assert keeper.reuse.check() == {}
         if plane == "p4-ebpf":  # an entry of one switch's maps changed under the plane
-            dp = net3.dp
+            dp = net3.plane
             edge = net3.topo.switches[-1]
             write = dp.writes[edge][0]
             fd = dp.bpf_.open_pinned(dp.loaded[edge].maps[write.map_name])
@@ -86,7 +86,7 @@ def test_a_dirty_run_is_cleaned_or_its_network_rebuilt(root_fabric, tmp_path, pl
             assert net4 is not net3 and not info["reused"]
             assert edge in info["built_because"] and "differ from what was written" in \
                 info["built_because"], info
-            assert net4.check() == {}
+            assert keeper.reuse.check() == {}
     finally:
         keeper.close()
     left = subprocess.run(["pgrep", "-f", "^sleep 600$"], capture_output=True, text=True)

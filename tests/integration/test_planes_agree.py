@@ -33,7 +33,7 @@ from pathdiv.experiments.classroom.probe import (
 )
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.ecmp_model import UDP, FiveTuple, PathModel
-from pathdiv.experiments.fabric.network import Network
+from pathdiv.experiments.network.network import Network
 from tests.conftest import REPO, dataplane_class
 
 pytestmark = pytest.mark.root
@@ -103,14 +103,14 @@ def observe(plane: str, tmp) -> dict[str, Any]:
         sinks = [net.popen(dst, [sys.executable, "-S", "-c", SINK_UDP,
                                  net.topo.nodes[dst].address, *ports])
                  for dst in {dst for _, dst in PAIRS}]
-        net.dp.set_mode("static", "random")
+        net.plane.set_mode("static", "random")
         seen["static"] = {t: send(net, h, t, PACKETS_PER_FLOW) for h, t in sent}
-        net.dp.set_mode("ecmp", "random")
+        net.plane.set_mode("ecmp", "random")
         seen["ecmp"] = {t: send(net, h, t, PACKETS_PER_FLOW) for h, t in sent}
-        model = PathModel(net.topo, net.tables, net.dp.name)
+        model = PathModel(net.topo, net.tables, net.plane.name)
         seen["predicted"] = {t: model.core(t) for _, t in sent}
         for spray in ("random", "roundrobin"):
-            net.dp.set_mode("spray", spray)
+            net.plane.set_mode("spray", spray)
             h, t = sent[0]
             seen[spray] = send(net, h, t, SPRAY_PACKETS)
         for sink in sinks:

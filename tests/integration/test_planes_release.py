@@ -25,7 +25,7 @@ import time
 import pytest
 
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.fabric.network import Network
+from pathdiv.experiments.network.network import Network
 from tests.conftest import REPO, dataplane_class
 
 pytestmark = pytest.mark.root

@@ -36,7 +36,8 @@ from pathdiv.experiments.classroom.probe import (
 )
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.ecmp_model import UDP, FiveTuple, PathModel
-from pathdiv.experiments.fabric.network import Network, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
+from pathdiv.experiments.network.network import Network
 from pathdiv.experiments.traffic.placement import sharing_subflows
 from pathdiv.topologies.model import Tier
 from tests.conftest import REPO, dataplane_class
@@ -64,7 +65,7 @@ def _network(tmp: Path, plane: str, subflow_paths: str) -> Network:
 @pytest.mark.parametrize("plane", ["kernel", "bmv2"])
 def test_the_model_names_the_core_of_chosen_five_tuples(root_fabric, tmp_path, plane):
     with _network(tmp_path, plane, "hashed") as net:
-        model = PathModel(net.topo, net.tables, net.dp.name)
+        model = PathModel(net.topo, net.tables, net.plane.name)
         for src_host, dst_host in (("h1", "h16"), ("h16", "h1"), ("h6", "h11")):
             ports = core_ports_towards(net.topo, dst_host)
             for i in range(8):
@@ -84,11 +85,11 @@ def _one_connection(net: Network, capdir: Path
     """Per-core counters (probe's view) and the captured packets of one MPTCP fetch."""
     plan = ProbePlan.for_topology(net.topo)
     ports = core_ports_towards(net.topo, plan.client)
-    net.start_capture(capdir, 160, 200)
+    net.captures.start(capdir, 160, 200)
     before = _settled_core_tx(net, ports)
     res = _fetch(net, plan, [MPTCP_BYTES], mptcp=True)
     counters = per_core_delta(before, _settled_core_tx(net, ports))
-    net.stop_capture()
+    net.captures.stop()
     opened = len(res[0]["placed"].split(";")) if res[0]["placed"] else net.cfg.subflows
     assert res[0]["subflows"] == opened
     return counters, read_link_captures(capdir, net.topo), opened
@@ -105,7 +106,7 @@ def test_link_sharing_agrees_with_the_probes_core_counters(root_fabric, tmp_path
             argv.append("--userspace-pm")
         server = net.transfer(plan.server, argv)
         wait_for_line(server, server.stdout, "ready", 15, "probe server")
-        model = PathModel(topo, net.tables, net.dp.name)
+        model = PathModel(topo, net.tables, net.plane.name)
         server_addr = ip_to_int(topo.nodes[plan.server].address)
         fabric = pd.Series([lk.tier is not Tier.HOST for lk in topo.links]).to_numpy()
         core_link = {i: lk.b.node for i, lk in enumerate(topo.links) if lk.tier is Tier.CORE

@@ -102,7 +102,7 @@ def test_dual_homed_hosts_open_one_subflow_per_interface_and_arp_marks_the_broke
                                ("arp-clean", "arp", ["--set", "events=[]"])):
         out = tmp_path / name
         res = uml.run_in_uml(
-            [sys.executable, "-m", "pathdiv.experiments.traffic.paths_session", "run",
+            [sys.executable, "-m", "pathdiv.experiments.traffic.paths_run", "run",
              str(config), "--set", f"hosts.scheduler={sched}", *extra, "--out", str(out)],
             share=tmp_path, kernel=lab_kernel, timeout_s=900)
         assert res.returncode == 0, res.stderr[-3000:]

@@ -1,24 +1,22 @@
-"""Agreement marks on a planted dataset: effects that are there are marked as such, one
-planted against the study is marked opposite and significant, Table IV cells are placed
-within / below / above, and negligible effects are told apart from real ones."""
+"""Seed 001's claims judged on a planted dataset: an effect planted in the claimed
+direction agrees, one planted against the study disagrees, a no-difference claim agrees
+only where equivalence is shown, Table IV cells agree within the tolerance and disagree
+below it, and the Juggler claims are not comparable (the reorder hold stands in)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from pathdiv.analysis.stats.agreement import (
-    NO,
+from pathdiv.analysis.stats.agreement import mark_claims, tally
+from pathdiv.analysis.stats.claims import load_reference, parse_reference
+from pathdiv.analysis.stats.verdicts import (
+    AGREE,
+    DISAGREE,
+    INCONCLUSIVE,
+    NEGLIGIBLE,
+    NOT_COMPARABLE,
     NOT_MEASURED,
-    OPPOSITE_SIGNIFICANT,
-    SAME_NOT_SIGNIFICANT,
-    SAME_SIGNIFICANT,
-    UNKNOWN,
-    YES,
-    mark_claims,
-    practical,
-    tally,
 )
-from pathdiv.analysis.stats.claims import load_reference
 from tests.support.study_data import synthetic_metrics
 
 SWITCHING = ("static-tcp", "ps-tcp", "ecmp-mptcp", "ps-mptcp")
@@ -56,41 +54,48 @@ def _rows(table, claim_id, **where):
 def test_a_planted_effect_in_the_claimed_direction_agrees(planted):
     rows = _rows(planted, "spray-raises-utilisation")
     assert len(rows) == 6  # every cluster: both conditions x three flow types
-    assert set(rows["mark"]) == {SAME_SIGNIFICANT} and set(rows.agrees) == {YES}
-    assert (rows.effect_pct > 10).all()
+    assert set(rows.verdict) == {AGREE} and rows.counted.all()
+    assert (rows.effect_pct > 10).all() and (rows.ci_low_pct > 0).all()
 
 
-def test_a_planted_effect_against_the_claim_is_opposite_and_significant(planted):
+def test_a_planted_effect_against_the_claim_disagrees(planted):
     rows = _rows(planted, "spray-never-significantly-worse", metric="goodput_mbps")
     silent = rows[rows.cluster.str.contains("silent")]
+    assert set(silent.verdict) == {DISAGREE}
+    # counted under the no-difference claim that reads the same silent comparisons first
+    assert set(silent.counted_under) == {"silent-switching-inconclusive"}
     noisy = rows[rows.cluster.str.contains("noisy")]
-    assert set(silent["mark"]) == {OPPOSITE_SIGNIFICANT} and set(silent.agrees) == {NO}
-    assert set(noisy.agrees) == {YES}  # no planted difference: never significantly worse
+    # no planted difference, but 20 observations a side cannot show non-inferiority
+    # within 1 %: inconclusive, never agreement
+    assert set(noisy.verdict) == {INCONCLUSIVE}
 
 
-def test_juggler_claims_use_the_mptcp_levels_of_the_named_clusters(planted):
+def test_juggler_claims_are_not_comparable_and_never_counted(planted):
+    for claim in ("juggler-slower-silent", "fct-better-without-juggler",
+                  "ve-goodput-noisy-short", "noisy-spray-juggler-best"):
+        rows = _rows(planted, claim)
+        assert set(rows.verdict) == {NOT_COMPARABLE}, claim
+        assert not rows.counted.any() and rows.why.str.contains("stands in for Juggler").all()
     rows = _rows(planted, "juggler-slower-silent", metric="fct_s")
-    assert sorted(rows.cluster) == ["condition=silent / flow_type=query",
-                                    "condition=silent / flow_type=short"]
-    assert set(rows["mark"]) == {SAME_SIGNIFICANT}
-    # within: ecmp-mptcp and ps-mptcp, both host levels: 2 x 10 observations a side
+    # still measured, for a reader: within ecmp-mptcp and ps-mptcp, 2 x 10 a side
     assert set(rows.n_a) == {20} and set(rows.n_b) == {20}
 
 
-def test_no_difference_claims_agree_only_without_significance(planted):
+def test_no_difference_claims_agree_only_where_equivalence_is_shown(planted):
     rows = _rows(planted, "silent-switching-inconclusive")
     goodput = rows[rows.metric == "goodput_mbps"]
-    assert set(goodput.agrees) == {NO}  # the planted silent goodput gap is significant
+    assert set(goodput.verdict) == {DISAGREE}  # the planted silent goodput gap
     fct = rows[rows.metric == "fct_s"]
-    assert set(fct.agrees) <= {YES, NO} and YES in set(fct.agrees)
+    assert set(fct.verdict) <= {AGREE, INCONCLUSIVE}
+    assert (fct.p_margin_adj >= fct.p_margin).all()
 
 
-def test_table_iv_cells_are_within_the_tolerance_or_below(planted):
+def test_table_iv_cells_agree_within_the_tolerance_and_disagree_below_it(planted):
     query = planted[planted.claim_id.str.startswith("table-iv-noisy-query")]
-    assert len(query) == 4 and set(query.agrees) == {YES}
-    assert query["mark"].str.startswith("within 3").all()
+    assert len(query) == 4 and set(query.verdict) == {AGREE}
+    assert query.why.str.startswith("our CI within ± 3 points").all()
     long = planted[planted.claim_id.str.startswith("table-iv-noisy-long")]
-    assert set(long["mark"]) == {"below"} and set(long.agrees) == {NO}
+    assert set(long.verdict) == {DISAGREE}
     assert (long.effect_pct < -30).all()  # ours minus the paper's, in points
 
 
@@ -98,23 +103,33 @@ def test_ve_figures_compare_configurations_and_carry_the_paper_percentage(plante
     (row,) = _rows(planted, "ve-goodput-silent-query").itertuples()
     assert (row.a, row.b) == ("ps-mptcp/vanilla", "ecmp-mptcp/vanilla")
     assert row.paper == "+1.65 %"
-    assert row.agrees == NO  # planted: spraying has 5 sd less goodput on the silent network
-    assert row.effect_pct < 0
+    assert row.verdict == DISAGREE  # planted: spraying has 5 sd less goodput on silent
+    assert row.ci_high_pct < 0
 
 
-def test_best_claims_rank_the_configurations(planted):
-    rows = _rows(planted, "noisy-spray-juggler-best", metric="utilization")
-    assert set(rows.agrees) == {YES}  # ps-mptcp has the planted utilisation
-    fct = _rows(planted, "noisy-spray-juggler-best", metric="fct_s")
-    assert set(fct.agrees) == {NO}  # Juggler was planted slower
+def test_best_claims_rank_the_configurations():
+    metrics = synthetic_metrics(3, repetitions=10, switching=SWITCHING, hosts=("vanilla",),
+                                effects={"switching": {"ps-mptcp": {"utilization": 5.0}}})
+    best = {"id": "spray-best", "section": "x", "kind": "best", "claim": "x",
+            "where": {"condition": "noisy"}, "within": {"switching": ["ecmp-mptcp",
+                                                                         "ps-mptcp"]},
+            "compare": [[{"switching": "ps-mptcp"}]], "metrics": ["utilization", "fct_s"]}
+    planted = parse_reference({"name": "b", "study": "b", "source": "b",
+                               "levels": {"switching": {s: s for s in SWITCHING}},
+                               "claims": [best]})
+    table = mark_claims(planted, metrics)
+    util = table[table.metric == "utilization"]
+    assert set(util.verdict) == {AGREE} and util.ours.str.startswith("rank 1 of 2").all()
 
 
 def test_claims_on_levels_we_did_not_run_are_not_measured():
     metrics = synthetic_metrics(1, repetitions=3, switching=SWITCHING, hosts=("vanilla",))
     table = mark_claims(load_reference("seed001"), metrics)
-    juggler = _rows(table, "juggler-slower-noisy-short")
-    assert set(juggler["mark"]) == {NOT_MEASURED} and set(juggler.agrees) == {UNKNOWN}
-    assert tally(table)["not measured"] >= len(juggler)
+    rows = _rows(table, "tcp-spray-juggler-gains")
+    assert set(rows.verdict) == {NOT_COMPARABLE}  # names Juggler: apart before measured
+    rows = _rows(table, "mptcp-raises-throughput")
+    assert set(rows.verdict) <= {AGREE, NEGLIGIBLE, INCONCLUSIVE, DISAGREE}
+    assert tally(table)[NOT_MEASURED] == int((table.verdict == NOT_MEASURED).sum())
 
 
 def test_rb_observations_are_outside_seed001_but_inside_seed000():
@@ -122,23 +137,19 @@ def test_rb_observations_are_outside_seed001_but_inside_seed000():
                                 hosts=("vanilla", "rb"),
                                 effects={"host": {"rb": {"fct_s": -3.0}}})
     rb = mark_claims(load_reference("seed000"), metrics)
-    assert len(rb) == 3 and set(rb["mark"]) == {SAME_SIGNIFICANT}
+    assert len(rb) == 3 and set(rb.verdict) == {AGREE}
     seed001 = mark_claims(load_reference("seed001"), metrics)
     mptcp = _rows(seed001, "spray-raises-utilisation")
     assert set(mptcp.n_a) == {6}  # the rb observations are left out
 
 
-def test_the_effect_screen_separates_negligible_from_real_effects():
-    assert practical(1e-20, 0.1, 0.05, 1.0).startswith("significant but negligible")
-    assert practical(1e-20, -2.5, 0.05, 1.0) == "significant, >= 1 %"
-    assert practical(0.2, 30.0, 0.05, 1.0) == "not significant"
-    assert practical(1e-3, 0.5, 0.05, 0.25) == "significant, >= 0.25 %"
+def test_mptcp_throughput_is_judged_beside_goodput(planted):
+    rows = _rows(planted, "mptcp-raises-throughput")
+    assert set(rows.metric) == {"throughput_mbps", "goodput_mbps"}
+    assert rows.caveat.str.contains("overhead included").all()
 
 
-def test_marks_are_direction_and_significance(planted):
-    marks = set(planted["mark"])
-    assert {SAME_SIGNIFICANT, OPPOSITE_SIGNIFICANT} <= marks
-    assert marks <= {SAME_SIGNIFICANT, SAME_NOT_SIGNIFICANT, OPPOSITE_SIGNIFICANT,
-                     "opposite, not significant", NOT_MEASURED, "within 3 points", "below",
-                     "above"}
+def test_every_verdict_is_one_of_the_kinds(planted):
+    assert set(planted.verdict) <= {AGREE, NEGLIGIBLE, INCONCLUSIVE, DISAGREE,
+                                    NOT_COMPARABLE, NOT_MEASURED}
     assert isinstance(planted, pd.DataFrame)

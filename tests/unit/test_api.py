@@ -8,9 +8,10 @@ import random
 
 import pytest
 
-from pathdiv.experiments import api, runner
+from pathdiv.experiments import api
 from pathdiv.experiments.api import extend
 from pathdiv.experiments.config.workloads import PATTERNS
+from pathdiv.experiments.execute import run as one_run
 from pathdiv.experiments.execute.runstate import base_manifest
 from pathdiv.experiments.manifest import write_json_atomic
 from pathdiv.experiments.plan.designations import SHAPES, rounds
@@ -52,8 +53,8 @@ def test_run_calls_progress_once_per_run_and_writes_the_folder(tmp_path, monkeyp
         write_json_atomic(run_dir / "manifest.json", manifest)
         return manifest
 
-    monkeypatch.setattr(runner, "execute_run", fake_execute)
-    monkeypatch.setattr(api.session, "preflight", lambda cfg: None)
+    monkeypatch.setattr(one_run, "execute_run", fake_execute)
+    monkeypatch.setattr(api.plans, "preflight", lambda cfg: None)
     cfg = api.load_config({"seed": 5, "factors": FACTORS, "hosts": {"kernel": "host"}})
     runs = api.plan(cfg, repetitions=1, flow_types=["query"])
     seen: list[api.RunProgress] = []

@@ -16,7 +16,7 @@ import pytest
 from pathdiv.experiments import api
 from pathdiv.experiments.api import lab, lab_serve, wire
 from pathdiv.experiments.api.live import Transfer
-from pathdiv.experiments.fabric.network import NetworkError
+from pathdiv.experiments.running import NetworkError
 
 CFG = api.load_config("class-probe", {"hosts.kernel": "lab", "hosts.transport": "tcp"})
 PATH = ("h1", "e1", "a1", "c1", "a7", "e8", "h16")

@@ -107,13 +107,13 @@ def test_a_run_is_started_only_where_its_captures_fit_with_room_to_spare():
 
 
 def test_a_run_without_room_fails_before_anything_is_built(tmp_path, monkeypatch):
-    from pathdiv.experiments import runner
+    from pathdiv.experiments.execute import run as one_run
 
     run = expand(cfg(), repetitions=1)[0]
     built = []
-    monkeypatch.setattr(runner, "free_mb", lambda path: 50.0)
-    monkeypatch.setattr(runner, "preflight", lambda c: built.append(c))
-    manifest = runner.execute_run(run, tmp_path / "runs" / run.run_id)
+    monkeypatch.setattr(one_run, "free_mb", lambda path: 50.0)
+    monkeypatch.setattr(one_run, "preflight", lambda c: built.append(c))
+    manifest = one_run.execute_run(run, tmp_path / "runs" / run.run_id)
     assert manifest["status"] == "failed"
     assert manifest["error"].startswith("DiskFull: disk: 50 MB free")
     assert built == []  # nothing was started: no preflight, no network
@@ -121,7 +121,7 @@ def test_a_run_without_room_fails_before_anything_is_built(tmp_path, monkeypatch
 
 
 def test_free_space_is_read_where_the_folder_will_be(tmp_path):
-    from pathdiv.experiments.runner import free_mb
+    from pathdiv.experiments.execute.run import free_mb
 
     # the same file system; other writers may move its free space by a little between reads
     assert free_mb(tmp_path) > 0

@@ -1,4 +1,4 @@
-"""Captures write through a large stdio buffer (fabric/network.py capture_env)."""
+"""Captures write through a large stdio buffer (network/captures.py capture_env)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from pathdiv.experiments.fabric.network import CAPTURE_WRITE_BYTES, STDBUF_LIBRARY, capture_env
+from pathdiv.experiments.network.captures import CAPTURE_WRITE_BYTES, STDBUF_LIBRARY, capture_env
 
 
 def test_the_capture_environment_preloads_stdbuf_and_keeps_the_rest():

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from pathdiv.analysis.report.analyze import write_report
-from pathdiv.analysis.report.claim_table import BEGIN, END, collect, render
+from pathdiv.analysis.report.claim_table import (
+    BEGIN,
+    END,
+    ROWS_BEGIN,
+    ROWS_END,
+    collect,
+    render,
+    render_rows,
+)
 from pathdiv.analysis.report.generated import replace_block
 from tests.conftest import REPO
 from tests.support.study_data import synthetic_metrics
@@ -35,14 +43,17 @@ def test_the_table_merges_the_folders_and_every_claim_has_a_row(folders):
     utilisation = table[table.claim_id == "spray-raises-utilisation"]
     assert sorted(utilisation.cluster.str.split(" / ").str[0]) == \
         ["condition=noisy"] * 3 + ["condition=silent"] * 3
-    assert set(utilisation.agrees) == {"yes"}
+    assert set(utilisation.verdict) == {"agree"} and set(utilisation.seeds) == {"one seed"}
     assert len(table[table.kind == "excess"]) == 24  # every cell of Table IV
-    # no host level but vanilla: the Juggler claims are one not-measured row per pair
+    # the Juggler claims are not comparable (the reorder hold stands in), one row per pair
     juggler = table[table.claim_id == "ve-goodput-noisy-short"]
-    assert len(juggler) == 1 and juggler.iloc[0]["mark"] == "not measured"
+    assert len(juggler) == 1 and juggler.iloc[0]["verdict"] == "not comparable"
     text = render(folders)
-    assert "| V.D | spray-raises-utilisation |" in text
+    assert "| V.D | spray-raises-utilisation | direction | 3 tests, Holm | 6 |" in text
     assert "`ve-throughput-noisy-short`: Noisy short flows" in text
+    # the tally: utilisation apart, every counted comparison one seed only
+    assert re.search(r"\| direction \| utilisation \| 6 \| 0 \| 0 \| 0 \| 0 / 0 / 0 / 0 "
+                     r"\| 0 \| 6 \|", text)
 
 
 def test_replace_block_fills_between_the_markers():
@@ -52,23 +63,38 @@ def test_replace_block_fills_between_the_markers():
         replace_block("no markers", "x", BEGIN, END)
 
 
-def test_docs_reproduction_md_holds_the_generated_table(monkeypatch):
+def _command(block):
+    """The folders and reruns a generated block's first line names."""
+    found = re.search(r"`python -m pathdiv\.analysis\.report\.claim_table ([^`]+)`",
+                      block.strip().splitlines()[0])
+    assert found, "the block names the command that made it"
+    words = found.group(1).split()
+    folders = [Path(w) for w in words[:words.index("--rerun")]] if "--rerun" in words \
+        else [Path(w) for w in words]
+    reruns = {}
+    for i, word in enumerate(words):
+        if word == "--rerun":
+            reruns[Path(words[i + 1])] = Path(words[i + 2])
+    return folders, reruns
+
+
+def test_docs_reproduction_md_holds_the_generated_tables(monkeypatch):
     monkeypatch.chdir(REPO)
     page = (REPO / "docs" / "reproduction.md").read_text()
     block = page.split(BEGIN, 1)[1].split(END, 1)[0]
-    # the block's first line names the folders it was generated from
-    folders = [Path(p) for p in re.findall(r"`(docs/reproduction/[^`]+)`",
-                                           block.strip().splitlines()[0])]
+    folders, reruns = _command(block)
     assert Path("docs/reproduction/noisy") in folders
     assert Path("docs/reproduction/silent") in folders
-    reruns = {Path(a): Path(b) for a, b in re.findall(r"`--rerun (\S+) (\S+)`",
-                                                      block.strip().splitlines()[0])}
-    expected = render(folders, reruns or None)
-    assert block.strip() == expected.strip(), (
-        "docs/reproduction.md's claim table is stale: run python -m "
-        "pathdiv.analysis.report.claim_table " + " ".join(map(str, folders))
-        + "".join(f" --rerun {a} {b}" for a, b in reruns.items())
-        + " --write docs/reproduction.md")
+    command = ("python -m pathdiv.analysis.report.claim_table " + " ".join(map(str, folders))
+               + "".join(f" --rerun {a} {b}" for a, b in reruns.items())
+               + " --write docs/reproduction.md --rows docs/reproduction/claims.md")
+    assert block.strip() == render(folders, reruns or None).strip(), (
+        f"docs/reproduction.md's claim table is stale: run {command}")
+    rows = (REPO / "docs" / "reproduction" / "claims.md").read_text()
+    block = rows.split(ROWS_BEGIN, 1)[1].split(ROWS_END, 1)[0]
+    assert _command(block) == (folders, reruns)
+    assert block.strip() == render_rows(folders, reruns or None).strip(), (
+        f"docs/reproduction/claims.md is stale: run {command}")
 
 
 def test_a_verdict_that_flips_in_the_rerun_says_unstable(folders, tmp_path):
@@ -84,8 +110,20 @@ def test_a_verdict_that_flips_in_the_rerun_says_unstable(folders, tmp_path):
     utilisation = table[table.claim_id == "spray-raises-utilisation"]
     noisy = utilisation[utilisation.cluster.str.startswith("condition=noisy")]
     silent = utilisation[utilisation.cluster.str.startswith("condition=silent")]
-    assert set(noisy.agrees) == {"unstable"} and len(noisy) == 3
-    assert set(silent.agrees) == {"yes"}  # no rerun: as before
+    assert set(noisy.seeds) == {"unstable"} and len(noisy) == 3
+    assert set(noisy.verdict_2) == {"inconclusive"}
+    assert set(silent.seeds) == {"one seed"}  # no rerun
     text = render(folders, {folders[0]: rerun})
-    assert f"`--rerun {folders[0]} {rerun}`" in text.splitlines()[0]
-    assert "unstable between seeds" in text.splitlines()[2]
+    assert f" --rerun {folders[0]} {rerun}`" in text.splitlines()[0]
+    assert re.search(r"\| direction \| utilisation \| 6 \| 0 \| 0 \| 0 \| 0 / 0 / 0 / 0 "
+                     r"\| 3 \| 3 \|", text)
+    rows = render_rows(folders, {folders[0]: rerun})
+    assert "| inconclusive (unstable) |" in rows
+
+
+def test_an_old_reference_json_is_refused_with_the_command_that_rewrites_it(tmp_path):
+    (tmp_path / "reference.json").write_text(json.dumps(
+        {"seed001": {"claims": [{"claim_id": "x", "agrees": "yes"}]}}))
+    with pytest.raises(ValueError, match="predates the verdicts by claim kind; rewrite it "
+                                         "with `pathdiv analyze"):
+        collect([tmp_path])

@@ -16,6 +16,7 @@ from pathdiv.experiments import runner
 from pathdiv.experiments.cluster import planfile, slurm, status, tracking
 from pathdiv.experiments.cluster.shards import Shard, parse_shard, partition, shard_of, shard_runs
 from pathdiv.experiments.config.load import load, validate
+from pathdiv.experiments.execute import run as one_run
 from pathdiv.experiments.execute.runstate import base_manifest, write_status
 from pathdiv.experiments.manifest import write_json_atomic
 from pathdiv.experiments.plan.estimate import expected_run_s
@@ -183,7 +184,7 @@ def test_shards_fill_one_folder_and_plan_json_keeps_every_shards_statuses(
     shards = partition(runs, 3)
     failing = shards[0][-1].run_id
     seen: list[tuple[str, dict]] = []
-    monkeypatch.setattr(runner, "execute_run", _fake_execute({failing}, seen))
+    monkeypatch.setattr(one_run, "execute_run", _fake_execute({failing}, seen))
     folder = runner.prepare_folder(cfg, tmp_path / "out")
     options = {"reps": 2, "only": [], "quick": False, "set": [], "shards": 3}
     for i in (2, 0):
@@ -455,11 +456,11 @@ def test_shipped_example_scripts_are_what_pathdiv_slurm_writes():
 
 
 def test_shards_booting_lab_kernels_into_one_folder_use_their_own_progress_files():
-    from pathdiv.experiments.execute.lab_kernel import PROGRESS_FILE, guest_argv, progress_file
+    from pathdiv.experiments.execute.lab_runs import PROGRESS_FILE, guest_args, progress_file
 
     assert progress_file(None) == PROGRESS_FILE
     mine = progress_file(Shard(1, 3).name)
     assert mine == Path(".labkernel/progress-shard-1-of-3.json")
     assert progress_file(Shard(2, 3).name) != mine
-    argv = guest_argv("python3", Path("/r"), ["a", "b"], mine)
+    argv = guest_args(Path("/r"), ["a", "b"], mine)
     assert argv[argv.index("--progress") + 1] == "/r/.labkernel/progress-shard-1-of-3.json"

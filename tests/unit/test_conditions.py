@@ -60,7 +60,7 @@ def test_override_values_are_checked_like_tier_values():
 def test_overrides_set_both_directions_then_one():
     cfg = validate({"topology": {"link_overrides": {
         "a1-c1": {"loss_pct": 2, "bw_mbps": 10}, "c1>a1": {"bw_mbps": 5}}}})
-    conds = cfg.conditions()
+    conds = cfg.link_conditions()
     assert conds[("a1", "c1")] == LinkParams(bw_mbps=10, loss_pct=2)
     assert conds[("c1", "a1")] == LinkParams(bw_mbps=5, loss_pct=2)
     assert conds[("a2", "c3")] == LinkParams(bw_mbps=20)  # the core tier's

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from pathdiv.experiments.config.checks import parse_size
 from pathdiv.experiments.config.load import ConfigError, load, parse_override, validate
-from pathdiv.experiments.config.schema import parse_size
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -66,7 +66,7 @@ def test_marking_leaf_is_red_in_ecn_mode_stepping_at_the_threshold():
 
 def test_only_switches_mark_and_a_condition_change_keeps_the_marking():
     cfg = validate({})
-    topo, conds = cfg.topology(), cfg.conditions()
+    topo, conds = cfg.topology(), cfg.link_conditions()
     leaves = [c for c in node_commands(topo, "e1", conds, 20) if "10:" in c]
     assert leaves and all("red" in c for c in leaves)
     host = [c for c in node_commands(topo, "h1", conds, 20) if "10:" in c]
@@ -84,7 +84,7 @@ def test_only_switches_mark_and_a_condition_change_keeps_the_marking():
 def test_bmv2_egress_queues_run_just_below_the_link_rate():
     cfg = validate({})  # every tier 20 Mbit/s, queues of 100 packets
     topo = cfg.topology()
-    queues = program_queues(topo, cfg.conditions())
+    queues = program_queues(topo, cfg.link_conditions())
     assert set(queues) == set(topo.switches)
     assert len(queues["c1"]) == 4 and len(queues["e1"]) == 4
     port, pps, depth = queues["e1"][0]

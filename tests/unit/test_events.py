@@ -57,7 +57,7 @@ def test_timeline_orders_by_time_and_keeps_file_order_for_ties():
 def test_a_set_event_changes_the_conditions_it_is_applied_to():
     cfg = validate({"events": [{"at_s": 1, "link": "e1>a1", "set": {"bw_mbps": 5}}]})
     (event,) = timeline(cfg.data["events"])
-    conds = cfg.conditions()
+    conds = cfg.link_conditions()
     commands, after = event_commands(cfg.topology(), event, conds)
     assert after[("e1", "a1")].bw_mbps == 5 and after[("a1", "e1")].bw_mbps == 20
     assert conds[("e1", "a1")].bw_mbps == 20  # the old mapping is left alone
@@ -67,7 +67,7 @@ def test_a_set_event_changes_the_conditions_it_is_applied_to():
 class FakeNet:
     def __init__(self, cfg) -> None:
         self.topo = cfg.topology()
-        self.conditions = cfg.conditions()
+        self.link_conditions = cfg.link_conditions()
         self.ran: list[tuple[str, list[str]]] = []
         self.lock = threading.Lock()
 

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from pathdiv.analysis.report.fidelity import split, verdict_counts
-from pathdiv.experiments import runner
 from pathdiv.experiments.config.load import ConfigError, validate
 from pathdiv.experiments.dataplane.base import parse_proc_net_dev
+from pathdiv.experiments.execute import run as one_run
+from pathdiv.experiments.execute import runstate
 from pathdiv.experiments.fidelity import attempts, runhooks
 from pathdiv.experiments.fidelity.monitor import (
     SLACK_BYTES,
@@ -21,7 +22,6 @@ from pathdiv.experiments.fidelity.monitor import (
     QdiscStat,
     core_shares,
     group_by_namespace,
-    parse_netstat,
     parse_pid_cpu_ticks,
     parse_pressure,
     parse_proc_stat,
@@ -40,7 +40,7 @@ from pathdiv.experiments.fidelity.verdict import (
     judge,
     judge_captures,
 )
-from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.manifest import parse_netstat, write_json_atomic
 from pathdiv.experiments.plan.runs import expand
 from tests.conftest import REPO
 
@@ -281,7 +281,7 @@ def _fake_execute(verdicts: list[str], executed: list[str]):
         n = len(executed)
         executed.append(run.run_id)
         (run_dir / "transfers.csv").write_text(f"attempt {n + 1}\n")
-        manifest = {**runner.base_manifest(run), "status": "complete",
+        manifest = {**runstate.base_manifest(run), "status": "complete",
                     "transfers": {"total": 1, "ok": 1, "failed": 0, "rounds": 1},
                     "timings": {"build_s": 1.0, "traffic_s": 1.0, "teardown_s": 1.0},
                     "fidelity": {"verdict": verdicts[n], "reasons": [f"reason {n + 1}"]}}
@@ -294,12 +294,12 @@ def test_an_invalid_run_is_repeated_and_every_attempt_kept(tmp_path, monkeypatch
     cfg = validate({"fidelity": {"max_repeats": 2}})
     run = expand(cfg, repetitions=1, flow_types=["query"])[0]
     executed: list[str] = []
-    monkeypatch.setattr(runner, "execute_run", _fake_execute(["invalid", "invalid", "ok"],
+    monkeypatch.setattr(one_run, "execute_run", _fake_execute(["invalid", "invalid", "ok"],
                                                              executed))
     said: list[str] = []
     run_dir = tmp_path / "runs" / run.run_id
     run_dir.mkdir(parents=True)
-    manifest = runner.execute_attempts(run, run_dir, say=said.append)
+    manifest = one_run.execute_attempts(run, run_dir, say=said.append)
     assert len(executed) == 3
     assert [(a["attempt"], a["folder"], a["verdict"], a["reasons"])
             for a in manifest["attempts"]] == [
@@ -312,7 +312,7 @@ def test_an_invalid_run_is_repeated_and_every_attempt_kept(tmp_path, monkeypatch
     assert (run_dir / "transfers.csv").read_text() == "attempt 3\n"
     assert "attempt 1 invalid (reason 1)" in said[0] and "repeating (attempt 2 of at most 3)" \
         in said[0]
-    assert runner.run_state(run_dir) == "complete"
+    assert runstate.run_state(run_dir) == "complete"
 
 
 def test_repeats_are_bounded_and_other_verdicts_are_not_repeated(tmp_path, monkeypatch):
@@ -320,10 +320,10 @@ def test_repeats_are_bounded_and_other_verdicts_are_not_repeated(tmp_path, monke
     run = expand(cfg, repetitions=1, flow_types=["query"])[0]
     for verdicts, runs in ((["invalid"] * 3, 2), (["degraded"], 1)):
         executed: list[str] = []
-        monkeypatch.setattr(runner, "execute_run", _fake_execute(verdicts, executed))
+        monkeypatch.setattr(one_run, "execute_run", _fake_execute(verdicts, executed))
         run_dir = tmp_path / verdicts[0] / run.run_id
         run_dir.mkdir(parents=True)
-        manifest = runner.execute_attempts(run, run_dir)
+        manifest = one_run.execute_attempts(run, run_dir)
         assert len(executed) == runs == len(manifest["attempts"])
         assert manifest["fidelity"]["verdict"] == verdicts[0]
 
@@ -336,18 +336,18 @@ def test_a_repeat_that_fails_still_lists_the_kept_attempt(tmp_path, monkeypatch)
 
     def fake(run, run_dir, on_round=None, keeper=None):
         if executed:  # the repeat: the network broke
-            manifest = {**runner.base_manifest(run), "error": "NetworkError: broken"}
+            manifest = {**runstate.base_manifest(run), "error": "NetworkError: broken"}
             write_json_atomic(run_dir / "manifest.json", manifest)
             return manifest
         return invalid_first(run, run_dir, on_round)
 
-    monkeypatch.setattr(runner, "execute_run", fake)
+    monkeypatch.setattr(one_run, "execute_run", fake)
     run_dir = tmp_path / run.run_id
     run_dir.mkdir()
-    manifest = runner.execute_attempts(run, run_dir)
+    manifest = one_run.execute_attempts(run, run_dir)
     assert [(a["folder"], a["status"], a["verdict"]) for a in manifest["attempts"]] == [
         ("attempt-1", "complete", "invalid"), (".", "failed", "unknown")]
-    assert runner.run_state(run_dir) == "failed"  # resume redoes it from scratch
+    assert runstate.run_state(run_dir) == "failed"  # resume redoes it from scratch
 
 
 def test_an_earlier_attempt_is_never_overwritten(tmp_path):

@@ -15,6 +15,8 @@ import pytest
 from pathdiv.experiments import runner
 from pathdiv.experiments.cluster.tracking import busy_runs, marker_path, this_process
 from pathdiv.experiments.config.load import validate
+from pathdiv.experiments.execute import run as one_run
+from pathdiv.experiments.execute.runstate import ResultsError
 from pathdiv.experiments.fabric import environment as env
 from pathdiv.experiments.manifest import write_json_atomic
 from pathdiv.experiments.plan.runs import expand
@@ -84,8 +86,8 @@ def test_a_resume_refuses_while_a_live_process_holds_a_runs_marker(tmp_path, sle
     _plant_marker(folder, held.run_id, {**this_process(), "pid": sleeper.pid,
                                         "proc_start": processes.process_start(sleeper.pid)})
     executed = []
-    monkeypatch.setattr(runner, "execute_run", lambda run, *a, **k: executed.append(run))
-    with pytest.raises(runner.ResultsError) as err:
+    monkeypatch.setattr(one_run, "execute_run", lambda run, *a, **k: executed.append(run))
+    with pytest.raises(ResultsError) as err:
         runner.run_plan(cfg, runs, folder, quiet=True)
     message = str(err.value)
     print(message)

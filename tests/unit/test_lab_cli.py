@@ -11,23 +11,26 @@ from pathlib import Path
 import pytest
 
 from pathdiv.experiments.dataplane import select
-from pathdiv.experiments.execute.guest import guest_argv
+from pathdiv.experiments.execute.boot import guest_argv
+from pathdiv.experiments.execute.lab_command import CLI_MODULE, command_args
 from pathdiv.kernels import uml
 from tests.conftest import REPO
 
 
 def test_the_guest_runs_the_same_pathdiv_command_on_the_resolved_config():
-    argv = guest_argv("/py", "probe", Path("/s/config.yaml"), json_out=True)
+    argv = guest_argv("/py", CLI_MODULE, command_args("probe", Path("/s/config.yaml"),
+                                                      json_out=True))
     assert argv == ["/py", "-m", "pathdiv.experiments.cli", "probe", "/s/config.yaml",
                     "--json"]
-    assert guest_argv("/py", "net", Path("/c.yaml"), verbose=True)[3:] == [
+    assert guest_argv("/py", CLI_MODULE, command_args("net", Path("/c.yaml"),
+                                                      verbose=True))[3:] == [
         "-v", "net", "/c.yaml"]
 
 
 def test_only_net_and_probe_run_in_the_lab_kernel_this_way():
     with pytest.raises(ValueError, match="command 'run' does not run in the lab kernel; "
                        "only net, probe do"):
-        guest_argv("/py", "run", Path("/c.yaml"))
+        command_args("run", Path("/c.yaml"))
 
 
 def test_the_terminal_boot_line_puts_the_guest_console_on_the_users_terminal(tmp_path):

@@ -13,7 +13,9 @@ import pytest
 
 from pathdiv.experiments import runner
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.execute import lab_kernel as labruns
+from pathdiv.experiments.execute import boot
+from pathdiv.experiments.execute import lab_runs as labruns
+from pathdiv.experiments.execute import run as one_run
 from pathdiv.experiments.execute.runstate import base_manifest
 from pathdiv.experiments.fabric import environment
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, preflight
@@ -52,7 +54,7 @@ class FakeGuest:
         self.calls.append({"argv": argv, "share": share, "kernel": kernel, **kw})
         folder = Path(argv[argv.index("--progress") + 2])
         run_ids = argv[argv.index("--progress") + 3:]
-        desc = json.loads(kw["env"][labruns.GUEST_ENV])
+        desc = json.loads(kw["env"][boot.GUEST_ENV])
         for step in self.script:
             kind, index = step[0], step[1] if len(step) > 1 else None
             run_dir = folder / "runs" / run_ids[index] if index is not None else None
@@ -101,7 +103,7 @@ def fake_machine(monkeypatch, tmp_path):
         write_json_atomic(run_dir / "manifest.json", manifest)
         return manifest
 
-    monkeypatch.setattr(runner, "execute_run", host_run)
+    monkeypatch.setattr(one_run, "execute_run", host_run)
     return image
 
 
@@ -306,21 +308,21 @@ def test_progress_names_the_run_and_round():
 
 
 def test_the_guest_reads_the_kernel_description_only_from_its_environment(monkeypatch):
-    monkeypatch.delenv(labruns.GUEST_ENV, raising=False)
-    assert labruns.guest_kernel_description() is None
-    desc = labruns.kernel_description("virtual", Path("/x/linux"), "d", "rel", 1536)
-    monkeypatch.setenv(labruns.GUEST_ENV, json.dumps(desc))
-    assert labruns.guest_kernel_description() == desc
+    monkeypatch.delenv(boot.GUEST_ENV, raising=False)
+    assert boot.guest_kernel_description() is None
+    desc = boot.kernel_description("virtual", Path("/x/linux"), "d", "rel", 1536)
+    monkeypatch.setenv(boot.GUEST_ENV, json.dumps(desc))
+    assert boot.guest_kernel_description() == desc
 
 
 def test_preflight_refuses_a_lab_run_outside_the_lab_kernel_and_a_host_run_inside(monkeypatch):
     monkeypatch.setattr(environment.os, "geteuid", lambda: 0)
     monkeypatch.setattr(environment.shutil, "which", lambda tool: f"/usr/bin/{tool}")
-    monkeypatch.delenv(labruns.GUEST_ENV, raising=False)
+    monkeypatch.delenv(boot.GUEST_ENV, raising=False)
     lab_cfg = validate({"hosts": {"kernel": "lab", "transport": "mptcp", "scheduler": "rb"}})
     with pytest.raises(EnvironmentProblem, match=r"hosts\.kernel: lab, but this is kernel"):
         preflight(lab_cfg)
-    monkeypatch.setenv(labruns.GUEST_ENV, "{}")
+    monkeypatch.setenv(boot.GUEST_ENV, "{}")
     with pytest.raises(EnvironmentProblem, match=r"hosts\.kernel: host, but this is the pathdiv"):
         preflight(validate({}))
 
@@ -342,7 +344,7 @@ class LaneGuest:
         import time
         i = argv.index("--progress")
         folder, run_ids = Path(argv[i + 2]), argv[i + 3:]
-        desc = json.loads(kw["env"][labruns.GUEST_ENV])
+        desc = json.loads(kw["env"][boot.GUEST_ENV])
         with self.lock:
             self.calls.append(run_ids)
         for run_id in run_ids:

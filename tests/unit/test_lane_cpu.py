@@ -1,8 +1,8 @@
-"""Which host CPU each lab kernel of a plan runs on (execute/lab_kernel.py lane_cpu)."""
+"""Which host CPU each lab kernel of a plan runs on (execute/boot.py lane_cpu)."""
 
 from __future__ import annotations
 
-from pathdiv.experiments.execute.lab_kernel import host_cpus, lane_cpu
+from pathdiv.experiments.execute.boot import host_cpus, lane_cpu
 
 
 def test_lanes_take_the_cpus_in_turn_and_never_share_one_while_there_are_enough():

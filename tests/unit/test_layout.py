@@ -1,6 +1,6 @@
-"""The package layout: one `pathdiv` namespace, imports that run one way (a layer table),
-no import circles, no function-level import but the heavy optional ones, every module
-importable."""
+"""The package layout: one `pathdiv` package whose top gives the public API, imports that
+run one way (a layer table), no import circles, no function-level import but the heavy
+optional ones, every module importable."""
 
 from __future__ import annotations
 
@@ -16,15 +16,16 @@ import pytest
 from tests.conftest import REPO
 
 FOLDERS = ("topologies", "experiments", "analysis", "kernels")
+FACE = Path("pathdiv") / "__init__.py"  # the package's top: `import pathdiv` (setup.py)
 
 # The layers, lowest first. A module imports its own unit and units of lower layers only;
 # units that share a layer do not import each other. A module's unit is the longest entry
 # its dotted name starts with. `analysis` needs only `topologies` (so `pathdiv analyze`
 # runs without the emulation stack); `kernels` builds and boots and needs nothing of
 # `experiments`. Inside `experiments` the data flow: what the user wrote (config) ← what
-# will run (plan) ← the network's parts (fabric) ← data planes ← the assembled network ←
-# traffic ← executing a run ← the cluster's view of a plan ← runner ← the public API
-# (pathdiv.experiments.api, the `experiments/api/` folder) ← cli.
+# will run (plan) ← the network's parts (fabric) ← data planes ← the assembled network
+# (network) ← traffic ← executing a run ← the cluster's view of a plan ← runner ← the
+# public API (pathdiv.experiments.api, the `experiments/api/` folder) ← cli.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("pathdiv.topologies",),
     ("pathdiv.kernels", "pathdiv.analysis"),
@@ -33,7 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pathdiv.experiments.plan",),
     ("pathdiv.experiments.fabric",),
     ("pathdiv.experiments.dataplane",),
-    ("pathdiv.experiments.fabric.network",),
+    ("pathdiv.experiments.network",),
     ("pathdiv.experiments.traffic", "pathdiv.experiments.fidelity"),
     ("pathdiv.experiments.execute",),
     ("pathdiv.experiments.cluster",),
@@ -49,8 +50,9 @@ LAZY_ALLOWED = ("mininet", "matplotlib", "scapy", "dpkt", "pathdiv.analysis")
 
 
 def modules() -> dict[str, Path]:
-    """Dotted name (pathdiv.…) -> file, for every module of the product's folders."""
-    out = {}
+    """Dotted name (pathdiv.…) -> file, for every module of the product's folders and
+    the package's top."""
+    out = {"pathdiv": REPO / FACE}
     for folder in FOLDERS:
         for path in sorted((REPO / folder).rglob("*.py")):
             rel = path.relative_to(REPO).with_suffix("")
@@ -191,7 +193,7 @@ def test_the_layout_tests_fail_on_a_planted_import(tmp_path, planted, expected):
     and function-level tests above, run on that copy, fail and say why."""
     copy = tmp_path / "copy"
     copy.mkdir()
-    for folder in FOLDERS:
+    for folder in (*FOLDERS, FACE.parent.name):
         shutil.copytree(REPO / folder, copy / folder,
                         ignore=shutil.ignore_patterns("__pycache__", "*.patch"))
     (copy / "tests" / "unit").mkdir(parents=True)
@@ -239,7 +241,8 @@ def test_pip_install_puts_one_pathdiv_package_into_site_packages(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     top = sorted(p.name for p in target.iterdir() if not p.name.endswith(".dist-info"))
     assert top == ["bin", "pathdiv"] or top == ["pathdiv"], top
-    assert sorted(p.name for p in (target / "pathdiv").iterdir()) == sorted(FOLDERS)
+    assert sorted(p.name for p in (target / "pathdiv").iterdir()
+                  if p.name != "__pycache__") == sorted([*FOLDERS, "__init__.py"])
     res = subprocess.run(
         [sys.executable, "-c",
          "import sys; sys.path.insert(0, sys.argv[1]); import pathdiv.analysis;"
@@ -248,3 +251,16 @@ def test_pip_install_puts_one_pathdiv_package_into_site_packages(tmp_path):
     )
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().startswith(str(target / "pathdiv" / "analysis")), res.stdout
+
+
+def test_import_pathdiv_gives_the_public_api_and_loads_it_only_when_asked():
+    code = ("import sys, pathdiv, pathdiv.analysis.results\n"
+            "assert not [m for m in sys.modules if m.startswith('pathdiv.experiments')]\n"
+            "from pathdiv.experiments import api\n"
+            "assert pathdiv.run is api.run and pathdiv.network is api.network\n"
+            "assert sorted(dir(pathdiv)) == sorted(api.__all__)\n"
+            "try:\n    pathdiv.runner\nexcept AttributeError as exc:\n    print(exc)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd="/", timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "no attribute 'runner'; its names are the public API's" in res.stdout

@@ -106,7 +106,7 @@ def test_workload_keys_are_validated():
 
 
 def test_background_flows_follow_their_pattern():
-    from pathdiv.experiments.traffic.session import background_flows, poisson_flows
+    from pathdiv.experiments.traffic.workload import background_flows, poisson_flows
 
     none = validate({})
     assert background_flows(none, HOSTS, 1, 60) == []

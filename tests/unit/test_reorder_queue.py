@@ -1,5 +1,5 @@
 """The receiver's out-of-order queue rebuilt from captured DSNs (seed 003's Fig. 11 metric),
-and the parsing the paths session reads its samples with."""
+and the parsing a paths run reads its samples with."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pathdiv.analysis.metrics.reorder_queue import (
     sampled,
     segments_from_pcap,
 )
-from pathdiv.experiments.traffic.paths_session import (
+from pathdiv.experiments.manifest import parse_netstat
+from pathdiv.experiments.traffic.paths_run import (
     copied_share,
-    parse_netstat,
     parse_ss,
     parse_ss_state,
     rates,
@@ -102,6 +102,6 @@ def test_ss_netstat_and_rates_parsing():
         "pacing_mbps": 12.4}
     assert parse_ss_state(ss)[("10.0.0.2", "10.1.1.2")]["rtt_ms"] == 0.0  # not printed
     netstat = "TcpExt: A B\nTcpExt: 1 2\nMPTcpExt: MPJoinAckRx ArpRedundant\nMPTcpExt: 1 3\n"
-    assert parse_netstat(netstat) == {"MPJoinAckRx": 1, "ArpRedundant": 3}
+    assert parse_netstat(netstat, "MPTcpExt") == {"MPJoinAckRx": 1, "ArpRedundant": 3}
     series = rates([(0.0, {"path1": 0}), (0.5, {"path1": 625_000, "path2": 0})])
     assert series == {"path1": [[0.5, 10.0]], "path2": [[0.5, 0.0]]}

@@ -169,9 +169,11 @@ def test_report_marks_the_studys_claims(study_folder):
     marks = json.loads((study_folder / "reference.json").read_text())
     rows = marks["seed001"]["claims"]
     # the synthetic goodput effect of ps-mptcp: ps-mptcp beats ecmp-mptcp, significantly
+    # and by more than the smallest effect of interest
     planted = [r for r in rows if r["claim_id"] == "spray-better-noisy"
                and r["metric"] == "goodput_mbps"]
-    assert planted and all(r["mark"] == "same direction and significant" for r in planted)
+    assert planted and all(r["verdict"] == "agree" for r in planted)
+    assert all(r["ci_low_pct"] > 1 and r["p_adj"] >= r["p"] for r in planted)
     table4 = [r for r in rows if r["kind"] == "excess"]
     assert len(table4) == 24
     long_noisy = [r for r in table4 if r["claim_id"] == "table-iv-noisy-long-ps-mptcp"]

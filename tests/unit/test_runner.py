@@ -11,10 +11,14 @@ from pathdiv.experiments.cluster.planfile import plan_document
 from pathdiv.experiments.config.load import load, validate
 from pathdiv.experiments.dataplane.select import Choice
 from pathdiv.experiments.execute import keeper
-from pathdiv.experiments.execute.runstate import base_manifest, run_state
+from pathdiv.experiments.execute import run as one_run
+from pathdiv.experiments.execute.guest_runs import find_run
+from pathdiv.experiments.execute.guest_runs import main as guest_main
+from pathdiv.experiments.execute.runstate import ResultsError, base_manifest, run_state
 from pathdiv.experiments.manifest import parse_sysctls, write_csv_atomic, write_json_atomic
 from pathdiv.experiments.plan.runs import expand, parse_only, quick_config, quick_flow_types
-from pathdiv.experiments.runner import ResultsError, check_resumable, split_resume
+from pathdiv.experiments.runner import check_resumable, split_resume
+from pathdiv.experiments.running import NetworkError
 from pathdiv.experiments.traffic.rounds import COLUMNS
 from tests.conftest import REPO
 
@@ -156,7 +160,7 @@ def test_interrupted_plan_resumes_without_duplicates(tmp_path, monkeypatch):
         write_json_atomic(run_dir / "manifest.json", manifest)
         return manifest
 
-    monkeypatch.setattr(runner, "execute_run", fake_execute)
+    monkeypatch.setattr(one_run, "execute_run", fake_execute)
     folder = runner.prepare_folder(cfg, tmp_path / "out")
     with pytest.raises(KeyboardInterrupt):
         runner.run_plan(cfg, runs, folder, quiet=False)
@@ -177,12 +181,12 @@ def test_a_planned_run_is_found_again_by_id_from_the_folder(tmp_path):
     cfg, runs = _runs()
     folder = runner.prepare_folder(cfg, tmp_path / "out")
     write_json_atomic(folder / "plan.json", plan_document(cfg, runs, {}, None, {}))
-    _, run = runner.find_run(folder, runs[3].run_id)
+    _, run = find_run(folder, runs[3].run_id)
     assert run.to_dict() == runs[3].to_dict()
     assert run.config.data == runs[3].config.data
     with pytest.raises(ResultsError, match="'nope' is not in"):
-        runner.find_run(folder, "nope")
-    assert runner.main(["execute", str(tmp_path / "elsewhere"), "x"]) == 2
+        find_run(folder, "nope")
+    assert guest_main(["execute", str(tmp_path / "elsewhere"), "x"]) == 2
 
 
 def test_a_network_that_cannot_be_built_fails_its_run_and_the_plan_goes_on(
@@ -192,13 +196,13 @@ def test_a_network_that_cannot_be_built_fails_its_run_and_the_plan_goes_on(
             pass
 
         def __enter__(self):
-            raise runner.NetworkError("e1: `tc qdisc add` failed (exit 2): no such device")
+            raise NetworkError("e1: `tc qdisc add` failed (exit 2): no such device")
 
         def __exit__(self, *exc):
             return None
 
-    monkeypatch.setattr(runner, "preflight", lambda cfg: None)
-    monkeypatch.setattr(runner, "choose", lambda run: Choice("auto", "nftables", "test"))
+    monkeypatch.setattr(one_run, "preflight", lambda cfg: None)
+    monkeypatch.setattr(one_run, "choose", lambda run: Choice("auto", "nftables", "test"))
     monkeypatch.setattr(keeper, "Network", BrokenNetwork)
     cfg, runs = _runs()
     folder = runner.prepare_folder(cfg, tmp_path / "out")

@@ -6,14 +6,14 @@ import pytest
 
 from pathdiv.experiments import runner
 from pathdiv.experiments.cli import main
-from pathdiv.experiments.execute import lab_kernel as labruns
+from pathdiv.experiments.execute import boot
 from tests.conftest import REPO
 
 
 @pytest.fixture
 def no_lab_kernel(monkeypatch):
     def unavailable(log):
-        raise labruns.LabKernelUnavailable("/usr/src/linux-source-6.12.tar.xz is missing")
+        raise boot.LabKernelUnavailable("/usr/src/linux-source-6.12.tar.xz is missing")
 
     monkeypatch.setattr(runner, "lab_kernel_image", unavailable)
 

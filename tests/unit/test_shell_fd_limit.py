@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from pathdiv.experiments.fabric.network import few_descriptors, shell_fd_limit
+from pathdiv.experiments.fabric.nodeprocs import few_descriptors, shell_fd_limit
 
 
 def test_the_limit_leaves_room_for_every_node_and_never_raises_it():

@@ -14,7 +14,7 @@ from pathdiv.experiments.config.load import validate
 
 def test_ideal_fct_is_transmission_plus_two_rtts_on_the_best_path():
     cfg = validate({})  # 20 Mbit/s everywhere, no delay
-    topo, conds = cfg.topology(), cfg.conditions()
+    topo, conds = cfg.topology(), cfg.link_conditions()
     # h1 and h2 share e1: 2 hops; 1000 full segments = 1,514,000 bytes on the wire
     assert ideal_fct_s(topo, conds, "h2", "h1", 1_448_000) == pytest.approx(
         1_514_000 * 8 / 20e6 + 2 * 1514 * 8 / 20e6)
@@ -22,10 +22,10 @@ def test_ideal_fct_is_transmission_plus_two_rtts_on_the_best_path():
         "a1>e1": {"bw_mbps": 5}, "c1>a1": {"delay_ms": 10}}}})
     # h16 -> h1: the paths through a2 avoid the slow a1>e1, so the best stays at 20 Mbit/s
     fast = ideal_fct_s(topo, conds, "h16", "h1", 1_448_000)
-    assert ideal_fct_s(slow.topology(), slow.conditions(), "h16", "h1", 1_448_000) == fast
+    assert ideal_fct_s(slow.topology(), slow.link_conditions(), "h16", "h1", 1_448_000) == fast
     only_slow = validate({"topology": {"link_overrides": {"a1>e1": {"bw_mbps": 5},
                                                           "a2>e1": {"delay_ms": 10}}}})
-    ideal = ideal_fct_s(only_slow.topology(), only_slow.conditions(), "h16", "h1", 1_448_000)
+    ideal = ideal_fct_s(only_slow.topology(), only_slow.link_conditions(), "h16", "h1", 1_448_000)
     via_a2 = fast + 2 * 0.010  # 10 ms one way on the data path: 2 RTTs of 10 ms more
     assert ideal == pytest.approx(via_a2)
 
@@ -38,7 +38,7 @@ def test_slowdown_per_transfer_and_by_size_bucket():
         "start_s": [0.0, 0.0, 0.0], "end_s": [9.0, 9.0, 9.0],
         "fct_s": [1.2136224, float("nan"), 1.0], "switching": ["ecmp"] * 3,
     })
-    sd = slowdowns(tr, cfg.topology(), cfg.conditions())
+    sd = slowdowns(tr, cfg.topology(), cfg.link_conditions())
     assert sd[0] == pytest.approx(2.0)
     assert sd[1] == pytest.approx(9.0 / 0.6068112)  # no capture FCT: the application's
     assert pd.isna(sd[2])  # failed transfers have none

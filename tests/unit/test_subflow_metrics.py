@@ -150,8 +150,8 @@ def test_the_runs_host_cpu_gives_its_energy_on_every_row_and_nan_in_virtual_time
 
 def test_windows_mptcp_d_closed_are_counted_per_run_on_either_clock() -> None:
     from pathdiv.analysis.metrics.sharing import run_energy
-    from pathdiv.experiments.fidelity.monitor import parse_netstat
     from pathdiv.experiments.fidelity.verdict import Samples, Thresholds, judge
+    from pathdiv.experiments.manifest import parse_netstat
 
     netstat = ("TcpExt: TCPTimeouts\nTcpExt: 3\n"
                "MPTcpExt: MPCapableSYNRX SubflowRecover MptcpDClosed MptcpDReinject\n"

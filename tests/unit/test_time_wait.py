@@ -6,22 +6,22 @@ from types import SimpleNamespace
 
 import pytest
 
-from pathdiv.experiments.fabric import network
 from pathdiv.experiments.fabric.netstate import parse_tcp
-from pathdiv.experiments.fabric.network import Network
+from pathdiv.experiments.network import reuse
+from pathdiv.experiments.network.reuse import NetworkReuse
 
 
 def test_the_wait_ends_when_no_time_wait_socket_is_left_or_at_its_limit(monkeypatch):
     clock = [0.0]
-    monkeypatch.setattr(network.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(network.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr(reuse.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(reuse.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
     # the last timer expires in 40 s: one sleep to just past it, then a short one
     reads = iter([(5, 40.0), (1, 0.1), (0, 0.0), (7, 1.0)])
     net = SimpleNamespace(time_wait=lambda: next(reads))
-    assert Network.wait_time_wait(net, 65.0) == 0 and clock[0] == pytest.approx(40.5 + 0.6)
+    assert NetworkReuse.wait_time_wait(net, 65.0) == 0 and clock[0] == pytest.approx(40.5 + 0.6)
     stuck = SimpleNamespace(time_wait=lambda: (4, 30.0))  # never drains: give up at the limit
     clock[0] = 0.0
-    assert Network.wait_time_wait(stuck, 3.0) == 4 and clock[0] == 3.0
+    assert NetworkReuse.wait_time_wait(stuck, 3.0) == 4 and clock[0] == 3.0
 
 
 def test_the_count_and_expiry_are_read_from_the_time_wait_rows_timer_column():

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from pathdiv.experiments.fabric.network import TRANSFER_TOOL
+from pathdiv.experiments.network.network import TRANSFER_TOOL
 
 
 def test_the_transfer_tool_runs_without_site_packages(tmp_path):

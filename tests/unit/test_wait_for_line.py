@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from pathdiv.experiments.fabric.network import NetworkError, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
+from pathdiv.experiments.running import NetworkError
 
 HIGH_FD = 1500
 

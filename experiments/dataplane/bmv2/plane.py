@@ -360,7 +360,7 @@ class Bmv2DataPlane(DataPlane):
         """Every switch's threads under SCHED_FIFO: they forward the packets, and left to
         the fair scheduler they woke in an order that the runs before had shaped (the same
         static-TCP run first in its boot and after another gave FCTs up to 1.2 ms apart:
-        docs/DESIGN.md, "One network for several runs")."""
+        docs/decisions/0008-network-reuse.md)."""
         return sum(threads_first_in_first_out(self.net[sw].bmv2.pid)
                    for sw in self.topo.switches if self.net[sw].bmv2 is not None)
 

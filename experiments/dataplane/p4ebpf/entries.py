@@ -29,7 +29,7 @@ from pathdiv.experiments.dataplane.p4.entries import (
     TableEntry,
     switch_entries,
 )
-from pathdiv.experiments.dataplane.p4ebpf.btf import Layout, MapInfo
+from pathdiv.experiments.dataplane.p4ebpf.btf import Layout
 from pathdiv.experiments.dataplane.p4ebpf.layout import (
     BPF_MAP_TYPE_LPM_TRIE,
     LayoutError,
@@ -143,8 +143,3 @@ def map_writes(layout: ProgramLayout, entries: SwitchEntries) -> list[MapWrite]:
     return ([table_write(layout, e) for e in entries.tables]
             + [register_write(layout, r.register, r.index, r.value)
                for r in entries.registers])
-
-
-def check_maps(layout: ProgramLayout, names: list[str]) -> dict[str, MapInfo]:
-    """The maps of the P4 `names` (tables, registers); LayoutError for one not there."""
-    return {n: layout.map_for(n) for n in names}

@@ -1,6 +1,6 @@
 """`pathdiv net` and `pathdiv probe` with hosts.kernel: lab: the same command in the lab kernel.
 
-The host boots the lab kernel (kernels/uml.py) once for the command, with a scratch
+The host boots the lab kernel (execute/boot.py) once for the command, with a scratch
 folder as the share holding the resolved config, and the guest runs `pathdiv probe`
 or `pathdiv net` on it, the same code as on the host kernel (the guest is told it is
 the lab kernel, as runs are). `probe` is not interactive: its output is printed on the
@@ -12,39 +12,28 @@ on a pseudo-terminal instead, its end as Ctrl-D.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.dataplane.select import guest_env, prepare_for_lab_kernel
-from pathdiv.experiments.execute.lab_kernel import (
-    GUEST_ENV,
-    REPO_DIR,
-    kernel_description,
-    lab_kernel_image,
-)
-from pathdiv.kernels import uml
-from pathdiv.kernels.build import kernel_release
+from pathdiv.experiments.execute.boot import LabBoot, lab_kernel_image, prepare, say
 from pathdiv.kernels.processes import remove_scratch, scratch_folder
 
 COMMANDS = ("net", "probe")
+CLI_MODULE = "pathdiv.experiments.cli"
 PROBE_TIMEOUT_S = 1800.0  # wall seconds; the probe takes ~1 min of guest time at 20 Mbit/s
 
 
-def guest_argv(python: str, command: str, config: Path, json_out: bool = False,
-               verbose: bool = False) -> list[str]:
-    """The pathdiv command the guest runs on the resolved config (pure)."""
+def command_args(command: str, config: Path, json_out: bool = False,
+                 verbose: bool = False) -> list[str]:
+    """The arguments of the pathdiv command (CLI_MODULE) the guest runs on the resolved
+    config (pure)."""
     if command not in COMMANDS:
         raise ValueError(f"command {command!r} does not run in the lab kernel; "
                          f"only {', '.join(COMMANDS)} do")
-    return [python, "-m", "pathdiv.experiments.cli", *(["-v"] if verbose else []), command,
-            str(config), *(["--json"] if json_out else [])]
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    return [*(["-v"] if verbose else []), command, str(config),
+            *(["--json"] if json_out else [])]
 
 
 def run_in_lab_kernel(command: str, cfg: Config, json_out: bool = False,
@@ -56,24 +45,21 @@ def run_in_lab_kernel(command: str, cfg: Config, json_out: bool = False,
     `probe` prints the guest's stdout and stderr here when it ends.
     """
     image = lab_kernel_image(log)
-    for line in prepare_for_lab_kernel([cfg.dataplane]):  # the guest cannot write the cache
+    for line in prepare([cfg.dataplane]):  # the guest cannot write the cache
         if verbose:
             log(f"pathdiv: {line}")
     clock = str(cfg.data["lab"]["clock"])
-    memory_mb = int(cfg.data["lab"]["memory_mb"])
-    desc = kernel_description(clock, image, image.parent.name, kernel_release(image), memory_mb)
+    boot = LabBoot(image, clock, int(cfg.data["lab"]["memory_mb"]))
     share = scratch_folder("lab")
     try:
         config = share / "config.yaml"
         config.write_text(cfg.to_yaml())
-        argv = guest_argv(sys.executable, command, config, json_out, verbose)
         terminal = command == "net"
         if verbose or terminal:  # the CLI's banner comes once the network is up
             log(f"pathdiv: booting the lab kernel ({image.parent.name}, {clock} clock) for "
                 f"`pathdiv {command}`")
-        res = uml.run_in_uml(argv, share, image, None if terminal else PROBE_TIMEOUT_S,
-                             clock=clock, memory_mb=memory_mb, cwd=REPO_DIR,
-                             env={GUEST_ENV: json.dumps(desc), **guest_env()}, terminal=terminal)
+        res = boot.run(CLI_MODULE, command_args(command, config, json_out, verbose), share,
+                       None if terminal else PROBE_TIMEOUT_S, terminal=terminal)
         sys.stdout.write(res.stdout)
         sys.stdout.flush()
         sys.stderr.write(res.stderr)

@@ -14,22 +14,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.cluster.shards import Shard
+from pathdiv.experiments.cluster.planfile import options_conflict, read_plan, register_plan
+from pathdiv.experiments.cluster.shards import Shard, parse_shard, shard_runs
+from pathdiv.experiments.config.checks import MAX_K
+from pathdiv.experiments.config.cross import shadowed_overrides
 from pathdiv.experiments.config.load import (
     Config,
     ConfigError,
     apply_overrides,
     load,
     parse_override,
-    shadowed_overrides,
     validate,
 )
 from pathdiv.experiments.config.names import resolve_config
 from pathdiv.experiments.config.results_folder import hand_over, link_inside
-from pathdiv.experiments.config.schema import MAX_K
 from pathdiv.experiments.config.workloads import PATTERNS
 from pathdiv.experiments.dataplane.select import Choice, choose_runs, find_tools, plane_problems
-from pathdiv.experiments.execute.lab_kernel import host_cores, host_ram_mb
+from pathdiv.experiments.execute.boot import host_cores, host_ram_mb
+from pathdiv.experiments.execute.runstate import ResultsError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
 from pathdiv.experiments.plan import history
 from pathdiv.experiments.plan.budget import budget_problems
@@ -39,7 +41,7 @@ from pathdiv.experiments.plan.estimate import (
     key_of,
     phases_s,
 )
-from pathdiv.experiments.plan.lanes import default_jobs, jobs_problem, phases
+from pathdiv.experiments.plan.lanes import default_jobs, jobs_problem, phases, virtual_runs
 from pathdiv.experiments.plan.memory import memory_problems
 from pathdiv.experiments.plan.runs import Run, expand, quick_config, quick_flow_types
 from pathdiv.experiments.runner import PlanOutcome, RunProgress, prepare_folder, run_plan
@@ -165,11 +167,6 @@ def jobs_for(runs: list[Run], jobs: int | None = None) -> int:
     return jobs
 
 
-def estimator() -> Estimator:
-    """Run-time estimates calibrated from this machine's history of runs."""
-    return history.estimator()
-
-
 @dataclass(frozen=True)
 class PlanTime:
     """The expected wall time of a plan on this machine."""
@@ -191,7 +188,7 @@ def expected_time(runs: list[Run], jobs: int, est: Estimator | None = None,
     """What `pathdiv check` prints: the plan's runs (boots included, analysis not) with
     `jobs` lab kernels at once, one at a time, and on the nftables plane; `choices` are
     the runs' planes (`plane_choices`; chosen here when not given)."""
-    est = est or estimator()
+    est = est or history.estimator()
     chosen = choices if choices is not None else choose_runs(runs)
 
     def plane(run: Run) -> str | None:
@@ -220,6 +217,61 @@ def plane_choices(runs: list[Run]) -> dict[str, Choice]:
     return choose_runs(runs)
 
 
+@dataclass(frozen=True)
+class RunStart:
+    """What `run` tells `on_start` once the results folder exists, before the first run."""
+
+    folder: Path
+    runs: int  # runs this call executes (a shard's part of the plan)
+    planned: int  # runs of the whole plan
+    shard: Shard | None
+    jobs: int  # lab kernels at once for the virtual-clock runs
+    at_once: bool  # whether more than one lab kernel will run at once
+
+
+def shard_plan(config: ConfigSource, out: str | Path, runs: list[Run], shards: int,
+               options: Mapping[str, Any] | None = None) -> Path:
+    """Make `out` the results folder of `runs` split into `shards` shards (what `pathdiv
+    slurm` prepares before it submits them): plan.json lists the whole plan and which
+    shard runs each run. ResultsError when the folder holds another plan's shards."""
+    cfg = load_config(config)
+    out = Path(out)
+    opts = {**_options(options), "shards": shards}
+    conflict = options_conflict(read_plan(out), opts)
+    if conflict:
+        raise ResultsError(f"{out}: {conflict}")
+    folder = prepare_folder(cfg, out)
+    register_plan(folder, cfg, runs, opts)
+    hand_over(folder)  # run through sudo: the results are the user's
+    return folder
+
+
+def _shard(shard: Shard | str | None, out: str | Path | None) -> Shard | None:
+    """`run`'s shard, parsed; ValueError without the folder every shard writes into."""
+    if isinstance(shard, str):
+        shard = parse_shard(shard)
+    if shard is not None and out is None:
+        raise ValueError(f"--shard {shard} needs --out DIR: every shard of a plan writes into "
+                         "the same results folder")
+    return shard
+
+
+def _refuse_early(runs: list[Run], jobs: int | None) -> int:
+    """What `run` refuses before any folder is made (jobs, the plan, this machine); the
+    lab kernels at once."""
+    jobs = jobs_for(runs, jobs)
+    check_plan(runs)
+    host_runs = [r for r in runs if r.config.host_kernel == "host"]
+    if host_runs:
+        preflight(host_runs[0].config)
+    return jobs
+
+
+def _options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The plan's options as plan.json records them (what a resume must repeat)."""
+    return dict(options or {"reps": None, "only": [], "quick": False, "set": []})
+
+
 @dataclass
 class RunResult:
     """What `run` did: the results folder, each run's status, the report (or why not)."""
@@ -238,33 +290,43 @@ def run(config: ConfigSource, out: str | Path | None = None, *,
         runs: list[Run] | None = None,
         progress: Callable[[RunProgress], None] | None = None,
         analyze: bool = True, quiet: bool = True, options: Mapping[str, Any] | None = None,
-        shard: Shard | None = None, plan_runs: list[Run] | None = None,
-        on_start: Callable[[Path], None] | None = None, jobs: int | None = None
+        shard: Shard | str | None = None,
+        on_start: Callable[[RunStart], None] | None = None, jobs: int | None = None
         ) -> RunResult:
     """Run a plan into `out` (a new results/<name>-<time> folder if None; an existing
     folder resumes), then analyse it (report.html) unless `analyze` is False or nothing
     completed. `runs` defaults to `plan(config)`; `progress` is called once per finished
     run with a RunProgress(run_id, status, done, total, manifest). Host-kernel runs need
-    root; lab-kernel runs boot the lab kernel (as `pathdiv run` does). `on_start(folder)`
-    is called once the folder exists, before the first run; `shard` runs one shard of
-    `plan_runs` (a shard does not analyse). `jobs`: lab kernels at once for the
-    virtual-clock runs (default: one per core, as RAM allows; real-clock and host-kernel
-    runs always run one at a time)."""
+    root; lab-kernel runs boot the lab kernel (as `pathdiv run` does). `on_start` is
+    called with a `RunStart` once the folder exists, before the first run. `shard`
+    (a Shard or "I/N") runs one shard of `runs`, into `out`, which every shard of the
+    plan shares (its plan.json lists the whole plan; a folder holding another plan's
+    shards is refused before any run); a shard does not analyse, and one without runs
+    does nothing (`RunResult.outcome` lists no run). `options`: the plan's options as
+    plan.json records them. `jobs`: lab kernels at once for the virtual-clock runs
+    (default: one per core, as RAM allows; real-clock and host-kernel runs always run
+    one at a time)."""
     cfg = load_config(config)
-    runs = runs if runs is not None else plan(cfg)
-    check_plan(runs)
-    jobs = jobs_for(runs, jobs)
-    host_runs = [r for r in runs if r.config.host_kernel == "host"]
-    if host_runs:
-        preflight(host_runs[0].config)
+    planned = runs if runs is not None else plan(cfg)
+    shard = _shard(shard, out)
+    opts = _options(options)
+    runs = planned
+    if shard is not None:
+        opts["shards"] = shard.count
+        runs = shard_runs(planned, shard)
+        if not runs:
+            return RunResult(Path(str(out)), PlanOutcome(Path(str(out))))
+    jobs = _refuse_early(runs, jobs)
     folder = prepare_folder(cfg, Path(out) if out is not None else None)
+    if shard is not None:  # refused here, before any run, if the folder's shards differ
+        register_plan(folder, cfg, planned, opts)
     if on_start is not None:
-        on_start(folder)
-    opts = dict(options or {"reps": None, "only": [], "quick": False, "set": []})
+        on_start(RunStart(folder, len(runs), len(planned), shard, jobs,
+                          jobs > 1 and virtual_runs(runs) > 1))
     try:
         outcome = run_plan(cfg, runs, folder, quiet=quiet, options=opts,
-                           plan_runs=plan_runs, shard=shard, progress=progress, jobs=jobs,
-                           estimator=estimator())
+                           plan_runs=planned if shard is not None else None, shard=shard,
+                           progress=progress, jobs=jobs, estimator=history.estimator())
     finally:
         hand_over(folder)  # run through sudo: the results are the user's
     result = RunResult(folder, outcome)

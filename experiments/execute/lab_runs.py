@@ -1,26 +1,24 @@
-"""Runs with hosts.kernel: lab, executed in one boot of the lab kernel per plan and clock.
+"""Runs with hosts.kernel: lab, executed in one boot of the lab kernel per lane and clock.
 
-The host boots the lab kernel (User-Mode Linux, kernels/uml.py) once with the results
-folder writable, and the guest runs `python -m pathdiv.experiments.runner execute
-FOLDER RUN_ID...` for the plan's lab runs, in plan order. Each run writes its own
-manifest into the folder, recording the kernel it ran on (`uname -r` in the guest) and
-how (`lab_kernel`: runner, clock, image, recipe digest, memory). The host watches the
-folder while the guest runs: progress, plan.json, and two watchdogs, fed by the guest's
-heartbeat (its own clock, written every few guest seconds) and by what it writes into the
-run's folder: a run that takes longer in guest time than any run of the plan may take,
-and a guest whose clock stands still while it writes nothing (in virtual time, a
-process that polls the clock without sleeping freezes it).
+The host boots the lab kernel (execute/boot.py) with the results folder as its share,
+and the guest runs `python -m pathdiv.experiments.execute.guest_runs execute FOLDER
+RUN_ID...` for the lane's runs, in order. Each run writes its own manifest into the
+folder, recording the kernel it ran on (`uname -r` in the guest) and how (`lab_kernel`:
+runner, clock, image, recipe digest, memory). The host watches the folder while the
+guest runs: progress, plan.json, and two watchdogs, fed by the guest's heartbeat (its
+own clock, written every few guest seconds) and by what it writes into the run's
+folder: a run that takes longer in guest time than any run of the plan may take, and a
+guest whose clock stands still while it writes nothing (in virtual time, a process that
+polls the clock without sleeping freezes it).
 
-Pure parts (the guest command, the watchdog bound, what the guest is told) come first;
-`LabSession` holds the side effects.
+Pure parts (the guest command, the watchdog bound, what the guest shows) come first;
+`LabRuns` holds the side effects.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,23 +28,15 @@ from typing import Any
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import DataPlaneError
-from pathdiv.experiments.dataplane.select import guest_env, prepare_for_lab_kernel
+from pathdiv.experiments.execute.boot import LabBoot, prepare
 from pathdiv.experiments.execute.runstate import run_state, write_failed
-from pathdiv.experiments.fabric.environment import LAB_KERNEL_ENV
 from pathdiv.experiments.manifest import read_json_dict
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels import uml
-from pathdiv.kernels.abilities import REPO_DIR
-from pathdiv.kernels.build import (
-    BUILD_DIR,
-    LabKernelError,
-    build_lab_kernel,
-    find_lab_kernel,
-    kernel_release,
-)
+from pathdiv.kernels.build import LabKernelError
 
-GUEST_ENV = LAB_KERNEL_ENV  # JSON describing the lab kernel, exported to the guest
+GUEST_MODULE = "pathdiv.experiments.execute.guest_runs"  # the guest's side of lab runs
 PROGRESS_FILE = Path(".labkernel") / "progress.json"  # inside the results folder
 BUILD_ALLOWANCE_S = 120.0  # guest seconds for a network build, capture drain, teardown
 # Wall seconds the guest may stand still: its clock does not move and it writes nothing
@@ -57,27 +47,10 @@ BUILD_ALLOWANCE_S = 120.0  # guest seconds for a network build, capture drain, t
 FROZEN_WALL_S = 600.0
 
 
-class LabKernelUnavailable(RuntimeError):
-    """The lab kernel cannot run on this machine (the reason says what is missing)."""
-
-
 # ---- pure ------------------------------------------------------------------------------
-def guest_argv(python: str, folder: Path, run_ids: list[str],
-               progress: Path = PROGRESS_FILE) -> list[str]:
-    """The command the guest runs: every lab run of the plan, in order, in one boot."""
-    return [python, "-m", "pathdiv.experiments.runner", "execute",
-            "--progress", str(folder / progress), str(folder), *run_ids]
-
-
-def lane_cpu(lane: int | None, cpus: list[int]) -> int | None:
-    """The host CPU lab kernel `lane` (0, 1, ...; None: the only one) runs on: lanes
-    take the CPUs this process may use in turn, so two lab kernels on two cores never
-    share one; a single lab kernel takes the last (kernels/uml.py `pinned` says why
-    binding helps: a noisy long run took 1.56x the wall time unbound, docs/benchmarks.md).
-    None (unbound) when this process may use one CPU only."""
-    if len(cpus) < 2:
-        return None
-    return sorted(cpus)[-1 if lane is None else lane % len(cpus)]
+def guest_args(folder: Path, run_ids: list[str], progress: Path = PROGRESS_FILE) -> list[str]:
+    """The guest's arguments (to GUEST_MODULE): the lane's runs, in order, in one boot."""
+    return ["execute", "--progress", str(folder / progress), str(folder), *run_ids]
 
 
 def heartbeat_path(progress: Path) -> Path:
@@ -100,13 +73,6 @@ def run_bound_s(cfg: Config, rounds: int) -> float:
     and the network build, capture drain and teardown by the build allowance.
     """
     return rounds * float(cfg.data["workload"]["timeout_s"]) + BUILD_ALLOWANCE_S
-
-
-def kernel_description(clock: str, image: Path, digest: str, release: str,
-                       memory_mb: int) -> dict[str, Any]:
-    """What each manifest records under `lab_kernel` (the guest reads it from GUEST_ENV)."""
-    return {"runner": "uml", "clock": clock, "image": str(image), "recipe_digest": digest,
-            "image_release": release, "cpus": 1, "memory_mb": memory_mb}
 
 
 def stall(heartbeat: dict[str, Any] | None, started_guest_s: float | None, bound_s: float,
@@ -142,18 +108,6 @@ def folder_activity(folder: Path) -> tuple[int, int, int]:
     return files, size, newest
 
 
-def guest_kernel_description() -> dict[str, Any] | None:
-    """Inside the lab kernel: the host's description of it; None anywhere else."""
-    text = os.environ.get(GUEST_ENV)
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def format_progress(doc: dict[str, Any]) -> str:
     """Progress postfix from the guest's progress file: 'run_id round n/N in the lab kernel'."""
     head = str(doc.get("run_id", "?"))
@@ -165,32 +119,8 @@ def format_progress(doc: dict[str, Any]) -> str:
 
 
 # ---- side effects ----------------------------------------------------------------------
-def describe_lab_kernel() -> str:
-    """Whether the lab kernel is built, for `pathdiv check` (never builds anything)."""
-    try:
-        image = find_lab_kernel()
-    except LabKernelError as exc:
-        return f"cannot run here: {exc}"
-    if image is None:
-        return "not built yet: `pathdiv run` builds it first (`make kernel`, ~15 min once)"
-    return f"{kernel_release(image)} cached ({image}); User-Mode Linux"
-
-
-def lab_kernel_image(log: Callable[[str], None]) -> Path:
-    """The cached lab kernel, built first when it is not (once per patch/config change)."""
-    try:
-        image = find_lab_kernel()
-        if image is None:
-            log("pathdiv: building the lab kernel first (about 15 min on an idle 2-core "
-                f"machine, once; log in {BUILD_DIR / 'build.log'})")
-            image = build_lab_kernel(log=log)
-    except LabKernelError as exc:
-        raise LabKernelUnavailable(str(exc)) from exc
-    return image
-
-
 @dataclass
-class LabSession:
+class LabRuns:
     """One boot of the lab kernel executing `runs` (all hosts.kernel: lab, one clock) into
     `folder`.
 
@@ -208,7 +138,7 @@ class LabSession:
     memory_mb: int = uml.MEMORY_MB
     log: Callable[[str], None] | None = None  # lines about what the host did first
     stop: threading.Event | None = None  # set: stop the guest as Ctrl-C would (lanes)
-    cpu: int | None = None  # the host CPU UML and its processes run on (`lane_cpu`)
+    cpu: int | None = None  # the host CPU UML and its processes run on (`boot.lane_cpu`)
 
     def __post_init__(self) -> None:
         self.reported: set[str] = set()
@@ -230,9 +160,9 @@ class LabSession:
         Ctrl-C stops the guest; the run it was in gets a failed manifest, runs not started
         stay pending (no folder), as on the host.
         """
-        release = kernel_release(self.image)
-        self.desc = desc = kernel_description(self.clock, self.image, self.image.parent.name,
-                                              release, self.memory_mb)
+        boot = LabBoot(self.image, self.clock, self.memory_mb, self.cpu,
+                       self.stop or threading.Event())
+        self.desc = boot.description
         for run in self.runs:
             w = run.config.data["workload"]
             n = len(rounds(str(w["pattern"]), run.config.topology().hosts, run.workload_seed,
@@ -244,11 +174,10 @@ class LabSession:
                 shutil.rmtree(run_dir)
         (self.folder / self.progress).unlink(missing_ok=True)
         self.heartbeat_file.unlink(missing_ok=True)
-        argv = guest_argv(sys.executable, self.folder.resolve(), [r.run_id for r in self.runs],
-                          self.progress)
+        args = guest_args(self.folder.resolve(), [r.run_id for r in self.runs], self.progress)
         why = ""
         try:
-            for line in prepare_for_lab_kernel({r.config.dataplane for r in self.runs}):
+            for line in prepare({r.config.dataplane for r in self.runs}):
                 if self.log is not None:
                     self.log(f"pathdiv: {line}")
         except DataPlaneError as exc:  # every run fails with the reason, nothing boots
@@ -256,10 +185,7 @@ class LabSession:
             return
         self.changed_at = time.monotonic()
         try:
-            self.result = uml.run_in_uml(
-                argv, share=self.folder, kernel=self.image, timeout_s=None, clock=self.clock,
-                memory_mb=self.memory_mb, cwd=REPO_DIR,
-                env={GUEST_ENV: json.dumps(desc), **guest_env()}, poll=self.poll, cpu=self.cpu)
+            self.result = boot.run(GUEST_MODULE, args, self.folder, watch=self.poll)
             if self.result.returncode not in (0, 1):  # 1: some run failed, said in manifest
                 why = (f"the guest command exited {self.result.returncode}: "
                        f"{self.result.stderr.strip()[-600:]}")
@@ -276,10 +202,9 @@ class LabSession:
                               f"{why or 'no reason'}", started_only=False)
 
     def poll(self) -> None:
-        """Called by run_in_uml every few wall seconds: report runs, watch for a stall."""
+        """Called every few wall seconds while the guest runs: report runs, watch for a
+        stall."""
         self.collect()
-        if self.stop is not None and self.stop.is_set():  # another lab kernel was stopped
-            raise KeyboardInterrupt("SIGINT")
         doc = read_json_dict(self.folder / self.progress)
         if doc:
             self.on_progress(format_progress(doc))
@@ -322,30 +247,44 @@ class LabSession:
             self.on_finished(run, manifest)
 
 
+def in_parallel(lanes: list[list[Run]],
+                work: Callable[[int, list[Run], threading.Event], None]) -> None:
+    """`work(index, lane, stop)` for every lane at once, a thread each. Ctrl-C, or an
+    error in one lane, sets `stop` (on which each lane stops its lab kernel); returns
+    once every started lane has ended, raising the first error, or KeyboardInterrupt
+    when a lane saw a stop nobody asked for."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    ended = [threading.Event() for _ in lanes]
 
+    def lane_main(index: int, lane: list[Run]) -> None:
+        try:
+            work(index, lane, stop)
+        except KeyboardInterrupt:
+            pass  # stopped because another lane or the user stopped the plan
+        except BaseException as exc:
+            errors.append(exc)
+            stop.set()
+        finally:
+            ended[index].set()
 
-def host_cpus() -> list[int]:
-    """The host CPUs this process may run on."""
+    threads = [threading.Thread(target=lane_main, args=(i, lane), daemon=True,
+                                name=f"lab-kernel-{i}") for i, lane in enumerate(lanes)]
+    # waits on events, not Thread.join: a join interrupted by Ctrl-C may later return
+    # before its thread has ended, and the lanes' teardown must finish first
     try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))
-
-
-def host_cores() -> int:
-    """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def host_ram_mb() -> int:
-    """This machine's RAM in MB (MemTotal), 0 when unknown."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) // 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+        for thread in threads:
+            thread.start()
+        for event in ended:
+            while not event.wait(0.5):
+                pass
+    except KeyboardInterrupt:
+        stop.set()
+        for thread, event in zip(threads, ended, strict=True):
+            if thread.ident is not None:  # started: it ends once its kernel stopped
+                event.wait()
+        raise
+    if errors:
+        raise errors[0]
+    if stop.is_set():  # a lane saw a stop nobody asked for: treat as an interruption
+        raise KeyboardInterrupt("SIGINT")

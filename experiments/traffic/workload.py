@@ -1,6 +1,6 @@
 """One run's traffic: the measured workload with what runs beside it.
 
-`run_session` starts, in this order: the background load (`workload.background`) and the
+`run_traffic` starts, in this order: the background load (`workload.background`) and the
 request/response traffic (`workload.rpc`), both with their own servers and ports; then
 the measured workload (rounds of `rounds.py`, or the `poisson` schedule), starting the
 event timeline (`events.py`) the moment the measured servers listen. When the measured
@@ -9,7 +9,7 @@ transfers.csv; background flows to background.csv and requests to requests.csv, 
 background is in the captures but never among the measured transfers (it uses another
 server port, which is also how the analysis tells it apart).
 
-Every agent writes its JSON lines to a file under the run's lab/logs (never into a pipe
+Every agent writes its JSON lines to a file under the run's network/logs (never into a pipe
 nobody reads while it runs).
 """
 
@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pathdiv.experiments.config.checks import parse_size
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.schema import parse_size
 from pathdiv.experiments.config.workloads import open_loop
-from pathdiv.experiments.fabric.network import Network, wait_for_line
+from pathdiv.experiments.fabric.nodeprocs import wait_for_line
 from pathdiv.experiments.manifest import write_csv_atomic
+from pathdiv.experiments.network.network import Network
 from pathdiv.experiments.plan.arrivals import (
     Flow,
     access_rate_mbps,
@@ -62,7 +63,7 @@ REQUEST_COLUMNS = ["client", "conn", "server_addr", "request", "sent_s", "done_s
 
 
 @dataclass
-class SessionResult:
+class WorkloadResult:
     rows: list[TransferRow]
     rounds: int
     background: list[dict[str, Any]] = field(default_factory=list)
@@ -108,7 +109,7 @@ def schedule_files(net: Network, flows: list[Flow], port: int,
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     try:
         text = path.read_text()
     except OSError:
@@ -169,53 +170,74 @@ def start_rpc_servers(net: Network, port: int, mptcp: bool, logdir: Path) -> Non
                       f"request/response server on {host}")
 
 
-def run_session(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: Path,
-                on_round: Callable[[int, int], None] | None = None) -> SessionResult:
+def start_background(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: Path,
+                     horizon: float) -> tuple[Agents, int] | None:
+    """The background load's servers and schedules, started (its agents, its flows), or
+    None when the config has none."""
+    bg_flows = background_flows(cfg, net.topo.hosts, seed, horizon)
+    if not bg_flows:
+        return None
+    bg = cfg.data["workload"]["background"]
+    start_servers(net, Traffic("background", 0, traffic.transport, int(bg["port"]),
+                               traffic.timeout_s), logdir, "background-server")
+    files = schedule_files(net, bg_flows, int(bg["port"]), logdir / "background")
+    start = time.time() + START_MARGIN_S
+    agents = Agents(net, logdir, "background")
+    for host, path in files.items():
+        agents.start(host, ["schedule", str(path), "--start", f"{start:.6f}",
+                            "--timeout", f"{traffic.timeout_s:g}",
+                            *(["--mptcp"] if traffic.transport == "mptcp" else [])])
+    return agents, len(bg_flows)
+
+
+def start_rpc(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: Path,
+              horizon: float) -> Agents | None:
+    """The request/response traffic's servers and clients, started, or None when the
+    config has none."""
+    rpc = cfg.data["workload"]["rpc"]
+    if float(rpc["rate_per_s"]) <= 0:
+        return None
+    mptcp = traffic.transport == "mptcp"
+    hosts = net.topo.hosts
+    start_rpc_servers(net, int(rpc["port"]), mptcp, logdir)
+    start = time.time() + START_MARGIN_S
+    agents = Agents(net, logdir, "rpc")
+    for i, host in enumerate(hosts):
+        rng = random.Random(f"pathdiv-rpc-targets|{seed}|{host}")
+        others = [h for h in hosts if h != host]
+        targets = [f"{net.topo.nodes[rng.choice(others)].address}:{rpc['port']}"
+                   for _ in range(int(rpc["connections"]))]
+        agents.start(host, ["rpc", *targets, "--rate", f"{float(rpc['rate_per_s']):g}",
+                            "--request", str(parse_size(rpc["request_size"])),
+                            "--response", str(parse_size(rpc["response_size"])),
+                            "--duration", f"{horizon:g}", "--start", f"{start:.6f}",
+                            "--seed", str(seed * 1000 + i),
+                            *(["--mptcp"] if mptcp else [])])
+    return agents
+
+
+def run_traffic(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: Path,
+                on_round: Callable[[int, int], None] | None = None) -> WorkloadResult:
     """Side traffic, then the measured workload with the event timeline; see the module."""
     logdir.mkdir(parents=True, exist_ok=True)
     w = cfg.data["workload"]
     hosts = net.topo.hosts
-    mptcp = traffic.transport == "mptcp"
     poisson = open_loop(w["pattern"])
     plan = [] if poisson else rounds(str(w["pattern"]), hosts, seed, int(w["iterations"]),
                                      int(w["requests"]))
     horizon = float(w["duration_s"]) + traffic.timeout_s if poisson else \
         min(MAX_SIDE_HORIZON_S, max(1, len(plan)) * traffic.timeout_s)
     applier = EventApplier(net, timeline(cfg.data["events"]))
-    result = SessionResult([], len(plan))
+    result = WorkloadResult([], len(plan))
     side: list[Agents] = []
     try:
-        bg_flows = background_flows(cfg, hosts, seed, horizon)
-        if bg_flows:
-            bg = w["background"]
-            start_servers(net, Traffic("background", 0, traffic.transport, int(bg["port"]),
-                                       traffic.timeout_s), logdir, "background-server")
-            files = schedule_files(net, bg_flows, int(bg["port"]), logdir / "background")
-            start = time.time() + START_MARGIN_S
-            agents = Agents(net, logdir, "background")
-            for host, path in files.items():
-                agents.start(host, ["schedule", str(path), "--start", f"{start:.6f}",
-                                    "--timeout", f"{traffic.timeout_s:g}",
-                                    *(["--mptcp"] if mptcp else [])])
-            side.append(agents)
-            result.offered["background_flows"] = len(bg_flows)
-        rpc = w["rpc"]
-        if float(rpc["rate_per_s"]) > 0:
-            start_rpc_servers(net, int(rpc["port"]), mptcp, logdir)
-            start = time.time() + START_MARGIN_S
-            agents = Agents(net, logdir, "rpc")
-            for i, host in enumerate(hosts):
-                rng = random.Random(f"pathdiv-rpc-targets|{seed}|{host}")
-                others = [h for h in hosts if h != host]
-                targets = [f"{net.topo.nodes[rng.choice(others)].address}:{rpc['port']}"
-                           for _ in range(int(rpc["connections"]))]
-                agents.start(host, ["rpc", *targets, "--rate", f"{float(rpc['rate_per_s']):g}",
-                                    "--request", str(parse_size(rpc["request_size"])),
-                                    "--response", str(parse_size(rpc["response_size"])),
-                                    "--duration", f"{horizon:g}", "--start", f"{start:.6f}",
-                                    "--seed", str(seed * 1000 + i),
-                                    *(["--mptcp"] if mptcp else [])])
-            side.append(agents)
+        background = start_background(net, cfg, seed, traffic, logdir, horizon)
+        if background is not None:
+            side.append(background[0])
+            result.offered["background_flows"] = background[1]
+        rpc = start_rpc(net, cfg, seed, traffic, logdir, horizon)
+        if rpc is not None:
+            side.append(rpc)
 
         def begin() -> None:
             result.started_wall_s = time.time()
@@ -240,7 +262,7 @@ def run_session(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: 
 
 
 def _run_poisson(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir: Path,
-                 begin: Callable[[], None], result: SessionResult) -> list[TransferRow]:
+                 begin: Callable[[], None], result: WorkloadResult) -> list[TransferRow]:
     flows = poisson_flows(cfg, net.topo.hosts, seed)
     rows = {f.flow_id: TransferRow(
         f.flow_id, f.flow_id, traffic.flow_type, traffic.transport, f.client, f.server,
@@ -278,7 +300,7 @@ def _run_poisson(net: Network, cfg: Config, seed: int, traffic: Traffic, logdir:
     return [rows[i] for i in sorted(rows)]
 
 
-def session_manifest(result: SessionResult, run_dir: Path) -> dict[str, Any]:
+def workload_manifest(result: WorkloadResult, run_dir: Path) -> dict[str, Any]:
     """Write background.csv and requests.csv (when there were any); the manifest's
     `traffic` entry: workload start (wall clock, the captures' clock), the events as
     applied, and what the side traffic offered and got."""
