@@ -14,7 +14,10 @@ of everything it started, the host's steal share and load, the estimate `pathdiv
 prints for that plane from the default costs (what a machine without a run history is
 told) and from this machine's history, and each estimate's error; per pair the P4/nftables
 ratio of wall times; at the end min/median/max of the ratios and of each plane's
-default-cost error. With --compare, the last pair's two folders go through
+default-cost error; and what the P4 plane paid beyond the nftables plane, fitted run by
+run over every pair (`plane_costs`: seconds per switch of a run that built its network,
+and per MB of payload through one switch): the figures `experiments/config/planes.py`
+holds as the plane's `PlaneCost`. With --compare, the last pair's two folders go through
 `python -m pathdiv.analysis.report.planes` (cell by cell, paired by run and transfer group).
 """
 
@@ -31,7 +34,7 @@ from pathlib import Path
 from hoststat import HostLoad
 
 from pathdiv.experiments import api
-from pathdiv.experiments.plan.estimate import Estimator, format_duration
+from pathdiv.experiments.plan.estimate import Estimator, format_duration, run_work
 from pathdiv.experiments.plan.history import estimator
 from pathdiv.experiments.plan.runs import parse_only
 
@@ -45,6 +48,34 @@ def chosen_plane(runs: list[api.Run]) -> str:
     if len(planes) != 1 or None in planes:
         raise SystemExit(f"auto puts the runs on {sorted(map(str, planes))}; pass --plane")
     return str(planes.pop())
+
+
+def run_walls(folder: Path) -> dict[str, tuple[float, bool]]:
+    """run id -> (host wall seconds, whether it built its network) of a plan's complete
+    runs (plan.json's wall_s: a lab kernel's boot counts towards its first run)."""
+    out = {}
+    for entry in json.loads((folder / "plan.json").read_text())["runs"]:
+        if entry.get("status") != "complete" or not entry.get("wall_s"):
+            continue
+        manifest = json.loads((folder / "runs" / entry["run_id"] / "manifest.json").read_text())
+        out[entry["run_id"]] = (float(entry["wall_s"]),
+                                not manifest.get("network", {}).get("reused", False))
+    return out
+
+
+def plane_costs(rows: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """Least squares, through the origin, of extra = per_switch_s x built switches +
+    per_switch_mb_s x switch-MB over rows (extra wall s, built switches, switch-MB)."""
+    sxx = sum(x * x for _, x, _ in rows)
+    syy = sum(y * y for _, _, y in rows)
+    sxy = sum(x * y for _, x, y in rows)
+    sex = sum(e * x for e, x, _ in rows)
+    sey = sum(e * y for e, _, y in rows)
+    det = sxx * syy - sxy * sxy
+    if det <= 0:
+        raise SystemExit("the runs do not tell per-switch from per-MB costs apart: plan "
+                         "short and long runs, with networks built (--set network.reuse=false)")
+    return (sex * syy - sey * sxy) / det, (sey * sxx - sex * sxy) / det
 
 
 def run_plan(args: argparse.Namespace, plane: str, out: Path) -> tuple[HostLoad, int]:
@@ -100,6 +131,8 @@ def main() -> int:
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)
     ratios: list[float] = []
+    extra: list[tuple[float, float, float]] = []
+    runs = {r.run_id: r for r in api.plan(base_cfg, repetitions=args.reps, only=only)}
     errors: dict[str, list[float]] = {plane: [], BASELINE: []}
     folders: dict[str, Path] = {}
     for pair in range(1, args.pairs + 1):
@@ -114,12 +147,22 @@ def main() -> int:
                   f"{default:.0f} s by default costs ({default / host.wall_s - 1:+.0%}), "
                   f"{mine:.0f} s from history ({mine / host.wall_s - 1:+.0%})", flush=True)
         ratios.append(wall[plane] / wall[BASELINE])
+        p4, base = run_walls(folders[plane]), run_walls(folders[BASELINE])
+        for rid in sorted(p4.keys() & base.keys() & runs.keys()):
+            run = runs[rid]
+            work = run_work(run.config, run.flow_type, run.workload_seed)
+            extra.append((p4[rid][0] - base[rid][0], work.switches if p4[rid][1] else 0,
+                          work.switch_mb))
         print(f"pair {pair} {plane}/{BASELINE}: wall {ratios[-1]:.2f}x", flush=True)
     print(f"{plane}/{BASELINE} over {len(ratios)} pair(s), min/median/max: "
           f"{min(ratios):.2f} / {statistics.median(ratios):.2f} / {max(ratios):.2f}x")
     for name, errs in errors.items():
         print(f"{name}: default-cost estimate error min/median/max "
               f"{min(errs):+.0%} / {statistics.median(errs):+.0%} / {max(errs):+.0%}")
+    if extra:
+        per_switch, per_mb = plane_costs(extra)
+        print(f"{plane} beyond {BASELINE}, fitted over {len(extra)} paired run(s): "
+              f"per_switch_s {per_switch:.3f}, per_switch_mb_s {per_mb:.4f}")
     if args.compare:
         for folder in folders.values():
             subprocess.run([sys.executable, "-m", "pathdiv.experiments.cli", "analyze",
