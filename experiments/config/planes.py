@@ -94,8 +94,9 @@ PLANES: dict[str, Plane] = {p.name: p for p in (
         # what a run leaves in its maps is checked against what was written (the spray
         # program's round-robin position excepted, as nftables' `numgen inc` counter)
         reusable=True,
-        # docs/p4.md, "What a run costs on each plane" (2026-11-28)
-        costs={"lab": PlaneCost(per_switch_s=0.125, per_switch_mb_s=0.002),
+        # lab: fitted over 30 paired runs of noisy.yaml's vanilla cells (docs/p4.md, "What
+        # a run costs on each plane", 2026-11-28); host: not measured, the lab figure
+        costs={"lab": PlaneCost(per_switch_s=0.05, per_switch_mb_s=0.001),
                "host": PlaneCost(per_switch_s=0.05)},
         guest_env=("P4C_EBPF_RUNTIME", *P4_ENV),
     ),
@@ -105,7 +106,10 @@ PLANES: dict[str, Plane] = {p.name: p for p in (
         install="p4lang's bmv2 and p4c: `sudo scripts/install-p4.sh` (docs/p4.md, "
                 "Installing the tools)",
         lossy_links=LOSS_BEFORE.format("bmv2", "from a packet socket"),
-        costs={"lab": PlaneCost(per_switch_s=2.0, per_switch_mb_s=0.9),
+        # lab: a query run (per switch) and a long run (per switch-MB) against nftables
+        # (docs/p4.md, "What a run costs on each plane"); host: not measured (its
+        # switches start in a few seconds and forward at the link rate)
+        costs={"lab": PlaneCost(per_switch_s=2.3, per_switch_mb_s=0.44),
                "host": PlaneCost(per_switch_s=0.3)},
         marks_ecn_in_program=True,  # p4src/include/egress.p4, from the queue depth
         guest_env=P4_ENV,
