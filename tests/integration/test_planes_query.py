@@ -10,7 +10,7 @@ pathdiv.analysis.report.planes` pairs them by run and transfer group. On the vir
 both planes are ideal switches, so no metric may differ over all pairs: the report's
 verdict at alpha 0.0025 (0.01 over its four metrics, Bonferroni: a false alarm about once
 in a hundred runs of this test), where bmv2's lock-step spraying, the last plane bug
-found this way, gave p = 0.0007 on utilization (docs/p4.md). About 3 minutes.
+found this way, gave p = 0.0007 on utilization (docs/p4.md). About 100 s on p4-ebpf.
 """
 
 from __future__ import annotations
