@@ -20,7 +20,9 @@ What each attribute holds (empty DataFrames when the folder lacks the file):
 - `fidelity`     - one row per run: its verdict, from the manifests (or metrics.csv);
 - `provenance`   - plan.json's runs (factors, seeds, status, wall time) as a table;
   `run_info` holds run.txt's `key: value` lines and `config` the folder's config.yaml;
-- `stats`        - stats.json as a `Statistics` object (tables as DataFrames), or None.
+- `stats`        - stats.json as a `Statistics` object (tables as DataFrames), or None;
+- `notes`        - what could not be read (a link, a file too large, a bad manifest)
+  and was left out: the folder is read as one written by others (analysis/readers.py).
 
 Only reading happens here: nothing is emulated and nothing is written. The statistics
 can be recomputed from the observations with `res.analyze()` (the same code
@@ -36,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
+import pathdiv.analysis.readers as readers
+from pathdiv.analysis.generation import interrupted_commit
 from pathdiv.analysis.report.analyze import spec_from_config
 from pathdiv.analysis.report.fidelity import VERDICTS
 from pathdiv.analysis.report.fidelity import split as fidelity_split
@@ -144,6 +147,7 @@ class Results:
     config: dict[str, Any] | None
     stats: Statistics | None
     manifests: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what could not be read, and why
 
     @property
     def spec(self) -> AnalysisSpec:
@@ -212,8 +216,8 @@ def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _read_json(path: Path) -> Any:
-    return json.loads(path.read_text()) if path.is_file() else None
+def _read_json(path: Path, notes: list[str]) -> Any:
+    return readers.read_record(path, notes)
 
 
 def _config_levels(config: Mapping[str, Any] | None) -> dict[str, list[str]]:
@@ -274,10 +278,12 @@ def _provenance_table(plan: Any, levels: Mapping[str, Sequence[str]]) -> pd.Data
 
 
 def _run_info(path: Path) -> dict[str, str]:
-    if not path.is_file():
+    try:
+        text = readers.read_bytes(path, readers.MAX_RECORD_BYTES).decode("utf-8", "replace")
+    except (OSError, readers.FolderError):
         return {}
     out = {}
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         key, sep, value = line.partition(":")
         if sep:
             out[key.strip()] = value.strip()
@@ -286,42 +292,52 @@ def _run_info(path: Path) -> dict[str, str]:
 
 def open(folder: str | Path) -> Results:
     """Read a results folder (what `pathdiv run --out DIR` and `pathdiv analyze DIR`
-    wrote, or a committed reproduction under docs/reproduction/) into a `Results`."""
+    wrote, or a committed reproduction under docs/reproduction/) into a `Results`.
+
+    The folder is read as hostile (analysis/readers.py: no link followed, every file
+    bounded, config.yaml within a config's bounds); a run whose files cannot be read is
+    left out and said in `notes`, and so is an analysis whose commit was cut short."""
     folder = Path(folder)
     metrics_path = folder / "metrics.csv"
     if not folder.is_dir():
         raise FileNotFoundError(f"{folder} is not a folder; expected a results folder "
                                 "holding metrics.csv (written by `pathdiv run --out DIR`)")
-    config = None
-    if (folder / "config.yaml").is_file():
-        loaded = yaml.safe_load((folder / "config.yaml").read_text())
-        config = loaded if isinstance(loaded, dict) else None
+    notes: list[str] = []
+    if interrupted_commit(folder):
+        notes.append(f"{folder}: the last analysis was cut off while its files were "
+                     "swapped in; `pathdiv analyze` on the folder finishes it")
+    config = readers.read_config(folder)
     levels = _config_levels(config)
-    stats_data = _read_json(folder / "stats.json")
+    stats_data = _read_json(folder / "stats.json", notes)
     stats = Statistics.from_dict(stats_data) if isinstance(stats_data, dict) else None
     spec_section = (config or {}).get("analysis") or {}
     factor_cols = [*(stats.spec.clusters if stats else spec_section.get("clusters", [])),
                    *(stats.spec.ivs if stats else spec_section.get("ivs", [])),
                    *levels, "flow_type", "condition", "switching", "host"]
     factor_cols = list(dict.fromkeys(factor_cols))
-    metrics = pd.read_csv(metrics_path) if metrics_path.is_file() else pd.DataFrame()
+    try:
+        metrics = readers.read_table(metrics_path)
+    except FileNotFoundError:
+        metrics = pd.DataFrame()
     observations = as_categoricals(metrics, factor_cols, levels)
-    manifests = []
-    for path in sorted(folder.glob("runs/*/manifest.json")):
-        data = _read_json(path)
-        if isinstance(data, dict):
-            manifests.append(data)
+    manifests = [m for _, m in readers.manifests(folder, notes)]
     transfers = []
-    for path in sorted(folder.glob("runs/*/transfers.csv")):
-        frame = pd.read_csv(path)
-        frame.insert(0, "run_id", path.parent.name)
+    for run_dir in readers.run_folders(folder):
+        try:
+            frame = readers.read_table(run_dir / "transfers.csv")
+        except FileNotFoundError:
+            continue
+        except readers.FolderError as exc:
+            notes.append(f"{exc}; left out.")
+            continue
+        frame.insert(0, "run_id", run_dir.name)
         transfers.append(frame)
     res = Results(
         folder=folder, observations=observations,
         transfers=pd.concat(transfers, ignore_index=True) if transfers else pd.DataFrame(),
         links=pd.DataFrame(columns=LINK_COLUMNS), fidelity=_fidelity_table(manifests, metrics),
-        provenance=_provenance_table(_read_json(folder / "plan.json"), levels),
+        provenance=_provenance_table(_read_json(folder / "plan.json", notes), levels),
         run_info=_run_info(folder / "run.txt"), config=config, stats=stats,
-        manifests=manifests)
+        manifests=manifests, notes=notes)
     res.links = link_table(manifests, res.topology)
     return res

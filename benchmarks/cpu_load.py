@@ -7,8 +7,8 @@ an equal competitor of the run's switches and hosts, as another job on the machi
 be; `nice`/`fifo` starve everything else) for as long as CMD runs, `--policy none` runs
 CMD alone. Samples the 1-minute load average every 5 s and the host's CPU steal over the
 whole command, prints them with the wall time and CMD's exit code, and writes them as
-JSON to --record. Used for the wall-clock Table IV runs (docs/reproduction.md, "Table IV
-on the wall clock"): the same config with and without the spinners. Figures, not a test.
+JSON to --record. Used for the wall-clock Table IV runs (docs/reproduction.md, "Table IV:
+excess traffic"): the same config with and without the spinners. Figures, not a test.
 """
 
 from __future__ import annotations

@@ -17,7 +17,13 @@ from pathdiv.experiments.api.live import KernelNetwork
 from pathdiv.experiments.classroom.probe import format_probe, run_probe
 from pathdiv.experiments.classroom.shell import PathdivCLI
 from pathdiv.experiments.cluster.shards import describe_shards, parse_shard, shard_runs
-from pathdiv.experiments.cluster.slurm import SlurmError, SlurmJob, submit, write_scripts
+from pathdiv.experiments.cluster.slurm import (
+    SlurmError,
+    SlurmJob,
+    submit,
+    task_mem,
+    write_scripts,
+)
 from pathdiv.experiments.cluster.status import folder_status
 from pathdiv.experiments.config.load import Config, ConfigError
 from pathdiv.experiments.config.planes import BASELINE, PLANES
@@ -34,12 +40,15 @@ from pathdiv.experiments.execute.boot import (
 )
 from pathdiv.experiments.execute.lab_command import run_in_lab_kernel
 from pathdiv.experiments.execute.run import free_mb
+from pathdiv.experiments.fabric.buildcost import build_work
 from pathdiv.experiments.fabric.clean import clean
 from pathdiv.experiments.fabric.environment import EnvironmentProblem
+from pathdiv.experiments.plan import power as plan_power
 from pathdiv.experiments.plan.budget import plan_need_mb, plan_total_mb
 from pathdiv.experiments.plan.design import design_problems, observations_per_cell
 from pathdiv.experiments.plan.estimate import format_duration
 from pathdiv.experiments.plan.lanes import own_boot, virtual_runs
+from pathdiv.experiments.plan.memory import chosen as memory_chosen
 from pathdiv.experiments.plan.runs import (
     Run,
     describe,
@@ -90,6 +99,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
               f"{len(topo.hosts)} hosts, {len(topo.links)} links; dataplane: "
               f"{cfg.dataplane}")
+        print(build_work(runs[0].config).text())
     else:
         print(f"{cfg.source}: valid. {topo.count} parallel paths between dual-homed h1 "
               f"and h2: {len(topo.switches)} routers, {len(topo.hosts)} hosts "
@@ -106,6 +116,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(describe(runs, {rid: c.plane or "none" for rid, c in choices.items()}))
     _print_planes(runs, choices)
     _print_time(runs, jobs, choices)
+    for line in plan_power.lines(runs, args.pilot):
+        print(line)
     lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
     if lab_runs:
         alone = sum(map(own_boot, runs))
@@ -113,6 +125,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                "others in one boot per lab kernel" if alone else "one boot per lab kernel")
         print(f"lab kernel: {lab_runs} run(s) on the pathdiv lab kernel, {how}; "
               f"{describe_lab_kernel()}")
+        print(memory_chosen(runs))
     return 0
 
 
@@ -385,7 +398,8 @@ def cmd_slurm(args: argparse.Namespace) -> int:
     plan_args += ["--quick"] if args.quick else []
     job = SlurmJob(name=cfg.name, command=_launcher(), config=Path(cfg.source).resolve(),
                    out=folder, shards=args.shards, plan_args=plan_args,
-                   partition=args.partition, time_limit=args.time, mem=args.mem,
+                   partition=args.partition, time_limit=args.time,
+                   mem=args.mem or task_mem(runs),
                    cpus=args.cpus, exclusive=not args.shared_nodes, workdir=Path.cwd())
     array, analysis = write_scripts(job)
     hand_over(folder)  # the scripts too
@@ -430,6 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", metavar="I/N", help="also print how the plan splits into N "
                    "shards and the runs of shard I (counted from 0)")
     p.add_argument("--jobs", type=int, metavar="N", help=JOBS_HELP)
+    p.add_argument("--pilot", type=Path, metavar="DIR", help="results folder of a pilot run "
+                   "of this config: the spreads the power lines come from")
     p.set_defaults(func=cmd_check)
     with_config("net", "build the network and open the Mininet CLI").set_defaults(func=cmd_net)
     p = with_config("probe", "build the network, measure path spreading and link fidelity")
@@ -466,8 +482,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", help="Slurm partition of the jobs (default: the cluster's)")
     p.add_argument("--time", help="time limit of one task, e.g. 2:00:00 (default: the "
                    "partition's)")
-    p.add_argument("--mem", default="6G", help="memory of one task (default: 6G, room for "
-                   "the lab kernel's lab.memory_mb; host-kernel runs need about 1G)")
+    p.add_argument("--mem", help="memory of one task (default: 6G, or what the lab "
+                   "kernel's lab.memory_mb, its jail and the host take when that is more; "
+                   "host-kernel runs need about 1G)")
     p.add_argument("--cpus", type=int, default=2, help="cores of one task (default: 2)")
     p.add_argument("--shared-nodes", action="store_true", help="do not ask for whole nodes "
                    "(--exclusive); only where nothing else runs on them")

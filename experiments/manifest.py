@@ -24,11 +24,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import pathdiv.analysis.safefiles as safefiles
 from pathdiv.analysis.atomic import write_text_atomic
 from pathdiv.experiments.running import RunningNetwork
 from pathdiv.kernels.abilities import REPO_DIR
 
 SYSCTL_PREFIXES = ("net.mptcp.", "net.ipv4.tcp_")
+# A record read back from a results folder (a manifest, plan.json, the guest's progress
+# and heartbeat) is at most this large: a guest or a folder's owner may write anything.
+MAX_RECORD_BYTES = 16_000_000
 TOOL_COMMANDS: dict[str, list[str]] = {
     "tcpdump": ["tcpdump", "--version"],
     "iproute2": ["ip", "-V"],
@@ -42,12 +46,14 @@ def write_json_atomic(path: Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def read_json_dict(path: Path) -> dict[str, Any] | None:
+def read_json_dict(path: Path, limit: int = MAX_RECORD_BYTES) -> dict[str, Any] | None:
     """A JSON object from `path`, or None if it is missing, unreadable or not an object
-    (a file another process is still writing reads as None, not as an error)."""
+    (a file another process is still writing reads as None, not as an error). Read as
+    hostile: through no symbolic link, a regular file, at most `limit` bytes, nesting
+    bounded (a link, a FIFO, a larger or deeper file read as None too)."""
     try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
+        value = json.loads(safefiles.read_file(path, limit))
+    except (OSError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

@@ -11,11 +11,21 @@ Layout (every file written atomically):
         runs/<run_id>/network/      node scripts and server logs of the run's network
         runs/<run_id>/fidelity.json the fidelity monitor's record and verdict
         runs/<run_id>/attempt-<n>/  an earlier attempt judged invalid, kept whole
+        earlier/<run_id>/<n>/       a failed or cut-off attempt, set aside when resumed
+        running/plan.lock           held by the `pathdiv run` executing the plan (shard)
 
 A run's status is `complete`, `failed` (the network or the workload broke; the reason is
 in `error`) or `skipped` (this machine cannot run it as configured, e.g. hosts.kernel:
 lab where the lab kernel cannot run; never relabelled as something else). Resuming a folder
-skips complete runs and redoes every other run from scratch (its folder is deleted first).
+skips complete runs and redoes every other run from scratch (a failed or cut-off run's
+folder is set aside in earlier/ first, the evidence of why it failed). One process
+executes a plan (or one shard of it) in a folder at a time: it holds running/plan.lock
+from its first run to its last, between runs and lab boots too, and a second `pathdiv
+run` is refused, told which process holds it.
+
+`--out` is resolved once, physically, after `out_problem` found no link or `..` that
+would take it elsewhere; root uses only the resolved path, and creates the folder, its
+marker and config.yaml through folder descriptors, following no link.
 
 Runs with hosts.kernel: host execute here, in plan order (one run from start to end:
 execute/run.py); then the runs with hosts.kernel: lab, per clock (execute/lab_runs.py):
@@ -32,7 +42,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import shutil
 import sys
 import threading
 import time
@@ -44,6 +53,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+import pathdiv.analysis.safefiles as safefiles
 from pathdiv.experiments.cluster.planfile import (
     annotate_shards,
     merged_statuses,
@@ -51,9 +61,9 @@ from pathdiv.experiments.cluster.planfile import (
     update_plan,
 )
 from pathdiv.experiments.cluster.shards import Shard, shard_of
-from pathdiv.experiments.cluster.tracking import RunTracker, busy_runs
+from pathdiv.experiments.cluster.tracking import RunTracker, busy_runs, execution_lock
 from pathdiv.experiments.config.load import Config, ConfigError, read_config_text
-from pathdiv.experiments.config.results_folder import MARKER, out_problem
+from pathdiv.experiments.config.results_folder import MARKER, out_problem, resolved_out
 from pathdiv.experiments.config.safe_yaml import YamlRefused, load_text, shorten_text
 from pathdiv.experiments.dataplane.select import choose_runs
 from pathdiv.experiments.execute.boot import (
@@ -69,12 +79,13 @@ from pathdiv.experiments.execute.runstate import (
     STATUSES,
     ResultsError,
     run_state,
+    set_aside,
     write_status,
 )
-from pathdiv.experiments.manifest import write_text_atomic
 from pathdiv.experiments.plan import history
 from pathdiv.experiments.plan.estimate import Estimator, PlanClock, boot_of, key_of
 from pathdiv.experiments.plan.lanes import boots, phases
+from pathdiv.experiments.plan.memory import boot_mb
 from pathdiv.experiments.plan.runs import Run
 
 log = logging.getLogger("pathdiv")
@@ -153,7 +164,9 @@ class PlanOutcome:
 
 # ---- side effects ----------------------------------------------------------------------
 def prepare_folder(cfg: Config, out: Path | None, root: Path = Path("results")) -> Path:
-    """The results folder: `out` (new or resumed) or a new timestamped one under `root`."""
+    """The results folder: `out` (new or resumed) or a new timestamped one under `root`,
+    resolved once, physically (the path every later step uses). Made, marked and given
+    config.yaml through folder descriptors: no link followed, none created through."""
     if out is None:
         out = root / new_folder_name(cfg.name, datetime.now())
         if out.exists():
@@ -161,11 +174,24 @@ def prepare_folder(cfg: Config, out: Path | None, root: Path = Path("results")) 
     problem = out_problem(out)
     if problem:
         raise ResultsError(problem)
-    check_resumable(out, cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).touch()
-    write_text_atomic(out / "config.yaml", cfg.to_yaml())
-    return out
+    folder = resolved_out(out)
+    check_resumable(folder, cfg)
+    try:
+        fd = safefiles.open_dir(folder, create=True)
+    except OSError as exc:
+        raise ResultsError(f"{out}: cannot make the results folder ({exc.strerror or exc})"
+                           ) from None
+    try:
+        marker = os.open(MARKER, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                         | os.O_CLOEXEC, 0o644, dir_fd=fd)
+        os.close(marker)
+        safefiles.write_atomic(fd, "config.yaml", cfg.to_yaml().encode())
+    except OSError as exc:
+        raise ResultsError(f"{out}: {exc.strerror or exc}; pathdiv follows no link in a "
+                           "results folder") from None
+    finally:
+        os.close(fd)
+    return folder
 
 
 def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
@@ -183,21 +209,24 @@ def run_plan(cfg: Config, runs: list[Run], folder: Path, quiet: bool = False,
     shards can share the folder (experiments.cluster.planfile). `progress` is called once
     per finished run (`RunProgress`).
 
-    Refused (ResultsError, nothing touched) while a live process holds the running
-    marker of one of `runs`."""
-    busy = busy_runs(folder, [r.run_id for r in runs])
-    if busy:
-        more = f" and {len(busy) - 5} more" if len(busy) > 5 else ""
-        raise ResultsError(
-            f"{folder}: another pathdiv is executing run(s) {'; '.join(busy[:5])}{more}; "
-            "nothing was started: wait for it to finish, or stop it (it tears down what it "
-            "started), then run this again")
-    if estimator is None:
-        estimator = history.estimator()
-    execution = PlanExecution(cfg, runs, folder, quiet, options or {}, plan_runs, shard,
-                              jobs=jobs, estimator=estimator)
-    execution.progress = progress
-    return execution.execute()
+    Refused (ResultsError, nothing touched) while another process executes this plan
+    (or shard) in `folder` (it holds running/plan.lock for its whole execution:
+    tracking.FolderBusy names it), or a live process holds the running marker of one
+    of `runs`."""
+    with execution_lock(folder, shard):
+        busy = busy_runs(folder, [r.run_id for r in runs])
+        if busy:
+            more = f" and {len(busy) - 5} more" if len(busy) > 5 else ""
+            raise ResultsError(
+                f"{folder}: another pathdiv is executing run(s) {'; '.join(busy[:5])}{more}; "
+                "nothing was started: wait for it to finish, or stop it (it tears down what "
+                "it started), then run this again")
+        if estimator is None:
+            estimator = history.estimator()
+        execution = PlanExecution(cfg, runs, folder, quiet, options or {}, plan_runs, shard,
+                                  jobs=jobs, estimator=estimator)
+        execution.progress = progress
+        return execution.execute()
 
 
 @dataclass(frozen=True)
@@ -352,15 +381,20 @@ class PlanExecution:
             reason = lab_skip_reason(str(exc))
             for run in self.lab_todo:
                 run_dir = self.folder / "runs" / run.run_id
-                if run_dir.exists():
-                    shutil.rmtree(run_dir)
+                self.set_aside(run)
                 self.finished(run, write_status(run, run_dir, "skipped", reason))
             self.lab_todo = []
 
+    def set_aside(self, run: Run) -> None:
+        """An earlier attempt of `run` out of the way, kept in earlier/ when it failed."""
+        kept = set_aside(self.folder, run.run_id)
+        if kept is not None:
+            self.say(f"run {run.order + 1} {run.run_id}: the earlier attempt is kept in "
+                     f"{kept}")
+
     def host_run(self, run: Run) -> None:
         run_dir = self.folder / "runs" / run.run_id
-        if run_dir.exists():
-            shutil.rmtree(run_dir)  # partial, failed or skipped: redo from scratch
+        self.set_aside(run)  # partial, failed or skipped: redo from scratch
         run_dir.mkdir(parents=True)
         label = " ".join([run.flow_type, *run.factors.values(), f"rep{run.repetition}"])
         self.start(run)
@@ -401,7 +435,7 @@ class PlanExecution:
                  f"for {len(group)} run(s)")
         with self.lock:
             for run in group:  # no earlier manifest beside the running marker
-                shutil.rmtree(self.folder / "runs" / run.run_id, ignore_errors=True)
+                self.set_aside(run)
             for run, after in itertools.pairwise(group):
                 self.following[run.run_id] = after
             self.start(group[0])  # the boot counts towards the first lab run
@@ -411,7 +445,7 @@ class PlanExecution:
         LabRuns(self.folder, group, self.image,
                    lambda text: self.show(text, lane or 0), self.finished,
                    progress=progress_file(name), clock=clock,
-                   memory_mb=int(group[0].config.data["lab"]["memory_mb"]),
+                   memory_mb=boot_mb(group, self.planned),
                    log=self.say, stop=stop, cpu=lane_cpu(lane, host_cpus())
                    ).execute()
 

@@ -33,6 +33,7 @@ class KernelAbilities:
     mptcp: bool
     netem: bool
     reorder_hold: bool = False  # net.ipv4.tcp_reorder_hold_us (hosts.reordering: gro)
+    juggler: bool = False  # net.core.juggler (hosts.reordering: juggler)
     red: bool = False  # sch_red, the ECN-marking leaf of the nftables plane
 
 
@@ -76,6 +77,19 @@ LAB_ONLY_CCS = tuple(_registered_names(lab_patches(), "tcp_congestion_ops"))
 KNOWN_CCS = (*LINUX_CCS, *(cc for cc in LAB_ONLY_CCS if cc not in LINUX_CCS))
 
 
+def patch_define(patches: Iterable[str], name: str) -> int | None:
+    """The value of `#define NAME <integer>` in a file the patch series adds."""
+    for text in patches:
+        found = re.search(rf"^\+#define\s+{name}\s+(\d+)\b", text, re.M)
+        if found:
+            return int(found.group(1))
+    return None
+
+
+# Juggler's bound of net.core.juggler_flows (net/core/juggler_queue.h, patch 0016)
+JUGGLER_MAX_FLOWS = patch_define(lab_patches(), "JUGGLER_MAX_FLOWS") or 64
+
+
 def lab_kernel_abilities(kernels_dir: Path = KERNELS_DIR,
                          fragment: Path = LAB_FRAGMENT) -> KernelAbilities:
     text = fragment.read_text()
@@ -89,4 +103,6 @@ def lab_kernel_abilities(kernels_dir: Path = KERNELS_DIR,
         red=bool(re.search(r"^CONFIG_NET_SCH_RED=y", text, re.M)),
         reorder_hold=any(re.search(r'^\+\s*\.procname\s*=\s*"tcp_reorder_hold_us"', p, re.M)
                          for p in patches),
+        juggler=any(re.search(r'^\+\s*\.procname\s*=\s*"juggler"', p, re.M)
+                    for p in patches),
     )

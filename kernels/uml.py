@@ -8,8 +8,17 @@ mount namespace in which every mount is read-only except the share folder and a 
 tmpfs for UML's own memory file, a PID namespace of its own, and an unprivileged user
 (GUEST_UID) with no capability but CAP_CHOWN, so the host's permissions hold for every file the
 guest's hostfs opens. The guest is root and may mount any host folder, but the host
-refuses writes outside the share and reads of files only root may read. UML dies with
-the pathdiv process that started it (a parent-death signal).
+refuses writes outside the share and reads of files only root may read. What a run
+needs but that user could not enter (a checkout in a 0700 /root) is revealed in the
+jail alone, and nothing else of the folder around it (:func:`guest_reach`). UML dies
+with the pathdiv process that started it (a parent-death signal).
+
+Whatever the guest wrote is hostile to the host: the control folder's files (exit
+status, output, release) are opened without following a link, checked to be regular
+files, read up to a bound and shown with their control characters escaped
+(:func:`guest_result`); UML's console goes through a pipe into a bounded console.log
+(:class:`ConsoleLog`); the control folder and the share are reached through folder
+descriptors (analysis/safefiles.py).
 
 Pure parts (command lines, guest init script) come first; the functions that run
 processes (:func:`run_in_uml`, :func:`stop_uml`) after them.
@@ -20,11 +29,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import pwd
 import shlex
 import shutil
 import signal
-import stat
+import site
 import subprocess
 import sys
 import termios
@@ -35,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pathdiv.analysis.safefiles as safefiles
 from pathdiv.kernels.build import (
     LabKernelError,
     build_lab_kernel,
@@ -47,6 +56,15 @@ from pathdiv.kernels.processes import (
     restore_handlers,
     stop_on_signals,
 )
+from pathdiv.kernels.uml_console import ConsoleLog, relay_input, relay_output
+from pathdiv.kernels.uml_guest import (
+    GUEST_TMPFS,
+    GUEST_UID,
+    guest_id,
+    guest_reach,
+    hidden_by_tmpfs,
+    lend_share,
+)
 
 KERNELS_DIR = Path(__file__).resolve().parent
 REPO_DIR = KERNELS_DIR.parent
@@ -57,12 +75,11 @@ CLOCKS = ("virtual", "real")
 # leaves room for socket buffers and page cache. The host pays only for pages touched.
 MEMORY_MB = 1536
 JAIL = KERNELS_DIR / "uml_jail.py"
-# The unprivileged user and group UML runs as: an id no account should use (pathdiv
-# refuses one that names an account other than GUEST_NAME). It owns the share while the
-# guest runs; everything else on the host it may only read where every user may.
-GUEST_ID_ENV = "PATHDIV_GUEST_UID"
-GUEST_UID = 64_999
-GUEST_NAME = "pathdiv-guest"
+# What the host reads of what the guest wrote (guest root writes the control folder):
+# each file opened without following a link, a regular file, at most this much.
+RC_BYTES = 64
+RELEASE_BYTES = 256
+OUTPUT_BYTES = 1 << 20  # stdout, stderr: the last MB is kept
 
 Log = Callable[[str], None]
 
@@ -96,18 +113,23 @@ def boot_args(init: Path, clock: str, memory_mb: int, uml_dir: Path,
 
 def jail_argv(python: str, share: Path, private: Path, private_mb: int,
               command: Sequence[str], uid: int = GUEST_UID, gid: int = GUEST_UID,
-              parent: int | None = None) -> list[str]:
+              parent: int | None = None, reveal: Sequence[str] = (),
+              cover: Sequence[str] = ()) -> list[str]:
     """Run ``command`` as ``uid``:``gid`` where the host's files are read-only except ``share``.
 
     uml_jail.py (standard library only, run with ``-S``) unshares a mount and a PID
-    namespace, makes every mount read-only recursively, mounts a tmpfs of ``private_mb``
-    MB on ``private`` (UML's memory file and uml_dir) and a writable bind of ``share``,
-    then runs ``command`` in the new PID namespace (under a small init), unprivileged, with
-    no_new_privs and SIGKILL when ``parent`` (this process by default) dies.
+    namespace, makes every mount read-only recursively, hides each ``cover`` folder
+    under an empty tmpfs but for the ``reveal`` folders in it (:func:`guest_reach`),
+    mounts a tmpfs of ``private_mb`` MB on ``private`` (UML's memory file and uml_dir)
+    and a writable bind of ``share``, then runs ``command`` in the new PID namespace
+    (under a small init), unprivileged, with no_new_privs and SIGKILL when ``parent``
+    (this process by default) dies.
     """
     return [python, "-S", str(JAIL), "--share", str(share), "--private", str(private),
             "--private-mb", str(private_mb), "--uid", str(uid), "--gid", str(gid),
-            "--parent", str(os.getpid() if parent is None else parent), "--", *command]
+            "--parent", str(os.getpid() if parent is None else parent),
+            *(w for r in reveal for w in ("--reveal", r)),
+            *(w for c in cover for w in ("--cover", c)), "--", *command]
 
 
 def pinned(command: list[str], cpu: int | None) -> list[str]:
@@ -124,91 +146,26 @@ def pinned(command: list[str], cpu: int | None) -> list[str]:
     return ["taskset", "--cpu-list", str(cpu), *command]
 
 
-def guest_id(environ: Mapping[str, str] | None = None) -> int:
-    """The uid (and gid) UML runs as: PATHDIV_GUEST_UID, else GUEST_UID. Refused when it
-    is root's or names an account other than GUEST_NAME (its files would be the guest's)."""
-    text = (os.environ if environ is None else environ).get(GUEST_ID_ENV, str(GUEST_UID))
-    try:
-        uid = int(text)
-    except ValueError:
-        raise LabKernelError(f"{GUEST_ID_ENV}={text!r}: expected a number") from None
-    if not 0 < uid < 2**31:
-        raise LabKernelError(f"{GUEST_ID_ENV}={uid}: expected 1 to {2**31 - 1}, never root's 0")
-    try:
-        name = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return uid
-    if name != GUEST_NAME:
-        raise LabKernelError(
-            f"uid {uid}, which the lab kernel runs as, is the account {name!r}: the guest "
-            f"would own its files. Set {GUEST_ID_ENV} to an unused id (or name the account "
-            f"{GUEST_NAME})")
-    return uid
-
-
-def unreachable(paths: Sequence[Path], uid: int, gid: int) -> list[str]:
-    """Folders on the way to ``paths`` that ``uid``:``gid`` cannot enter (no search
-    permission for it), each once: the guest reads the host's files as that user."""
-    found: list[str] = []
-    for path in paths:
-        for folder in reversed(path.parents):
-            try:
-                st = folder.stat()
-            except OSError:
-                continue
-            if st.st_uid == uid:
-                bit = stat.S_IXUSR
-            elif st.st_gid == gid:
-                bit = stat.S_IXGRP
-            else:
-                bit = stat.S_IXOTH
-            if not st.st_mode & bit and str(folder) not in found:
-                found.append(str(folder))
-    return found
-
-
-def hand_over(share: Path, uid: int, gid: int) -> None:
-    """Give the share (and what it holds) to the guest's user; symlinks are not followed."""
-    os.chown(share, uid, gid, follow_symlinks=False)
-    for root, dirs, files in os.walk(share):
-        for name in dirs + files:
-            with contextlib.suppress(FileNotFoundError):
-                os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
-
-
-# Mounted in the guest over the host's directories (hostfs root): the guest's own,
-# empty, and lost when it stops.
-GUEST_TMPFS = ("/tmp", "/run", "/var/tmp", "/dev/shm")
-
-
-def hidden_by_tmpfs(paths: Sequence[Path]) -> list[Path]:
-    """Host paths that the guest's own tmpfs mounts would hide (e.g. a share under /tmp)."""
-    hidden: list[Path] = []
-    for path in paths:
-        if any(path == Path(d) or Path(d) in path.parents for d in GUEST_TMPFS):
-            if not any(p == path or p in path.parents for p in hidden):
-                hidden.append(path)
-    return hidden
-
-
 def guest_init(argv: Sequence[str], cwd: Path, control: Path,
                env: dict[str, str] | None = None, share: Path | None = None,
-               terminal: bool = False, stdin: Path | None = None) -> str:
+               terminal: bool = False, stdin: Path | None = None,
+               visible: Sequence[Path] = ()) -> str:
     """PID 1 of the guest: mount what a Linux system needs, run ``argv``, power off.
 
     The command's status goes to ``control`` (in the share), its output too unless
     ``terminal``: then it runs in a session of its own on /dev/tty0 (the user's terminal,
     its controlling terminal: Ctrl-C and Ctrl-D reach it). Its input is ``stdin`` (a file)
-    or nothing. ``env`` is exported to the command. The share and ``cwd`` stay visible
-    when they lie under a directory that gets the guest's own tmpfs (mounted again from
-    the host through hostfs). The guest powers off with sysrq ``o`` whatever happens.
+    or nothing. ``env`` is exported to the command. The share, ``cwd`` and the
+    ``visible`` folders (the checkout, its Python) stay visible when they lie under a
+    directory that gets the guest's own tmpfs (mounted again from the host through
+    hostfs). The guest powers off with sysrq ``o`` whatever happens.
     """
     c = shlex.quote(str(control))
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in (env or {}).items())
     tmpfs = "".join(
         f"mount -t tmpfs -o mode=1777 tmpfs {d} 2>/dev/null || true\n" for d in GUEST_TMPFS
     )
-    for path in hidden_by_tmpfs([share or control.parent.parent, cwd]):
+    for path in hidden_by_tmpfs([share or control.parent.parent, cwd, *visible]):
         q = shlex.quote(str(path))
         tmpfs += f"mkdir -p {q} && mount -t hostfs -o {q} hostfs {q}\n"
     enter = f"cd {shlex.quote(str(cwd))} && exec "
@@ -312,21 +269,96 @@ def run_in_uml(
     if clock not in CLOCKS:
         raise LabKernelError(f"clock {clock!r} is not one of {', '.join(CLOCKS)}")
     verify_image(kernel)
-    share = share.resolve()
-    control = share / CONTROL_DIR / uuid.uuid4().hex[:12]
-    control.mkdir(parents=True)
-    init = control / "init.sh"
-    stdin_file = None
-    if stdin is not None and not terminal:
-        stdin_file = control / "stdin"
-        stdin_file.write_bytes(stdin)
-    guest_env = {**passed_env(os.environ), **(env or {})}
-    init.write_text(guest_init(argv, (cwd or Path.cwd()).resolve(), control, guest_env, share,
-                               terminal=terminal, stdin=stdin_file))
-    init.chmod(0o755)
-    console = control / "console.log"
-    private = control / "uml"  # UML's own tmpfs is mounted here, in its mount namespace
-    private.mkdir()
+    share = safefiles.resolve_physical(share)  # resolved once; walked without links after
+    cwd = safefiles.resolve_physical(cwd or Path.cwd())
+    uid = guest_id()
+    needed = guest_needs(share, cwd, kernel)
+    cover, blocked = guest_reach(needed, share, uid, uid)
+    if blocked:
+        raise LabKernelError(
+            f"the lab kernel reads the host's files as uid {uid}, which cannot enter "
+            f"{', '.join(blocked)}: give those folders search permission for every user "
+            "(chmod o+x), or put pathdiv, its Python and the results folder elsewhere")
+    try:
+        share_fd = safefiles.open_dir(share)
+    except OSError as exc:
+        raise LabKernelError(f"cannot open the share {share}: {exc}") from None
+    try:
+        return _boot(argv, share, share_fd, kernel, timeout_s, clock, memory_mb, cwd, env,
+                     poll, poll_s, terminal, stdin, channel, cpu, uid, needed, cover)
+    finally:
+        os.close(share_fd)
+
+
+def guest_needs(share: Path, cwd: Path, kernel: Path) -> list[Path]:
+    """The host folders the guest must reach (physical paths, each once): the share, the
+    working folder, the checkout, its Python (venv and base installation; the user's
+    site-packages when Python reads them; every folder on sys.path, so packages a .pth
+    file or PYTHONPATH adds from elsewhere, under /tmp say, import in the guest too) and
+    the kernel image's folder."""
+    wanted = [share, cwd, REPO_DIR, Path(sys.prefix), Path(sys.base_prefix),
+              Path(sys.executable).resolve().parent, kernel.parent]
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user_site and user_site in sys.path:
+        wanted.append(Path(user_site))
+    wanted += [Path(entry) for entry in sys.path if entry and os.path.isdir(entry)]
+    out: list[Path] = []
+    for path in wanted:
+        real = safefiles.resolve_physical(path)
+        if real.is_dir() and real not in out:
+            out.append(real)
+    return out
+
+
+def _control_folder(share_fd: int, share: Path) -> tuple[int, str]:
+    """A new control folder ``.labkernel/<id>`` in the share (no link followed: a guest
+    of an earlier boot may have planted one) and its name relative to the share."""
+    name = f"{CONTROL_DIR}/{uuid.uuid4().hex[:12]}"
+    try:
+        return safefiles.open_subdir(share_fd, name, create=True), name
+    except OSError as exc:
+        raise LabKernelError(f"cannot make the lab kernel's control folder in {share}: "
+                             f"{exc}") from None
+
+
+def _boot(argv: Sequence[str], share: Path, share_fd: int, kernel: Path,
+          timeout_s: float | None, clock: str, memory_mb: int, cwd: Path,
+          env: dict[str, str] | None, poll: Callable[[], None] | None, poll_s: float,
+          terminal: bool, stdin: bytes | None, channel: tuple[int, int] | None,
+          cpu: int | None, uid: int, needed: list[Path], cover: list[str]) -> UMLResult:
+    ctl_fd, ctl_name = _control_folder(share_fd, share)
+    control = share / ctl_name
+    try:
+        stdin_file = None
+        if stdin is not None and not terminal:
+            safefiles.write_atomic(ctl_fd, "stdin", stdin, sync=False)
+            stdin_file = control / "stdin"
+        guest_env = {**passed_env(os.environ), **(env or {})}
+        init = control / "init.sh"
+        script = guest_init(argv, cwd, control, guest_env, share, terminal=terminal,
+                            stdin=stdin_file, visible=needed)
+        safefiles.write_atomic(ctl_fd, "init.sh", script.encode(), mode=0o755, sync=False)
+        os.mkdir("uml", 0o700, dir_fd=ctl_fd)  # UML's own tmpfs, in its mount namespace
+        private = control / "uml"
+        console_fd = os.open("console.log", os.O_WRONLY | os.O_CREAT | os.O_EXCL
+                             | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=ctl_fd)
+        try:
+            return _run_jailed(argv, share, kernel, timeout_s, clock, memory_mb, poll,
+                               poll_s, terminal, channel, cpu, uid, needed, cover, control,
+                               ctl_fd, init, private, console_fd)
+        finally:
+            os.close(console_fd)
+            with contextlib.suppress(OSError):
+                os.rmdir("uml", dir_fd=ctl_fd)
+    finally:
+        os.close(ctl_fd)
+
+
+def _run_jailed(argv: Sequence[str], share: Path, kernel: Path, timeout_s: float | None,
+                clock: str, memory_mb: int, poll: Callable[[], None] | None, poll_s: float,
+                terminal: bool, channel: tuple[int, int] | None, cpu: int | None, uid: int,
+                needed: list[Path], cover: list[str], control: Path, ctl_fd: int,
+                init: Path, private: Path, console_fd: int) -> UMLResult:
     fds: tuple[int, int] | None = None
     saved_tty = None
     feeder: int | None = None
@@ -348,48 +380,47 @@ def run_in_uml(
                                        args=(master, sys.stdout.fileno(), spoke), daemon=True)]
             for thread in relays:
                 thread.start()
-    uid = guest_id()
-    blocked = unreachable([share, kernel, Path(sys.executable), (cwd or Path.cwd()) / "x"],
-                          uid, uid)
-    if blocked:
-        raise LabKernelError(
-            f"the lab kernel reads the host's files as uid {uid}, which cannot enter "
-            f"{', '.join(blocked)}: give those folders search permission for every user "
-            "(chmod o+x) or put pathdiv, its Python and the results folder elsewhere")
-    hand_over(share, uid, uid)
+    lend_share(share, uid, uid)
     command = pinned(jail_argv(sys.executable, share, private, memory_mb + 64,
                                [str(kernel), *boot_args(init, clock, memory_mb, private, fds)],
-                               uid=uid, gid=uid), cpu)
-    (control / "command").write_text(shlex.join(command) + "\n")
+                               uid=uid, gid=uid, reveal=[str(p) for p in needed],
+                               cover=cover), cpu)
+    safefiles.write_atomic(ctl_fd, "command", (shlex.join(command) + "\n").encode(),
+                           sync=False)
+    console = control / "console.log"
     # the marker lets `pathdiv clean` stop a UML whose pathdiv is gone
     proc_env = dict(os.environ, TMPDIR=str(private))
     proc_env[OWNER_ENV] = owner_mark()
     start = time.monotonic()
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    logger = ConsoleLog(read_end, console_fd)
     try:
-        with console.open("w") as out:
-            # its own session: Ctrl-C reaches us only, and we stop every UML process together
-            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
+        # its own session: Ctrl-C reaches us only, and we stop every UML process together
+        try:
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=write_end,
                                     stderr=subprocess.STDOUT, env=proc_env,
                                     start_new_session=True, pass_fds=tuple(set(fds or ())))
-            try:
-                while True:
-                    try:
-                        proc.wait(timeout=poll_s)
-                        break
-                    except subprocess.TimeoutExpired:
-                        pass
-                    if timeout_s is not None and time.monotonic() - start > timeout_s:
-                        raise LabKernelError(
-                            f"UML did not finish {shlex.join(argv)!r} within {timeout_s:.0f} s "
-                            f"of wall time ({clock} clock); read {console}"
-                        )
-                    if poll is not None:
-                        poll()
-            finally:
-                stop_uml(proc)
+        finally:
+            os.close(write_end)
+        logger.start()
+        try:
+            while True:
+                try:
+                    proc.wait(timeout=poll_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if timeout_s is not None and time.monotonic() - start > timeout_s:
+                    raise LabKernelError(
+                        f"UML did not finish {shlex.join(argv)!r} within {timeout_s:.0f} s "
+                        f"of wall time ({clock} clock); read {console}"
+                    )
+                if poll is not None:
+                    poll()
+        finally:
+            stop_uml(proc)
+            logger.join(timeout=10)
     finally:
-        with contextlib.suppress(OSError):
-            private.rmdir()
         if fds is not None:
             if saved_tty is not None:
                 with contextlib.suppress(termios.error):
@@ -401,47 +432,53 @@ def run_in_uml(
             with contextlib.suppress(OSError):
                 os.close(feeder)
     seconds = time.monotonic() - start
-    rc_file = control / "rc"
-    if not rc_file.exists():
-        tail = console.read_text(errors="replace")[-1500:]
+    return guest_result(ctl_fd, control, kernel, clock, proc.returncode, seconds,
+                        logger.tail())
+
+
+def guest_result(ctl_fd: int, control: Path, kernel: Path, clock: str, exit_status: int,
+                 seconds: float, console_tail: str) -> UMLResult:
+    """What the guest's command left in the control folder, read as hostile: each file
+    opened without following a link (guest root may have linked ``stdout`` to a
+    root-only file), a regular file, size-capped, control characters never echoed raw."""
+    def text(name: str, limit: int, tail: bool = False) -> str:
+        try:
+            if tail:
+                data, size = safefiles.read_tail_beneath(ctl_fd, name, limit)
+                head = f"[{size - len(data)} earlier bytes not read]\n" if size > len(data) \
+                    else ""
+            else:
+                data, head = safefiles.read_beneath(ctl_fd, name, limit), ""
+        except FileNotFoundError:
+            return ""
+        except OSError as exc:
+            return f"[{name} not read: {exc.strerror or exc}]"
+        return head + safefiles.printable(data.decode("utf-8", errors="replace"))
+
+    try:
+        rc_text = safefiles.read_beneath(ctl_fd, "rc", RC_BYTES).decode("ascii").strip()
+    except FileNotFoundError:
+        rc_text = None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LabKernelError(f"the guest's exit status {control / 'rc'} cannot be read: "
+                             f"{exc}") from None
+    if rc_text is None:
         raise LabKernelError(
             f"UML ({kernel}, {clock} clock) ended without running the command to its end "
-            f"(exit {proc.returncode}); read {console}. Last console output:\n{tail}"
+            f"(exit {exit_status}); read {control / 'console.log'}. Last console output:\n"
+            f"{console_tail}"
         )
-    def output(name: str) -> str:
-        path = control / name
-        return path.read_text(errors="replace") if path.exists() else ""
-
+    if not rc_text.isdigit() or int(rc_text) > 255:
+        raise LabKernelError(f"the guest's exit status in {control / 'rc'} is not a "
+                             f"number from 0 to 255: {safefiles.printable(rc_text[:20])!r}")
     return UMLResult(
-        returncode=int(rc_file.read_text().strip()),
-        stdout=output("stdout"),
-        stderr=output("stderr"),
+        returncode=int(rc_text),
+        stdout=text("stdout", OUTPUT_BYTES, tail=True),
+        stderr=text("stderr", OUTPUT_BYTES, tail=True),
         clock=clock,
-        kernel_release=(control / "release").read_text().strip(),
+        kernel_release=text("release", RELEASE_BYTES).strip(),
         seconds=seconds,
     )
-
-
-def relay_input(source: int, terminal: int, spoke: threading.Event) -> None:
-    """Type ``source`` (a pipe or file) on ``terminal`` (a pseudo-terminal's master
-    side), then Ctrl-D, the end of input a terminal's user types.
-
-    Typing starts once the guest has written to the terminal (``spoke``): UML reads its
-    console when told that input arrived, so input typed before it listens is never read.
-    """
-    spoke.wait()
-    with contextlib.suppress(OSError):
-        while chunk := os.read(source, 65536):
-            os.write(terminal, chunk)
-        os.write(terminal, b"\x04")
-
-
-def relay_output(terminal: int, sink: int, spoke: threading.Event) -> None:
-    """Copy what appears on ``terminal`` (master side) to ``sink`` until it closes."""
-    with contextlib.suppress(OSError):
-        while chunk := os.read(terminal, 65536):
-            spoke.set()
-            os.write(sink, chunk)
 
 
 def session_members(sid: int) -> list[int]:

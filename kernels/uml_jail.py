@@ -1,15 +1,24 @@
 """Run a command where it can write nothing on the host but one folder (UML's host side).
 
     python3 -S kernels/uml_jail.py --share DIR --private DIR --private-mb N \\
-        --uid U --gid G --parent PID -- COMMAND...
+        --uid U --gid G --parent PID [--reveal DIR]... [--cover DIR]... -- COMMAND...
 
 Started by root (pathdiv), it builds the jail and then runs COMMAND (User-Mode Linux)
 as the unprivileged user U:G:
 
 - a new mount namespace (private propagation: nothing leaks to the host's mounts) in
   which every mount is read-only recursively (``mount_setattr`` with ``AT_RECURSIVE``),
-  ``--share`` is bound onto itself read-write, and a tmpfs of N MB owned by U is mounted
-  on ``--private`` (UML's memory file and uml_dir, invisible to the host);
+  ``--share`` is bound onto itself read-write, ``nosuid`` and ``nodev``, and a tmpfs of
+  N MB owned by U is mounted on ``--private`` (UML's memory file and uml_dir, invisible
+  to the host);
+- what the guest needs but U could not reach: each ``--cover`` folder (one U cannot
+  enter, e.g. a 0700 ``/root`` holding the checkout) gets an empty read-only tmpfs
+  over it, with only the folders on the way to each ``--reveal`` folder below it, and
+  each revealed folder (the checkout, the venv, the share) is bound there, read-only
+  but the share. Nothing else of the covered folder is reachable, whatever its modes;
+  the revealed folders keep their own modes and owners. The binds are clones of the
+  folders taken before the cover (``open_tree``) and attached by ``move_mount``; every
+  path is walked from ``/`` one component at a time without following a link;
 - a new PID namespace with its own read-only /proc: COMMAND (PID 2, under a small init
   that waits for it) sees no host process (no ``/proc/1/root`` into the host's mounts);
   when it ends, the init ends, and the kernel kills everything else in the namespace;
@@ -37,9 +46,13 @@ import sys
 CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
-AT_FDCWD, AT_RECURSIVE = -100, 0x8000
-MOUNT_ATTR_RDONLY = 0x1
-SYS_MOUNT_SETATTR = 442  # same number on x86_64 and aarch64 (generic table)
+AT_FDCWD, AT_EMPTY_PATH, AT_RECURSIVE = -100, 0x1000, 0x8000
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
+OPEN_TREE_CLONE = 1
+MOVE_MOUNT_F_EMPTY_PATH, MOVE_MOUNT_T_EMPTY_PATH = 0x4, 0x40
+# the same numbers on x86_64 and aarch64 (the generic table, since 5.2)
+SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 PR_SET_PDEATHSIG, PR_SET_KEEPCAPS, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 8, 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 47, 2
 # The one capability UML keeps: the guest's tools chown what they write into the share
@@ -83,13 +96,93 @@ def mount(source: str, target: str, fstype: str, flags: int, data: str = "") -> 
                       data.encode() or None), f"mount {target}")
 
 
-def set_readonly(path: str, readonly: bool, recursive: bool) -> None:
-    attr = MountAttr(MOUNT_ATTR_RDONLY if readonly else 0, 0 if readonly else MOUNT_ATTR_RDONLY,
-                     0, 0)
-    rc = libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(),
-                      AT_RECURSIVE if recursive else 0, ctypes.byref(attr),
-                      ctypes.sizeof(attr))
-    _check(rc, f"mount_setattr {path} {'ro' if readonly else 'rw'}")
+def set_attributes(fd: int, set_: int, clear: int, recursive: bool, what: str) -> None:
+    """mount_setattr on the mount open at ``fd`` (and, ``recursive``, those below it)."""
+    attr = MountAttr(set_, clear, 0, 0)
+    rc = libc.syscall(SYS_MOUNT_SETATTR, fd, b"",
+                      AT_EMPTY_PATH | (AT_RECURSIVE if recursive else 0), ctypes.byref(attr),
+                      ctypes.c_size_t(ctypes.sizeof(attr)))
+    _check(rc, f"mount_setattr {what}")
+
+
+def open_path(path: str, create_below: int = 0) -> int:
+    """A descriptor of folder ``path`` (absolute) reached from / one component at a time
+    with O_NOFOLLOW: a symbolic link anywhere on the way is refused, whoever planted it.
+    The last ``create_below`` components are made (0755) when missing."""
+    parts = [p for p in path.split("/") if p]
+    if not path.startswith("/") or ".." in parts:
+        raise OSError(22, f"uml_jail: {path!r}: expected an absolute path without '..'")
+    fd = os.open("/", DIR_FLAGS)
+    try:
+        for i, part in enumerate(parts):
+            if i >= len(parts) - create_below:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            try:
+                nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                raise OSError(exc.errno, f"uml_jail: {'/' + '/'.join(parts[:i + 1])}: "
+                                         f"{os.strerror(exc.errno or 0)} (no link is followed)"
+                              ) from None
+            os.close(fd)
+            fd = nxt
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def clone_tree(path: str) -> int:
+    """A detached copy of the mounts at folder ``path`` and below it (``open_tree``)."""
+    fd = open_path(path)
+    try:
+        tree = libc.syscall(SYS_OPEN_TREE, fd, b"",
+                            OPEN_TREE_CLONE | os.O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)
+    finally:
+        os.close(fd)
+    if tree < 0:
+        _check(-1, f"open_tree {path}")
+    return int(tree)
+
+
+def attach_tree(tree: int, path: str, create_below: int = 0) -> None:
+    """Attach the detached mount ``tree`` on folder ``path`` (``move_mount``)."""
+    target = open_path(path, create_below)
+    try:
+        _check(libc.syscall(SYS_MOVE_MOUNT, tree, b"", target, b"",
+                            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH),
+               f"move_mount onto {path}")
+    finally:
+        os.close(target)
+        os.close(tree)
+
+
+def mount_at(path: str, source: str, fstype: str, flags: int, data: str) -> None:
+    """mount(2) of a new file system on folder ``path``, reached through no link."""
+    fd = open_path(path)
+    try:
+        mount(source, f"/proc/self/fd/{fd}", fstype, flags, data)
+    finally:
+        os.close(fd)
+
+
+def set_path_attributes(path: str, set_: int, clear: int, recursive: bool) -> None:
+    fd = open_path(path)
+    try:
+        set_attributes(fd, set_, clear, recursive, path)
+    finally:
+        os.close(fd)
+
+
+def depth_below(path: str, top: str) -> int:
+    """How many components of ``path`` lie below its ancestor ``top``."""
+    return len([p for p in path.split("/") if p]) - len([p for p in top.split("/") if p])
+
+
+def inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 def last_cap() -> int:
@@ -100,16 +193,42 @@ def last_cap() -> int:
         return 40
 
 
-def mount_jail(share: str, private: str, private_mb: int, uid: int, gid: int) -> None:
-    """This process's new mount namespace: all read-only but ``share`` and ``private``."""
+def bound_folders(share: str, reveal: list[str], cover: list[str]) -> list[str]:
+    """The folders the jail binds, parents first: each revealed folder under a cover
+    but one inside another such folder (reached through that one), and the share (the
+    one writable mount) always."""
+    under = sorted({*(r for r in reveal if any(inside(r, c) and r != c for c in cover)),
+                    share}, key=lambda p: (p.count("/"), p))
+    return [r for r in under if r == share or not any(o != r and inside(r, o) for o in under)]
+
+
+def mount_jail(share: str, private: str, private_mb: int, uid: int, gid: int,
+               reveal: list[str], cover: list[str]) -> None:
+    """This process's new mount namespace: all read-only but ``share`` and ``private``;
+    each ``cover`` hidden under an empty tmpfs but for the ``reveal`` folders in it."""
     _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare(CLONE_NEWNS|CLONE_NEWPID)")
     mount("none", "/", "", MS_REC | MS_PRIVATE)
-    set_readonly("/", True, recursive=True)
-    mount(share, share, "", MS_BIND)
-    set_readonly(share, False, recursive=False)
+    set_path_attributes("/", MOUNT_ATTR_RDONLY, 0, recursive=True)
+    # clones first: a cover hides the folders they come from. A folder inside another
+    # revealed one is reached through that one's clone (the share always gets its own,
+    # the one writable mount).
+    bound = bound_folders(share, reveal, cover)
+    trees = {r: clone_tree(r) for r in bound}
+    set_attributes(trees[share], MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY,
+                   recursive=False, what=share)
+    for folder in sorted(cover, key=lambda p: p.count("/")):
+        mount_at(folder, "pathdiv-cover", "tmpfs", MS_NOSUID | MS_NODEV,
+                 "size=64k,nr_inodes=256,mode=755,uid=0,gid=0")
+        # the way down to each folder revealed below it: the empty tmpfs's folders
+        for r in bound:
+            if inside(r, folder) and r != folder:
+                os.close(open_path(r, create_below=depth_below(r, folder)))
+        set_path_attributes(folder, MOUNT_ATTR_RDONLY, 0, recursive=False)
+    for r in bound:
+        attach_tree(trees[r], r)
     # after the share's bind: the private folder may lie inside the share
-    mount("pathdiv-uml", private, "tmpfs", MS_NOSUID | MS_NODEV,
-          f"size={private_mb}m,mode=700,uid={uid},gid={gid}")
+    mount_at(private, "pathdiv-uml", "tmpfs", MS_NOSUID | MS_NODEV,
+             f"size={private_mb}m,mode=700,uid={uid},gid={gid}")
 
 
 def become_guest(uid: int, gid: int, alive: int) -> None:
@@ -164,11 +283,12 @@ def init(command: list[str]) -> int:
 
 
 def run(share: str, private: str, private_mb: int, uid: int, gid: int, parent: int,
-        command: list[str]) -> int:
+        command: list[str], reveal: list[str] | None = None,
+        cover: list[str] | None = None) -> int:
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")
     if os.getppid() != parent:  # pathdiv died before the signal was armed
         return ORPHANED
-    mount_jail(share, private, private_mb, uid, gid)
+    mount_jail(share, private, private_mb, uid, gid, reveal or [], cover or [])
     alive, hold = os.pipe()
     child = os.fork()
     if child == 0:  # PID 1 of the new PID namespace
@@ -200,7 +320,10 @@ def main(argv: list[str]) -> int:
         return 2
     cut = argv.index("--")
     opts, command = argv[:cut], argv[cut + 1 :]
-    values = dict(zip(opts[::2], opts[1::2], strict=False))
+    pairs = list(zip(opts[::2], opts[1::2], strict=False))
+    values = dict(pairs)
+    reveal = [v for k, v in pairs if k == "--reveal"]
+    cover = [v for k, v in pairs if k == "--cover"]
     try:
         share, private = values["--share"], values["--private"]
         private_mb, uid, gid, parent = (int(values[k]) for k in (
@@ -218,7 +341,7 @@ def main(argv: list[str]) -> int:
         print("uml_jail: --uid and --gid must not be root's", file=sys.stderr)
         return 2
     try:
-        return run(share, private, private_mb, uid, gid, parent, command)
+        return run(share, private, private_mb, uid, gid, parent, command, reveal, cover)
     except OSError as exc:
         print(f"uml_jail: {exc}", file=sys.stderr)
         return 126

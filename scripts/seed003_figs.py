@@ -58,6 +58,95 @@ def grid(metrics: pd.DataFrame, rows: str, cols: str, metric: str,
     return "\n".join(out)
 
 
+def mean_ci(values: pd.Series, level: float = 0.95) -> tuple[float, float, float, int]:
+    """(mean, lower, upper, n): the mean with its t interval; NaN bounds with n < 2."""
+    v = pd.to_numeric(values, errors="coerce").dropna().to_numpy(dtype=float)
+    if not len(v):
+        return math.nan, math.nan, math.nan, 0
+    if len(v) < 2:
+        return float(v.mean()), math.nan, math.nan, 1
+    half = float(stats.t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
+    return float(v.mean()), float(v.mean()) - half, float(v.mean()) + half, len(v)
+
+
+def effect_ci(a: pd.Series, b: pd.Series, level: float = 0.95
+              ) -> tuple[float, float, float, float]:
+    """a's mean against b's as % of b's mean, with Welch's interval of the difference in
+    the same units and Welch's p: (effect, lower, upper, p)."""
+    va = pd.to_numeric(a, errors="coerce").dropna().to_numpy(dtype=float)
+    vb = pd.to_numeric(b, errors="coerce").dropna().to_numpy(dtype=float)
+    if len(va) < 2 or len(vb) < 2 or vb.mean() == 0:
+        return math.nan, math.nan, math.nan, math.nan
+    sa, sb = va.var(ddof=1) / len(va), vb.var(ddof=1) / len(vb)
+    se = math.sqrt(sa + sb)
+    df = (sa + sb) ** 2 / (sa**2 / (len(va) - 1) + sb**2 / (len(vb) - 1)) if se else 1.0
+    half = float(stats.t.ppf(0.5 + level / 2, df)) * se
+    d, ref = va.mean() - vb.mean(), abs(vb.mean())
+    _, p = welch(va, vb)
+    return 100 * d / ref, 100 * (d - half) / ref, 100 * (d + half) / ref, float(p)
+
+
+EQUIVALENCE_PCT = 20.0  # "about the same": our margin, the paper states none
+SMALLEST_PCT = 10.0  # "far above" / "better": the smallest effect we count
+
+
+def verdict(kind: str, effect: tuple[float, float, float, float],
+            margin: float = EQUIVALENCE_PCT, smallest: float = SMALLEST_PCT) -> str:
+    """What a claim of `kind` (same: no difference; better: a above b) gets from an
+    effect with its interval (effect_ci): agrees, disagrees or inconclusive (with why)."""
+    pct, lo, hi, _ = effect
+    if not math.isfinite(lo):
+        return "not measured"
+    if kind == "same":
+        if -margin < lo and hi < margin:
+            return f"agrees (CI within ±{margin:g} %)"
+        if (hi < 0 or lo > 0) and abs(pct) > margin:
+            return f"disagrees (significant, beyond ±{margin:g} %)"
+        return f"inconclusive (CI crosses ±{margin:g} %)"
+    if lo > smallest:
+        return f"agrees (CI above +{smallest:g} %)"
+    if hi < 0:
+        return "disagrees (significant, the other way)"
+    if lo > 0:
+        return f"negligible (significant, under +{smallest:g} %)"
+    return "inconclusive (not significant)"
+
+
+def effect_text(effect: tuple[float, float, float, float]) -> str:
+    pct, lo, hi, p = effect
+    if not math.isfinite(pct):
+        return "–"
+    return f"{pct:+.1f} % [{lo:+.1f}, {hi:+.1f}], p = {p:.2g}"
+
+
+def value_text(values: pd.Series, digits: int = 1) -> str:
+    m, lo, hi, n = mean_ci(values)
+    if not n:
+        return "–"
+    ci = f" [{lo:.{digits}f}, {hi:.{digits}f}]" if n > 1 else ""
+    return f"{m:.{digits}f}{ci} (n = {n})"
+
+
+def paper_fig8(metrics: pd.DataFrame) -> str:
+    """Fig. 8's claims at the paper's settings: per loss, Coupled BBR against TCP BBR on
+    the best path (the same throughput) and against LIA and OLIA (far above), with 95 %
+    intervals and the verdict."""
+    out = ["| loss | Coupled BBR Mbit/s | TCP BBR | LIA | OLIA | vs TCP BBR (paper: the "
+           "same) | verdict | vs LIA (paper: far above) | verdict | vs OLIA | verdict |",
+           "| --- " * 11 + "|"]
+    for level in levels(metrics, "loss"):
+        sub = metrics[metrics["loss"] == level]
+        by = {cc: sub[sub["cc"] == cc]["goodput_mbps"] for cc in
+              ("coupled-bbr", "bbr-tcp-best-path", "lia", "olia")}
+        row = [level, *(value_text(v) for v in by.values())]
+        for other, kind in (("bbr-tcp-best-path", "same"), ("lia", "better"),
+                            ("olia", "better")):
+            e = effect_ci(by["coupled-bbr"], by[other])
+            row += [effect_text(e), verdict(kind, e)]
+        out.append("| " + " | ".join(row) + " |")
+    return "\n".join(out)
+
+
 def levels(metrics: pd.DataFrame, column: str) -> list[str]:
     """A factor's levels ordered by the first number in their names (loss-0.01 before
     loss-1, rtt-50 before rtt-100), names without one last."""
@@ -200,7 +289,7 @@ def fig11(metrics: pd.DataFrame, series: pd.DataFrame | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("figure", choices=("fig8", "fig9", "fig10", "fig11"))
+    parser.add_argument("figure", choices=("fig8", "fig9", "fig10", "fig11", "fig8-paper"))
     parser.add_argument("results", type=Path, help="folder with metrics.csv "
                         "(and paths_series.csv)")
     parser.add_argument("--break-s", type=float, default=4.0,
@@ -215,7 +304,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     found = [f for f in (args.results / "paths_series.csv",
                          args.results / "paths_series.csv.gz") if f.exists()]
     series = pd.read_csv(found[0]) if found else None
-    if args.figure == "fig8":
+    if args.figure == "fig8-paper":
+        print(paper_fig8(metrics) + "\n\n" + fig8(metrics))
+    elif args.figure == "fig8":
         print(fig8(metrics) + pacing(series, metrics, "loss"))
     elif args.figure == "fig9":
         print(fig9(metrics) + pacing(series, metrics, "asymmetry"))

@@ -77,13 +77,6 @@ def open_for_guest(path: Path) -> None:
             folder.chmod((mode & 0o7777) | 0o001)
 
 
-@pytest.fixture(autouse=True)
-def _guest_reaches_tmp_path(request: pytest.FixtureRequest) -> None:
-    """Tests booting the lab kernel write into tmp_path from the guest: open it."""
-    if "lab_kernel" in request.fixturenames and "tmp_path" in request.fixturenames:
-        open_for_guest(request.getfixturevalue("tmp_path"))
-
-
 @pytest.fixture(scope="session")
 def lab_kernel() -> Path:
     """The lab kernel, built first when not cached (~15 min on 2 idle cores, once)."""

@@ -117,13 +117,13 @@ CASES: list[tuple[str, str | bytes, list[str], str]] = [
     ("iterations-billion", "workload: {iterations: 1000000000}\n", [],
      r"workload.iterations: 1000000000 is not allowed; expected an integer >= 1 and <= 1000"),
     ("k-58", "topology: {k: 58}\n", [],
-     r"topology.k: 58 is not allowed; expected an even integer 2..8"),
+     r"topology.k: 58 is not allowed; expected an even integer 2..16"),
     ("queue-absurd", "topology: {links: {core: {queue_pkts: 100000000}}}\n", [],
      r"topology.links.core.queue_pkts: 100000000 is not allowed; expected an integer "
      r">= 1 and <= 100000 \(packets\)"),
     ("guest-memory-absurd", "lab: {memory_mb: 10000000}\n", [],
-     r"lab.memory_mb: 10000000 is not allowed; expected an integer >= 256 and <= 16384 "
-     r"\(MB\)"),
+     r"lab.memory_mb: 10000000 is not allowed; expected auto or an integer >= 256 and "
+     r"<= 22528 \(MB\)"),
     ("snaplen-absurd", "capture: {snaplen: 10000000}\n", [],
      r"capture.snaplen: 10000000 is not allowed; expected an integer >= 64 and <= 65535"),
     ("sample-interval-tiny", "fidelity: {sample_interval_s: 0.000001}\n", [],
@@ -215,6 +215,52 @@ CASES: list[tuple[str, str | bytes, list[str], str]] = [
     ("sizes-bad-line-not-echoed", "workload: {pattern: poisson, sizes: private.cdf}\n", [],
      r"workload.sizes: {dir}/private.cdf:1: expected '<bytes> <probability>' "
      r"\(two numbers\)$"),
+    ("sizes-decreasing-not-echoed", "workload: {pattern: poisson, sizes: falling.cdf}\n", [],
+     r"workload.sizes: {dir}/falling.cdf:3: sizes and probabilities must not decrease "
+     r"\(this line is below line 2\)$"),
+    ("sizes-fifo", "workload: {pattern: poisson, sizes: fifo.cdf}\n", [],
+     r"workload.sizes: {dir}/fifo.cdf is not a regular file"),
+    # ---- names with a trailing newline (re.match's $ matches before one) -------------
+    ("name-trailing-newline", 'name: "x\\n"\n', [],
+     r"name: 'x\\n' is not allowed; expected a plain name"),
+    ("level-trailing-newline", 'factors: {f: {"a\\n": {}, b: {}}}\n', [],
+     r"factors.f.'a\\n': the name 'a\\n' is not allowed"),
+    ("flow-type-trailing-newline", 'workload: {flow_types: {"q\\n": 1KB}}\n', [],
+     r"workload.flow_types.'q\\n': the name 'q\\n' is not allowed"),
+    # ---- products of bounds: each key within its bound, what a run enumerates not ----
+    ("transfers-product", "topology: {k: 8}\n"
+     "workload: {pattern: permutation, iterations: 1000, requests: 100}\n", [],
+     r"workload.iterations: 1000 x workload.requests: 100 x 128 transfers of the "
+     r"permutation pattern on 128 hosts make 12800000 transfers per run; a run has at most "
+     r"100000"),
+    ("rounds-product", "topology: {k: 8}\n"
+     "workload: {pattern: silent, iterations: 1000, requests: 100}\n", [],
+     r"workload.iterations: 1000 x workload.requests: 100 x 128 transfers of the silent "
+     r"pattern"),
+    ("arrivals-product", "topology: {k: 8, links: {host: {bw_mbps: 100000}}}\n"
+     "workload: {pattern: poisson, sizes: tiny.cdf, duration_s: 3600, load: 1}\n", [],
+     r"workload.duration_s: 3600 s at workload.load 1 of 100000 Mbit/s on 128 hosts makes "
+     r"about 3.84e\+15 arrivals per run with workload.sizes 'tiny.cdf'; a run has at most "
+     r"90000 expected"),
+    ("plan-transfers-product", "repetitions: 1000\ntopology: {k: 8}\n"
+     "workload: {pattern: permutation, iterations: 700, flow_types: {q: 1KB}}\n", [],
+     r"repetitions: 1000 x 1 cell\(s\) make 8.96e\+07 transfers in all; a plan has at most "
+     r"500000"),
+    ("level-transfers-product", "factors: {size: {small: {}, "
+     "huge: {topology.k: 8, workload.iterations: 1000, workload.requests: 100}}}\n", [],
+     r"factors.size.huge: workload.iterations: 1000 x workload.requests: 100 x 128 "
+     r"transfers of the silent pattern on 128 hosts"),
+    # ---- designs the analysis cannot carry, refused at check --------------------------
+    ("design-duplicate-ivs", "factors: {f: {a: {}, b: {}}}\nanalysis: {ivs: [f, f]}\n", [],
+     r"analysis.ivs: 'f' given twice; name each column once"),
+    ("design-duplicate-clusters", "analysis: {clusters: [flow_type, flow_type]}\n", [],
+     r"analysis.clusters: 'flow_type' given twice; name each column once"),
+    ("design-empty-dvs", "analysis: {dvs: []}\n", [],
+     r"analysis.dvs: \[\] is empty; name at least one metric column"),
+    ("design-paths-noisy", "topology: {kind: paths, paths: [{bw_mbps: 100, delay_ms: 25}, "
+     "{bw_mbps: 100, delay_ms: 25}]}\nhosts: {kernel: lab}\nworkload: {pattern: noisy}\n", [],
+     r"workload.pattern: 'noisy' cannot be drawn on the 2 hosts of this paths topology: it "
+     r"splits the hosts into two halves"),
 ]
 
 # files beside the config: name -> content, or ("link", target), or ("dir",)
@@ -226,5 +272,8 @@ FILES: dict[str, object] = {
     "private.cdf": "root:$6$SECRETHASH:19000:0:99999:7:::\n",
     "real/ok.cdf": "1000 0\n2000 1\n",
     "linked": ("link", "real"),
+    "falling.cdf": "# sizes\n987654 0.1\n123457 0.2\n",  # neither number may be shown
+    "fifo.cdf": ("fifo",),
+    "tiny.cdf": "1 0\n2 1\n",
 }
 SECRET = "SECRETHASH"  # must never appear in any message

@@ -7,9 +7,11 @@ where a packet may go:
   down    deterministic routes towards hosts (host /32 at edges, edge /24 at
           aggregation switches, pod /16 at cores);
   up      the equal-cost group towards the core, in port order (empty at cores);
-  static  the fat-tree paper's two-level table for `switching.mode: static`: a host
-          /32 (primary and aliases) -> one member of `up`, spread by host index so
-          different destinations use different cores but one destination one path;
+  static  the fat-tree paper's two-level table for `switching.mode: static`: at an edge
+          a host /32 (primary and aliases) -> one member of `up`, spread by host index,
+          at an aggregation switch a remote edge's /24 -> one member, spread by edge
+          index, so different destinations use different cores but one destination one
+          path (an aggregation switch holds k^2/2 entries, not one per host address);
   seed    the per-switch hash seed for `ecmp`, so tiers do not polarise.
 """
 
@@ -81,21 +83,22 @@ def switch_table(topo: FatTree, switch: str, run_seed: int = 0) -> SwitchTable:
             down.append(Route(topo.pod_prefix(topo.nodes[peer].pod or 0), hop))
     up = tuple(_hop(topo, switch, lk.b.node) for lk in topo.uplinks(switch))
     static: list[Route] = []
-    if up:
+    if up and node.role is Role.EDGE:
+        # Edges spread by the destination's host index, aggregation switches by its
+        # edge index, so the hosts of a pod reach it through all (k/2)^2 cores.
         local = {r.prefix for r in down}
         for host in topo.hosts:
-            hn = topo.nodes[host]
-            if node.role is Role.EDGE and topo.edge_of(host) == switch:
+            if topo.edge_of(host) == switch:
                 continue
-            if node.role is Role.AGG and hn.pod == node.pod:
-                continue
-            # Edges spread by the destination's host index, aggregation switches by its
-            # edge index, so the hosts of a pod reach it through all (k/2)^2 cores.
-            spread = hn.index if node.role is Role.EDGE else topo.edge_index(host)
-            member = up[(spread + node.index) % len(up)]
+            member = up[(topo.nodes[host].index + node.index) % len(up)]
             static += [
                 Route(f"{a}/32", member) for a in topo.host_addresses(host) if a not in local
             ]
+    elif up:  # an aggregation switch: one entry per remote edge (its /24 holds its hosts)
+        for edge in topo.edges:
+            if topo.nodes[edge].pod != node.pod:
+                member = up[(topo.nodes[edge].index + node.index) % len(up)]
+                static.append(Route(topo.edge_prefix(edge), member))
     return SwitchTable(
         switch, node.address, tuple(down), up, tuple(static), switch_seed(run_seed, switch)
     )

@@ -43,7 +43,7 @@ def capture_files(captures_dir: Path) -> dict[str, list[Path]]:
     """Capture files per interface: `<intf>.pcap`, then rotated `<intf>.pcap1`, ..."""
     parts: dict[str, list[tuple[int, Path]]] = {}
     for path in captures_dir.iterdir():
-        m = _PART.match(path.name)
+        m = _PART.fullmatch(path.name)
         if m and path.is_file():
             number = int(m["part"]) if m["part"] else 0
             parts.setdefault(m["intf"], []).append((number, path))

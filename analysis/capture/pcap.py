@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import pathdiv.analysis.readers as readers
+
 LINKTYPE_ETHERNET = 1
 LINKTYPE_RAW = 101  # raw IPv4/IPv6, no link header
 LINKTYPE_IPV4 = 228
@@ -116,7 +118,10 @@ def read_pcap(path: str | Path) -> pd.DataFrame:
     ends inside a record.
     """
     path = Path(path)
-    buf = path.read_bytes()
+    try:  # a guest wrote it: no link followed, a regular file, bounded
+        buf = readers.read_bytes(path, readers.MAX_CAPTURE_BYTES)
+    except readers.FolderError as exc:
+        raise CaptureFormatError(str(exc)) from None
     if not buf:
         warnings.warn(
             f"{path}: empty capture file (tcpdump killed before writing its header?); "

@@ -14,9 +14,10 @@ while both paths are good and after one breaks).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+import pathdiv.analysis.readers as readers
 
 PATHS_RESULT = "paths.json"
 MAX_PATH_COLUMNS = 8
@@ -100,4 +101,9 @@ def series_rows(run_id: str, result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def read_paths_result(run_dir: Path) -> dict[str, Any]:
-    return json.loads((Path(run_dir) / PATHS_RESULT).read_text())
+    """The run's paths.json (a guest wrote it: read through no link, bounded)."""
+    value = readers.read_record(Path(run_dir) / PATHS_RESULT)
+    if not isinstance(value, dict):
+        raise readers.FolderError(f"{Path(run_dir) / PATHS_RESULT} is missing or not an "
+                                  "object")
+    return value

@@ -45,6 +45,15 @@ class Metric:
 
 METRICS: dict[str, Metric] = {}
 
+# pathdiv's own metrics that go through this registry, as a user's would (their raw
+# measures are computed from the captures in transfer.py)
+BUILTIN = (
+    Metric("burstiness", "packet-weighted mean burst of the server's data at its access "
+           "link (packets released back to back; analysis/metrics/transfer.py: burst_pkts)",
+           "transfer", lambda row: row["burst_pkts"], "mean"),
+)
+METRICS.update((m.name, m) for m in BUILTIN)
+
 
 def register(metric: Metric, taken: tuple[str, ...], replace: bool = False) -> None:
     """Add `metric`; `taken` are the columns metrics.csv has without it."""

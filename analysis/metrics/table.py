@@ -14,7 +14,6 @@ are means over its transfers; `retrans_pct`, `reorder_pct` and `ce_pct` are pool
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import pathdiv.analysis.readers as readers
 from pathdiv.analysis.atomic import write_text_atomic
 from pathdiv.analysis.capture.flows import (
     group_connections,
@@ -87,13 +87,15 @@ class RunLayoutError(ValueError):
 
 def load_manifest(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "manifest.json"
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
+    doc = readers.read_record(path)  # no link followed, bounded (readers.py)
+    if doc is None:
         raise RunLayoutError(
             f"{path} missing; expected a run folder written by `pathdiv run` "
             "(manifest.json, transfers.csv, captures/)"
-        ) from None
+        )
+    if not isinstance(doc, dict):
+        raise RunLayoutError(f"{path} is not a JSON object")
+    return doc
 
 
 def run_topology(config: dict[str, Any]) -> FatTree:
@@ -106,16 +108,26 @@ def run_topology(config: dict[str, Any]) -> FatTree:
 
 def load_transfers(run_dir: Path) -> pd.DataFrame:
     path = run_dir / "transfers.csv"
-    if not path.exists():
-        raise RunLayoutError(f"{path} missing; the runner writes one per run")
-    tr = pd.read_csv(path, dtype={"error": str, "client_addr": str, "server_addr": str})
+    try:
+        tr = readers.read_table(path, dtype={"error": str, "client_addr": str,
+                                             "server_addr": str})
+    except FileNotFoundError:
+        raise RunLayoutError(f"{path} missing; the runner writes one per run") from None
     tr["ok"] = tr["ok"].astype(str).str.strip().str.lower().isin(["true", "1", "yes"])
     tr["error"] = tr["error"].fillna("") if "error" in tr else ""
     return tr
 
 
-def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
-    """One row per transfer of the run: transfers.csv's columns plus the measures."""
+# Measures that need the fabric's links (a transfer's bytes on each of its paths), empty
+# when only the hosts' access links were captured (capture.links: access).
+FABRIC_MEASURES = ("throughput_mbps", "wire_bytes", "excess_pct", "utilization",
+                   "paths_used", "shared_subflows", "distinct_paths", "path_bytes",
+                   "path_pkts", "links_used")
+
+
+def compute_transfer_metrics(run_dir: Path, extras: Path | None = None) -> pd.DataFrame:
+    """One row per transfer of the run: transfers.csv's columns plus the measures.
+    `extras`: where the run's timeline.csv goes (default: the run's folder)."""
     run_dir = Path(run_dir)
     manifest = load_manifest(run_dir)
     topo = run_topology(manifest.get("config", {}))
@@ -135,11 +147,15 @@ def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
     members = match_transfers(transfers, table, topo)
     index = pk.groupby("subflow").indices
     geometry: dict[tuple[str, str], PairGeometry] = {}
+    conds = resolve(topo, (manifest.get("config", {}).get("topology") or {})
+                    .get("link_overrides") or {})
     rows = []
     for tr in transfers.itertuples(index=False):
         pair = (str(tr.client), str(tr.server))
         if pair not in geometry:
-            geometry[pair] = PairGeometry.of(topo, *pair)
+            edge = topo.links_of(pair[1])[0].peer_of(pair[1]).node
+            geometry[pair] = PairGeometry.of(topo, *pair,
+                                             server_mbps=conds[(pair[1], edge)].bw_mbps)
         sfs = members.get(int(tr.transfer_id), [])
         # The client's addresses: the topology's, plus any its subflows came from.
         server_addrs = {ip_to_int(a) for a in topo.host_addresses(pair[1])}
@@ -158,21 +174,26 @@ def compute_transfer_metrics(run_dir: Path) -> pd.DataFrame:
         rows.append(m)
     columns = [*MEASURES, "cpu_ms_per_mb", "measured"]
     measures = pd.DataFrame(rows, columns=columns, index=transfers.index)
+    if (((manifest.get("capture") or {}).get("start") or {}).get("links")) == "access":
+        measures[list(FABRIC_MEASURES)] = np.nan  # read off links that were not captured
     log.info("run %s: measured %d transfers", manifest.get("run_id"), len(transfers))
     out = pd.concat([transfers, measures], axis=1)
     for metric in (m for m in METRICS.values() if m.per == "transfer"):
         out[metric.name] = [as_number(metric.name, metric.compute(row))
                             for row in out.to_dict("records")]
-    write_run_extras(run_dir, manifest, packets, out)
+    write_run_extras(extras or run_dir, manifest, packets, out)
     return out
 
 
 def registered_values(g: pd.DataFrame) -> dict[str, float]:
-    """A group's values of the metrics registered from user code (registry.py)."""
+    """A group's values of the registered metrics (registry.py: pathdiv's own and the
+    user's)."""
     values = {}
     for metric in METRICS.values():
         if metric.per == "transfer":
-            values[metric.name] = metric.group_value([float(v) for v in g[metric.name]])
+            # NaN where the transfers were measured without it (rows built elsewhere)
+            values[metric.name] = (metric.group_value([float(v) for v in g[metric.name]])
+                                   if metric.name in g else float("nan"))
         else:
             values[metric.name] = as_number(metric.name, metric.compute(g))
     return values
@@ -320,47 +341,62 @@ def compute_run_metrics(run_dir: Path) -> pd.DataFrame:
     return group_metrics(compute_transfer_metrics(run_dir), load_manifest(run_dir))
 
 
-def compute_metrics(results_dir: Path) -> Path:
-    """Write results_dir/metrics.csv (and transfer_metrics.csv) over every complete
-    run under results_dir/runs/; return the metrics.csv path."""
+def compute_metrics(results_dir: Path, out: Path | None = None,
+                    notes: list[str] | None = None) -> Path:
+    """Write metrics.csv (and transfer_metrics.csv, each run's timeline.csv) over every
+    complete run under results_dir/runs/ into `out` (default: results_dir; an analysis
+    gives its generation's staging folder, analysis/generation.py); return the
+    metrics.csv path. A run that cannot be measured (an unreadable manifest, transfers
+    or captures: a guest may have written anything) is skipped, its reason logged and
+    appended to `notes`; only when no run is left is it an error."""
     results_dir = Path(results_dir)
-    manifests = sorted((results_dir / "runs").glob("*/manifest.json"))
+    target = Path(out) if out is not None else results_dir
+    notes = notes if notes is not None else []
+    found = readers.manifests(results_dir, notes)
     groups, transfers = [], []
     series: list[dict[str, Any]] = []
-    for mpath in manifests:
-        manifest = json.loads(mpath.read_text())
+    factors: set[str] = set()
+    for run_dir, manifest in found:
         if manifest.get("status") != "complete":
-            log.info("skipping run %s: status %s", mpath.parent.name, manifest.get("status"))
+            log.info("skipping run %s: status %s", run_dir.name, manifest.get("status"))
             continue
-        if (manifest.get("config") or {}).get("topology", {}).get("kind") == "paths":
-            groups.append(paths_group(mpath.parent, manifest))
-            series += series_rows(str(manifest.get("run_id")), read_paths_result(mpath.parent))
+        try:
+            if (manifest.get("config") or {}).get("topology", {}).get("kind") == "paths":
+                group = paths_group(run_dir, manifest)
+                more = series_rows(str(manifest.get("run_id")), read_paths_result(run_dir))
+                groups.append(group)
+                series += more
+                continue
+            per_transfer = compute_transfer_metrics(run_dir, target / "runs" / run_dir.name)
+            group = group_metrics(per_transfer, manifest)
+        except Exception as exc:  # one bad run is reported and skipped, not fatal
+            why = f"run {run_dir.name} was not measured: {type(exc).__name__}: {exc}"
+            log.warning("%s", why)
+            notes.append(why[:600] + ("..." if len(why) > 600 else ""))
             continue
-        per_transfer = compute_transfer_metrics(mpath.parent)
-        groups.append(group_metrics(per_transfer, manifest))
-        per_transfer.insert(0, "run_id", manifest.get("run_id", mpath.parent.name))
+        groups.append(group)
+        factors |= set(manifest.get("factors") or {})
+        per_transfer.insert(0, "run_id", manifest.get("run_id", run_dir.name))
         transfers.append(per_transfer)
     if not groups:
         raise RunLayoutError(
-            f"no complete runs under {results_dir / 'runs'} ({len(manifests)} manifests "
+            f"no complete runs under {results_dir / 'runs'} ({len(found)} manifests "
             "found); run or resume the experiment with `pathdiv run CONFIG --out "
             f"{results_dir}` first"
+            + (f" ({'; '.join(notes[:3])})" if notes else "")
         )
-    out = results_dir / "metrics.csv"
-    write_text_atomic(out, pd.concat(groups, ignore_index=True).to_csv(index=False))
+    path = target / "metrics.csv"
+    write_text_atomic(path, pd.concat(groups, ignore_index=True).to_csv(index=False))
     if series:
-        write_text_atomic(results_dir / SERIES_FILE,
+        write_text_atomic(target / SERIES_FILE,
                           pd.DataFrame(series, columns=SERIES_COLUMNS).to_csv(index=False))
     if not transfers:  # parallel-paths runs only: no transfers.csv to fold
-        log.info("wrote %s (%d rows)", out, sum(len(g) for g in groups))
-        return out
+        log.info("wrote %s (%d rows)", path, sum(len(g) for g in groups))
+        return path
     every = pd.concat(transfers, ignore_index=True)
-    write_text_atomic(results_dir / "transfer_metrics.csv", every.to_csv(index=False))
+    write_text_atomic(target / "transfer_metrics.csv", every.to_csv(index=False))
     if "slowdown" in every.columns:
-
-        factors = sorted({k for m in manifests for k in json.loads(m.read_text())
-                          .get("factors", {})})
-        write_text_atomic(results_dir / "slowdown.csv",
-                          slowdown_table(every, factors).to_csv(index=False))
-    log.info("wrote %s (%d rows)", out, sum(len(g) for g in groups))
-    return out
+        write_text_atomic(target / "slowdown.csv",
+                          slowdown_table(every, sorted(factors)).to_csv(index=False))
+    log.info("wrote %s (%d rows)", path, sum(len(g) for g in groups))
+    return path

@@ -47,6 +47,14 @@ Definitions (also in docs/measurement.md):
 - `subflows`: subflows that carried payload; `subflows_opened`: all of them.
 - `shared_subflows`, `distinct_paths`: subflows whose data shares a fabric link with
   another subflow's, and distinct fabric paths used (`analysis/metrics/sharing.py`).
+- `burst_pkts` (metrics.csv's `burstiness`, registered in registry.py) and
+  `burst_pkts_max`: how the server's data leaves it in bursts, seed 000's "bursty
+  strength" (packets released at once, which queue together at the next switch). At the
+  server's access link, consecutive data packets of the transfer belong to one burst
+  when the gap between them is at most 1.5 times the later frame's transmission time at
+  that link's rate (back to back: released faster than the link sends). `burst_pkts` is
+  the packet-weighted mean burst (Σ n² / Σ n over bursts of n packets: the burst a data
+  packet leaves in, on average), `burst_pkts_max` the largest; NaN on an unshaped link.
 - `links_used`: links that carried any packet of the transfer; `path_bytes` and
   `path_pkts`: the data direction's frame bytes and packets per shortest path, in the
   order of `topo.paths(server, client)`, joined with ';'.
@@ -87,6 +95,8 @@ MEASURES = [
     "links_used",
     "path_bytes",
     "path_pkts",
+    "burst_pkts",
+    "burst_pkts_max",
 ]
 
 
@@ -99,9 +109,11 @@ class PairGeometry:
     hops: int
     path_links: tuple[tuple[int, ...], ...]  # per shortest path, links unique to it
     fabric_links: frozenset[int] = frozenset()  # switch-to-switch links of the topology
+    server_mbps: float | None = None  # the server's egress rate on its access link
 
     @classmethod
-    def of(cls, topo: FatTree, client: str, server: str) -> PairGeometry:
+    def of(cls, topo: FatTree, client: str, server: str,
+           server_mbps: float | None = None) -> PairGeometry:
         index = {lk.name: i for i, lk in enumerate(topo.links)}
         paths = topo.paths(server, client)
         per_path = [{index[lk.name] for lk in topo.path_links(p)} for p in paths]
@@ -116,6 +128,8 @@ class PairGeometry:
             path_links=tuple(unique),
             fabric_links=frozenset(i for i, lk in enumerate(topo.links)
                                    if lk.tier is not Tier.HOST),
+            server_mbps=server_mbps if server_mbps is not None
+            else topo.links_of(server)[0].params.bw_mbps,
         )
 
 
@@ -214,6 +228,29 @@ def rtt_samples_ms(sent: pd.DataFrame, acks: pd.DataFrame) -> np.ndarray:
         ok = j < len(a_ts)
         out.append((a_ts[j[ok]] - t[ok]) * 1e3)
     return np.concatenate(out) if out else np.empty(0)
+
+
+BURST_GAP = 1.5  # transmission times of a frame: a larger gap starts a new burst
+
+
+def burst_sizes(ts: np.ndarray, wire_bytes: np.ndarray, rate_mbps: float) -> np.ndarray:
+    """Packets per burst of packets leaving at a link of `rate_mbps` (capture times `ts`
+    in seconds, frame sizes `wire_bytes`, in order): a packet continues the burst of the
+    one before it when it followed within BURST_GAP of its own transmission time."""
+    if not len(ts):
+        return np.empty(0, dtype=np.int64)
+    gap = np.diff(np.asarray(ts, dtype=float))
+    tx_s = np.asarray(wire_bytes, dtype=float)[1:] * 8 / (rate_mbps * 1e6)
+    starts = np.concatenate(([0], np.cumsum(gap > BURST_GAP * tx_s)))
+    return np.bincount(starts)
+
+
+def burstiness(sizes: np.ndarray) -> tuple[float, float]:
+    """(packet-weighted mean burst Σn²/Σn, largest burst) of burst sizes; NaN if none."""
+    if not len(sizes):
+        return float("nan"), float("nan")
+    n = sizes.astype(float)
+    return float((n * n).sum() / n.sum()), float(n.max())
 
 
 def open_subflows(sent: pd.DataFrame, acks: pd.DataFrame) -> int:
@@ -323,6 +360,9 @@ def measure_transfer(
         path_bytes=";".join(str(int(b)) for b in path_bytes),
         path_pkts=";".join(str(int(n)) for n in path_pkts),
     )
+    if geo.server_mbps:
+        out["burst_pkts"], out["burst_pkts_max"] = burstiness(burst_sizes(
+            sent["ts"].to_numpy(), sent["wire_len"].to_numpy(), float(geo.server_mbps)))
     if fct > 0:
         out["throughput_mbps"] = wire_bytes * 8 / fct / 1e6
         out["goodput_mbps"] = size_bytes * 8 / fct / 1e6

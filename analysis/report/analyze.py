@@ -11,6 +11,13 @@ then writes into the folder:
 
 A folder holding only `metrics.csv` is enough (`stats_only=True` also ignores any
 plan and manifests, for data that was produced elsewhere).
+
+The folder is read as hostile (analysis/readers.py: no link followed, every file
+bounded, config.yaml within a config's bounds; a run that cannot be read is said in the
+report and skipped), and one analysis writes one generation of files: everything into
+a staging folder, then swapped in under the folder's analysis lock
+(analysis/generation.py), so an interrupted or concurrent analysis never leaves files
+of two analyses side by side.
 """
 
 from __future__ import annotations
@@ -22,9 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
+import pathdiv.analysis.readers as readers
+import pathdiv.analysis.safefiles as safefiles
 from pathdiv.analysis.atomic import write_text_atomic
+from pathdiv.analysis.generation import Generation, new_generation
+from pathdiv.analysis.metrics.paths_run import SERIES_FILE
 from pathdiv.analysis.metrics.table import compute_metrics
 from pathdiv.analysis.report import fidelity
 from pathdiv.analysis.report.blocks import (
@@ -37,7 +47,14 @@ from pathdiv.analysis.report.blocks import (
 )
 from pathdiv.analysis.report.content import Provenance, build_report, reference_blocks
 from pathdiv.analysis.report.linkmap import configuration_maps
-from pathdiv.analysis.report.plots import Plot, box_plots, cluster_plots, fct_cdfs, path_heatmap
+from pathdiv.analysis.report.plots import (
+    Plot,
+    box_plots,
+    cluster_plots,
+    fct_cdfs,
+    forest_plot,
+    path_heatmap,
+)
 from pathdiv.analysis.report.timeplots import condition_plots
 from pathdiv.analysis.stats import agreement, claims
 from pathdiv.analysis.stats.scope import scopes_of
@@ -48,6 +65,8 @@ from pathdiv.topologies.conditions import fat_tree_of
 log = logging.getLogger(__name__)
 
 PLOT_DIR = "plots"
+# the files of the metrics stage, kept by an analysis that reads metrics.csv as it is
+CARRIED = ("metrics.csv", "transfer_metrics.csv", "slowdown.csv", SERIES_FILE, "runs/")
 
 
 def spec_from_config(config: dict[str, Any] | None) -> AnalysisSpec:
@@ -68,39 +87,30 @@ def spec_from_config(config: dict[str, Any] | None) -> AnalysisSpec:
     scopes = scopes_of(factors) if isinstance(factors, dict) else {}
     level_scope = tuple((f, lv, o, xs) for f, lvs in scopes.items() for lv, where in lvs.items()
                         for o, xs in where.items())
-    if section.get("lower_is_better") is None:  # null in a config: the default
-        section = {k: v for k, v in section.items() if k != "lower_is_better"}
+    for key in ("lower_is_better", "compare"):  # null in a config: the default
+        if section.get(key) is None:
+            section = {k: v for k, v in section.items() if k != key}
+    if "compare" not in section and isinstance(factors, dict):
+        # each factor's levels against its first, in the config's order
+        ivs = section.get("ivs") or list(factors)
+        section = {**section, "compare": [
+            [level, next(iter(factors[f]))] for f in ivs if isinstance(factors.get(f), dict)
+            for level in list(factors[f])[1:]]}
     return AnalysisSpec(**section, level_scope=level_scope)
-
-
-def _read_json(path: Path, notes: list[str]) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        notes.append(f"{path.name} in {path.parent} could not be read ({exc}); ignored.")
-        return None
 
 
 def read_provenance(folder: Path, stats_only: bool) -> Provenance:
     prov = Provenance(folder=str(folder))
-    config_path = folder / "config.yaml"
-    if config_path.is_file():
-        try:
-            loaded = yaml.safe_load(config_path.read_text())
-        except yaml.YAMLError as exc:
-            raise ValueError(
-                f"{config_path} is not valid YAML ({exc}); fix it or remove it to analyse "
-                "with the default design"
-            ) from exc
-        prov.config = loaded if isinstance(loaded, dict) else None
+    try:
+        prov.config = readers.read_config(folder)
+    except readers.FolderError as exc:
+        raise ValueError(f"{exc}; fix it or remove it to analyse with the default "
+                         "design") from None
     if stats_only:
         return prov
-    if (folder / "plan.json").is_file():
-        prov.plan = _read_json(folder / "plan.json", prov.notes)
-    for path in sorted(folder.glob("runs/*/manifest.json")):
-        manifest = _read_json(path, prov.notes)
-        if isinstance(manifest, dict):
-            prov.manifests.append(manifest)
+    plan = readers.read_record(folder / "plan.json", prov.notes)
+    prov.plan = plan if isinstance(plan, dict) else None
+    prov.manifests = [m for _, m in readers.manifests(folder, prov.notes)]
     return prov
 
 
@@ -126,7 +136,8 @@ def make_plots(metrics: pd.DataFrame, spec: AnalysisSpec) -> tuple[list[Plot], l
 def compare_with_references(metrics: pd.DataFrame, spec: AnalysisSpec,
                             folder: Path) -> tuple[list[Block], str | None]:
     """Report blocks putting each named reference's claims beside our figures, a one-line
-    tally for the summary, and reference.json in `folder` with every mark as data."""
+    tally for the summary, and reference.json in `folder` (the generation's staging
+    folder) with every mark as data."""
     names = [spec.reference] if isinstance(spec.reference, str) else list(spec.reference or [])
     blocks: list[Block] = []
     tallies, dump = [], {}
@@ -170,19 +181,34 @@ def link_pictures(prov: Provenance, spec: AnalysisSpec, plot_dir: Path) -> list[
 
 
 def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: bool = False,
-                 include_invalid: bool = False, design: str | None = None) -> Path:
+                 include_invalid: bool = False, design: str | None = None,
+                 gen: Generation | None = None, notes: list[str] | None = None) -> Path:
     """Analyse `folder/metrics.csv`, write stats.json, report.md, report.html (and
     plots/*.png); return the path of report.html. Runs whose fidelity verdict is
-    invalid are left out unless `include_invalid` (analysis/report/fidelity.py)."""
+    invalid are left out unless `include_invalid` (analysis/report/fidelity.py).
+    Everything is written into the generation `gen` (a new one of its own when None:
+    committed when this returns); metrics.csv is the generation's when it wrote one.
+    `notes` (runs the metrics skipped) go into the report."""
     folder = Path(folder)
-    metrics_path = folder / "metrics.csv"
-    if not metrics_path.is_file():
+    if gen is None:
+        with new_generation(folder) as own:
+            write_report(folder, spec, stats_only, include_invalid, design, own, notes)
+        return folder / "report.html"
+    metrics_path = gen.path("metrics.csv")
+    measured = gen.staging if metrics_path.is_file() else folder  # the metrics stage's
+    if not metrics_path.is_file():  # the folder's metrics, used as they are
+        metrics_path = folder / "metrics.csv"
+        gen.carry(*CARRIED)
+    try:
+        metrics = readers.read_table(metrics_path)
+    except FileNotFoundError:
         raise FileNotFoundError(
             f"{metrics_path} does not exist; `pathdiv analyze` needs the metrics table. "
             "Run the experiment (`pathdiv run CONFIG --out DIR`) or copy a metrics.csv "
             "into the folder and use --stats-only"
-        )
-    metrics = pd.read_csv(metrics_path)
+        ) from None
+    except readers.FolderError as exc:
+        raise ValueError(str(exc)) from None
     if metrics.empty:
         raise ValueError(f"{metrics_path} has no rows; nothing to analyse")
     prov = read_provenance(folder, stats_only)
@@ -194,56 +220,62 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
                          "machine, or analyse them anyway with --include-invalid")
     log.info("analysis: %d observations from %s", len(chosen.kept), metrics_path)
     results: StudyResults = analyze_metrics(chosen.kept, spec)
+    results.notes += [*(notes or []), *prov.notes]
     if chosen.note():
         results.notes.append(str(chosen.note()))
     if design:
         results.notes.append(f"Analysed with the design of {design} (its analysis section "
                              "and factor scopes), not the folder's config.yaml.")
-    write_text_atomic(folder / "stats.json",
-                      json.dumps(results.to_dict(), indent=2, allow_nan=False))
+    gen.write_text("stats.json", json.dumps(results.to_dict(), indent=2, allow_nan=False))
     if prov.manifests:
-        write_text_atomic(folder / fidelity.FIGURES_FILE,
-                          fidelity.figures_table(prov.manifests).to_csv(index=False))
+        gen.write_text(fidelity.FIGURES_FILE,
+                       fidelity.figures_table(prov.manifests).to_csv(index=False))
     log.info("analysis: plotting")
     plots, plot_notes = make_plots(chosen.kept, spec)
-    if not stats_only:
-        plots += condition_plots(folder, prov.manifests)
-    plot_dir = folder / PLOT_DIR
-    plot_dir.mkdir(exist_ok=True)
+    forest = forest_plot(results.comparisons, spec.min_effect_pct)
+    plots += [forest] if forest is not None else []
+    if not stats_only:  # each run's timeline.csv and slowdown.csv, beside metrics.csv
+        plots += condition_plots(measured, prov.manifests)
     for plot in plots:
-        (plot_dir / f"{plot.name}.png").write_bytes(plot.png)
+        gen.write_bytes(f"{PLOT_DIR}/{plot.name}.png", plot.png)
     figures = cluster_plots(metrics, spec)
     for plot in figures.values():
-        (plot_dir / f"{plot.name}.png").write_bytes(plot.png)
-    pictures = [] if stats_only else link_pictures(prov, spec, plot_dir)
-    reference, note = compare_with_references(chosen.kept, spec, folder)
+        gen.write_bytes(f"{PLOT_DIR}/{plot.name}.png", plot.png)
+    pictures = [] if stats_only else link_pictures(prov, spec, gen.path(PLOT_DIR))
+    reference, note = compare_with_references(chosen.kept, spec, gen.staging)
     name = (prov.config or {}).get("name") or folder.resolve().name
     title = f"pathdiv report: {name}"
     blocks = build_report(results, prov, plots, plot_notes, title, figures, reference, note,
                           fidelity=fidelity.fidelity_blocks(metrics, chosen, spec.clusters,
                                                             prov.manifests),
                           pictures=pictures)
-    write_text_atomic(folder / "report.md", render_markdown(blocks, PLOT_DIR))
-    html_path = folder / "report.html"
-    write_text_atomic(html_path, render_html(blocks, title))
-    log.info("analysis: wrote %s", html_path)
-    return html_path
+    gen.write_text("report.md", render_markdown(blocks, PLOT_DIR))
+    gen.write_text("report.html", render_html(blocks, title))
+    log.info("analysis: wrote %s (committed with the rest of its generation)",
+             folder / "report.html")
+    return folder / "report.html"
 
 
 def analyze_folder(folder: Path, stats_only: bool = False, include_invalid: bool = False,
                    spec: AnalysisSpec | None = None, design: str | None = None) -> Path:
-    """Metrics from the captures (unless stats_only), then statistics and the report.
+    """Metrics from the captures (unless stats_only), then statistics and the report,
+    as one generation (analysis/generation.py).
 
-    Reads only files, so a results folder can be re-analysed anywhere, any time."""
+    Reads only files, so a results folder can be re-analysed anywhere, any time. The
+    folder's path is resolved once, physically, and used as resolved."""
+    folder = safefiles.resolve_physical(folder)
     if not folder.is_dir():
         raise ValueError(f"{folder}: no such results folder")
-    if not stats_only:
-        if not (folder / "runs").is_dir():
-            raise ValueError(f"{folder} has no runs/ folder; for a folder holding only "
-                             "metrics.csv use `pathdiv analyze --stats-only`")
-        path = compute_metrics(folder)
-        log.info("metrics: %s", path)
-    elif not (folder / "metrics.csv").is_file():
+    if not stats_only and not (folder / "runs").is_dir():
+        raise ValueError(f"{folder} has no runs/ folder; for a folder holding only "
+                         "metrics.csv use `pathdiv analyze --stats-only`")
+    if stats_only and not (folder / "metrics.csv").is_file():
         raise ValueError(f"{folder} has no metrics.csv to analyse")
-    return write_report(folder, spec=spec, stats_only=stats_only,
-                        include_invalid=include_invalid, design=design)
+    notes: list[str] = []
+    with new_generation(folder) as gen:
+        if not stats_only:
+            path = compute_metrics(folder, out=gen.staging, notes=notes)
+            log.info("metrics: %s", path)
+        return write_report(folder, spec=spec, stats_only=stats_only,
+                            include_invalid=include_invalid, design=design, gen=gen,
+                            notes=notes)

@@ -12,10 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pathdiv.analysis.report.blocks import Block, Bullets, Heading, Image, Paragraph, Table
-from pathdiv.analysis.report.plots import Plot
+from pathdiv.analysis.report.plots import Plot, short_name
 from pathdiv.analysis.stats.effects import NEGLIGIBLE, REAL, screen_anova
 from pathdiv.analysis.stats.posthoc import CONFIGURATION
 from pathdiv.analysis.stats.study import ClusterResult, StudyResults
@@ -352,9 +353,62 @@ def _p_words(p: float) -> str:
     return "< .001" if p < 0.001 else f"= {p:.3f}"
 
 
+def _effect(x: float) -> str:
+    if not np.isfinite(x):
+        return "?"
+    return f"{x:+.0f}" if abs(x) >= 10 else f"{x:+.1f}"
+
+
+def _size(x: float) -> str:
+    return f"{x:.0f}" if x >= 10 else f"{x:.2g}"
+
+
+def _p_short(p: float) -> str:
+    if p is None or not np.isfinite(p):
+        return "–"
+    return "< .001" if p < 0.001 else f"= {p:.3f}".replace("0.", ".", 1)
+
+
+def _finding_words(r: Any, min_effect_pct: float) -> str:
+    if r.finding == "inconclusive":
+        return (f"inconclusive (detectable >= {_size(r.detectable_pct)} %)"
+                if np.isfinite(r.detectable_pct) else "inconclusive")
+    if r.finding == "negligible":
+        return f"negligible (< {min_effect_pct:g} %)"
+    if r.finding == "equivalent":
+        return f"equivalent within ± {min_effect_pct:g} %"
+    return str(r.finding)
+
+
+def answer_sentences(comparisons: pd.DataFrame, min_effect_pct: float) -> list[str]:
+    """One sentence per cluster and comparison of interest: each metric's effect (% of
+    b's mean) with its 95 % CI, p raw and adjusted, and what that says."""
+    sentences = []
+    for (cluster, a, b), rows in comparisons.groupby(["cluster", "a", "b"], sort=False):
+        parts = [f"{short_name(str(r.metric))} {_effect(r.effect_pct)} % "
+                 f"[{_effect(r.ci_low_pct)}, {_effect(r.ci_high_pct)}], "
+                 f"p {_p_short(r.p)} (adj. {_p_short(r.p_adj).removeprefix('= ')}): "
+                 f"{_finding_words(r, min_effect_pct)}"
+                 for r in rows.itertuples(index=False)]
+        sentences.append(f"{cluster}, {a} vs {b}: " + "; ".join(parts) + ".")
+    return sentences
+
+
+def short_test(c: ClusterResult) -> str:
+    """The test of a scoped cluster in a few words: 'switching at host=vanilla'."""
+    if not c.scope:
+        return " x ".join(c.ivs)
+    held = [f"{f}={v[0]}" if len(v) == 1 else f"{len(v)} {f} levels"
+            for f, v in c.scope.items() if f not in c.effects or len(v) == 1]
+    return ", ".join(e.replace(":", " x ") for e in c.effects) + (
+        f" at {', '.join(held)}" if held else "")
+
+
 def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | None,
-                   reference_note: str | None) -> list[Block]:
-    """The answer first: per cluster the MANOVA and the best configuration per metric."""
+                   reference_note: str | None, forest: Plot | None = None) -> list[Block]:
+    """The answer first: per cluster one sentence per comparison of interest, the forest
+    plot of their effects; then per cluster the MANOVA and the best configuration per
+    metric."""
     from pathdiv.analysis.report.plots import axis_label
 
     alpha = results.spec.alpha
@@ -363,9 +417,7 @@ def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | Non
     screened: list[str] = []
     for c in results.clusters:
         name = " / ".join(c.key.values()) or c.label
-        if c.scope:
-            name += f" [{c.scope_text}]"
-        row: dict[str, Any] = {"cluster": name, "n": c.n,
+        row: dict[str, Any] = {"cluster": name, "test": short_test(c), "n": c.n,
                                "MANOVA (Pillai's V)": _manova_text(c, alpha)}
         said = []
         for dv in results.spec.dvs:
@@ -382,17 +434,29 @@ def summary_blocks(results: StudyResults, prov: Provenance, key_plot: Plot | Non
                             f"p {_p_words(effect[2])})")
         rows.append(row)
         sig = c.significant_effects(alpha)
-        head = (f"{row['cluster']}: the configurations differ ({', '.join(sig)})"
-                if sig else f"{row['cluster']}: no significant multivariate difference")
+        label = f"{name} ({row['test']})" if c.scope else name
+        head = (f"{label}: the configurations differ ({', '.join(sig)})"
+                if sig else f"{label}: no significant multivariate difference")
         sentences.append(head + (": " + "; ".join(said) if said else "") + ".")
         split = screen_anova(c.anova, alpha, results.spec.min_effect_pct)
         if split[REAL] or split[NEGLIGIBLE]:
-            screened.append(f"{row['cluster']}: significant and at least "
+            screened.append(f"{label}: significant and at least "
                             f"{results.spec.min_effect_pct:g} % of the mean: "
                             f"{'; '.join(split[REAL]) or 'none'}. Significant but "
                             f"negligible (< {results.spec.min_effect_pct:g} %): "
                             f"{'; '.join(split[NEGLIGIBLE]) or 'none'}.")
     blocks: list[Block] = [Heading("Summary", 2), Paragraph(design_sentence(results, prov))]
+    answers = answer_sentences(results.comparisons, results.spec.min_effect_pct)
+    if answers:
+        blocks.append(Paragraph(
+            "The comparisons of interest (analysis.compare), per cluster: each metric's "
+            "effect as % of b's mean with its 95 % CI, Welch's p and the p Holm-adjusted "
+            "over the cluster's comparisons, and what that says (better or worse: "
+            f"significant and at least {results.spec.min_effect_pct:g} %, "
+            "analysis.min_effect_pct).", "answer-intro"))
+        if forest is not None:
+            blocks.append(Image(forest.name, forest.png, forest.caption))
+        blocks.append(Bullets(answers, "answer"))
     blocks.append(Table(pd.DataFrame(rows), "Per test cluster: the significant MANOVA "
                         "effects (Pillai's V), and per metric the best configuration, its "
                         "mean, and the strongest effect's partial η² and p (type III ANOVA)"))
@@ -450,9 +514,10 @@ def build_report(results: StudyResults, prov: Provenance, plots: Sequence[Plot],
     configuration (`pictures`), and provenance as an appendix."""
     cluster_figures = cluster_figures or {}
     key_plot = next((p for p in plots if p.name == f"box_{results.spec.dvs[0]}"), None)
+    forest = next((p for p in plots if p.name == "forest"), None)
     blocks: list[Block] = [Heading(title, 1)]
+    blocks += summary_blocks(results, prov, key_plot, reference_note, forest)
     blocks += [Paragraph(n, "note") for n in results.notes]
-    blocks += summary_blocks(results, prov, key_plot, reference_note)
     blocks += list(reference)
     blocks += list(fidelity)
     shown: set[str] = set()
@@ -463,7 +528,8 @@ def build_report(results: StudyResults, prov: Provenance, plots: Sequence[Plot],
         blocks += cluster_blocks(cluster, results.spec.alpha, figure)
     blocks += excess_blocks(results)
     blocks += subflow_blocks(results)
-    blocks += plot_blocks([p for p in plots if p is not key_plot], plot_notes)
+    blocks += plot_blocks([p for p in plots if p is not key_plot and p is not forest],
+                          plot_notes)
     blocks += list(pictures)
     blocks += reading_guide(results)
     blocks += [Heading("Appendix: provenance", 2)]

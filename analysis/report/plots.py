@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from pathdiv.analysis.stats.posthoc import configuration_labels
 from pathdiv.analysis.stats.spec import AnalysisSpec
@@ -132,7 +133,7 @@ def fct_cdfs(metrics: pd.DataFrame, spec: AnalysisSpec, column: str = "fct_s") -
 
 def path_columns(columns: Sequence[str]) -> list[str]:
     """Per-path columns (`path_0_share`, `path1`, ...) ordered by path number."""
-    found = [(int(m.group(1)), c) for c in columns if (m := PATH_COLUMN.match(c))]
+    found = [(int(m.group(1)), c) for c in columns if (m := PATH_COLUMN.fullmatch(c))]
     return [c for _, c in sorted(found)]
 
 
@@ -193,3 +194,58 @@ def cluster_plots(metrics: pd.DataFrame, spec: AnalysisSpec) -> dict[str, Plot]:
     for i, (label, frame) in enumerate(_clusters(metrics, spec)):
         out[label] = cluster_plot(frame, spec, f"{i + 1:02d}", label)
     return out
+
+
+SHORT_NAMES = {"fct_s": "FCT", "throughput_mbps": "throughput", "goodput_mbps": "goodput",
+               "utilization": "utilisation", "excess_pct": "excess traffic"}
+FINDING_STYLE = {  # marker, colour, filled
+    "better": ("o", "#2a7d2e", True), "worse": ("o", "#b8322a", True),
+    "negligible": ("s", "#777777", True), "equivalent": ("D", "#2f6db3", True),
+    "inconclusive": ("o", "#222222", False)}
+
+
+def short_name(metric: str) -> str:
+    return SHORT_NAMES.get(metric, metric)
+
+
+def forest_plot(comparisons: pd.DataFrame, min_effect_pct: float) -> Plot | None:
+    """Every comparison of interest as its effect (% of b's mean) with its 95 % CI, a
+    panel per metric, a row per cluster and pair; the band is ± the smallest effect of
+    interest. None when there is nothing to draw."""
+    rows = comparisons.dropna(subset=["effect_pct"])
+    if rows.empty:
+        return None
+    metrics = list(dict.fromkeys(rows.metric))
+    labels = list(dict.fromkeys(f"{r.cluster}: {r.a} vs {r.b}"
+                                for r in rows.itertuples(index=False)))
+    y = {label: len(labels) - 1 - i for i, label in enumerate(labels)}
+    figure = Figure(figsize=(2.6 * len(metrics) + 2.4, 0.24 * len(labels) + 0.9))
+    for i, metric in enumerate(metrics):
+        axis = figure.add_subplot(1, len(metrics), i + 1)
+        axis.axvspan(-min_effect_pct, min_effect_pct, color="#dddddd", zorder=0)
+        axis.axvline(0.0, color="#888888", linewidth=0.8, zorder=1)
+        for r in rows[rows.metric == metric].itertuples(index=False):
+            at = y[f"{r.cluster}: {r.a} vs {r.b}"]
+            marker, colour, filled = FINDING_STYLE.get(str(r.finding), ("o", "#222222", False))
+            if np.isfinite(r.ci_low_pct) and np.isfinite(r.ci_high_pct):
+                axis.plot([r.ci_low_pct, r.ci_high_pct], [at, at], color=colour,
+                          linewidth=1.2, zorder=2)
+            axis.plot([r.effect_pct], [at], marker=marker, color=colour, markersize=4.5,
+                      markerfacecolor=colour if filled else "white", zorder=3)
+        axis.set_xscale("symlog", linthresh=10.0)
+        axis.margins(x=0.08)
+        axis.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        axis.set_ylim(-0.7, len(labels) - 0.3)
+        axis.set_yticks(range(len(labels)))
+        axis.set_yticklabels(list(reversed(labels)) if i == 0 else [], fontsize=7)
+        axis.tick_params(axis="x", labelsize=7)
+        axis.set_title(f"{short_name(metric)}, % of b", fontsize=8)
+        axis.grid(axis="x", color="#eeeeee", linewidth=0.5)
+    figure.tight_layout(pad=0.4)
+    return Plot("forest", "Effects of the comparisons of interest", _png(figure),
+                "Each comparison of interest per cluster: a's mean against b's, in % of b's "
+                "mean, with its 95 % CI (symmetric log scale beyond ±10 %); filled green: a "
+                "better, red: a worse (significant, at least the smallest effect of interest, "
+                f"the grey band ± {min_effect_pct:g} %); grey square: significant but "
+                "negligible; blue diamond: equivalent within the band; hollow: "
+                "inconclusive.")

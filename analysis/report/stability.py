@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
+import pathdiv.analysis.readers as readers
 from pathdiv.analysis.report import fidelity
 from pathdiv.analysis.report.analyze import spec_from_config
 from pathdiv.analysis.report.generated import write_or_print
@@ -55,16 +55,24 @@ class Folder:
     spec: AnalysisSpec
     metrics: pd.DataFrame
     marks: pd.DataFrame
-    repetitions: int
+    repetitions: int  # the most any cluster has
+    per_cluster: dict[str, int]  # {claim row's cluster label: repetitions}
+
+    @property
+    def repetitions_text(self) -> str:
+        counts = sorted(set(self.per_cluster.values()))
+        return "-".join(str(n) for n in (counts[0], counts[-1]) if counts) if len(
+            counts) > 1 else str(self.repetitions)
 
 
 def load(folder: Path, design: Path | None = None) -> Folder:
-    config_path = design or folder / "config.yaml"
-    config = yaml.safe_load(config_path.read_text()) if config_path.is_file() else {}
-    own = folder / "config.yaml"
-    seed_of = yaml.safe_load(own.read_text()) if own.is_file() else {}
-    spec = spec_from_config(config)
-    metrics = pd.read_csv(folder / "metrics.csv")
+    """A folder's metrics and marks, read as the analysis reads them (analysis/readers.py:
+    no link followed, bounded, config.yaml within a config's bounds)."""
+    own = readers.read_config(folder) or {}
+    config = readers.read_named_config(design) if design is not None else own
+    seed_of = own
+    spec = spec_from_config(config or {})
+    metrics = readers.read_table(folder / "metrics.csv")
     # as the analysis reads them: valid runs, and only where every level acts (a folder run
     # before applies_to holds TCP x rb cells, which repeat TCP x vanilla under a new name)
     kept = in_plan(fidelity.split(metrics, False).kept, spec)[0]
@@ -74,13 +82,24 @@ def load(folder: Path, design: Path | None = None) -> Folder:
     marks = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(
         columns=agreement.COLUMNS)
     reps = int(kept["repetition"].nunique()) if "repetition" in kept.columns else 0
-    return Folder(folder, str((seed_of or {}).get("seed", "?")), spec, kept, marks, reps)
+    per_cluster: dict[str, int] = {}
+    clusters = [c for c in spec.clusters if c in kept.columns]
+    if clusters and "repetition" in kept.columns:
+        for key, frame in kept.groupby(clusters, sort=False):
+            values = key if isinstance(key, tuple) else (key,)
+            label = " / ".join(f"{c}={v}" for c, v in zip(clusters, values, strict=True))
+            per_cluster[label] = int(frame["repetition"].nunique())
+    return Folder(folder, str((seed_of or {}).get("seed", "?")), spec, kept, marks, reps,
+                  per_cluster)
 
 
 def compare(first: Folder, second: Folder) -> pd.DataFrame:
+    per_cluster = {k: min(n, second.per_cluster.get(k, n))
+                   for k, n in first.per_cluster.items()}
     return stability.compare_verdicts(first.marks, second.marks, first.spec.alpha,
                                       first.spec.min_effect_pct,
-                                      min(first.repetitions, second.repetitions) or None)
+                                      per_cluster or min(first.repetitions,
+                                                         second.repetitions) or None)
 
 
 def modes(first: Folder, second: Folder) -> pd.DataFrame:
@@ -131,8 +150,8 @@ def _head(first: Folder, second: Folder, table: pd.DataFrame) -> str:
             f"{sum(counts[k] for k in stability.RESULTS[:6])} counted comparisons; held in "
             f"both seeds: {held}; unstable {counts[stability.UNSTABLE]}; measured in one "
             f"seed only {counts[stability.ONCE]}; not comparable "
-            f"{counts[stability.APART]}. {first.repetitions} and {second.repetitions} "
-            "repetitions.")
+            f"{counts[stability.APART]}. {first.repetitions_text} and "
+            f"{second.repetitions_text} repetitions.")
 
 
 def markdown(first: Folder, second: Folder) -> str:
@@ -190,7 +209,7 @@ def summary_line(first: Folder, second: Folder) -> str:
     most = _whole(need.max()) if len(need) else ""
     return "| " + " | ".join(_cell(x) for x in (
         f"{first.path.name} / {second.path.name}", f"{first.seed} / {second.seed}",
-        f"{first.repetitions} / {second.repetitions}",
+        f"{first.repetitions_text} / {second.repetitions_text}",
         " / ".join(str(counts[k]) for k in ("agree", "negligible", "inconclusive",
                                             "disagree")),
         counts[stability.UNSTABLE], counts[stability.ONCE], len(cells), most)) + " |"

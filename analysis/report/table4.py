@@ -1,4 +1,4 @@
-"""Table IV's excess traffic beside ours on both clocks: issue 27's test of the gap.
+"""Table IV's excess traffic beside ours on both clocks: the test of the switches' CPU.
 
     python -m pathdiv.analysis.report.table4 FOLDER... [--write docs/reproduction.md]
 

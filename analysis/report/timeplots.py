@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+import pathdiv.analysis.readers as readers
 from pathdiv.analysis.report.plots import Plot, _png
 
 MAX_TIME_PANELS = 12
@@ -25,9 +26,13 @@ def time_plot(folder: Path, manifests: list[dict[str, Any]]) -> Plot | None:
     event a vertical line labelled with its link and change."""
     runs = []
     for m in manifests:
-        path = folder / "runs" / str(m.get("run_id")) / "timeline.csv"
-        if m.get("status") == "complete" and path.is_file():
-            runs.append((m, pd.read_csv(path)))
+        run_id = str(m.get("run_id"))
+        if m.get("status") != "complete" or not readers.RUN_ID.fullmatch(run_id):
+            continue
+        try:  # a guest wrote the run's folder: read through no link, bounded
+            runs.append((m, readers.read_table(folder / "runs" / run_id / "timeline.csv")))
+        except (OSError, readers.FolderError):
+            continue
     if not runs:
         return None
     runs.sort(key=lambda r: not r[0].get("events"))
@@ -64,10 +69,10 @@ def time_plot(folder: Path, manifests: list[dict[str, Any]]) -> Plot | None:
 
 def slowdown_plot(folder: Path) -> Plot | None:
     """p50 and p99 FCT slowdown per size bucket, a line per configuration."""
-    path = folder / "slowdown.csv"
-    if not path.is_file():
+    try:
+        table = readers.read_table(folder / "slowdown.csv")
+    except (OSError, readers.FolderError):
         return None
-    table = pd.read_csv(path)
     if table.empty:
         return None
     keys = [c for c in table.columns

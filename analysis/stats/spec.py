@@ -32,6 +32,9 @@ class AnalysisSpec:
     lower_is_better: tuple[str, ...] = field(default=LOWER_IS_BETTER_DEFAULT)
     reference: str | tuple[str, ...] | None = None  # published studies (analysis/references)
     min_effect_pct: float = 1.0  # smallest effect of interest, percent of the compared mean
+    # comparisons of interest the report states first: pairs (a, b) of levels of one
+    # factor (empty: each factor's levels against its first)
+    compare: tuple[tuple[str, str], ...] = ()
     # levels that act on some levels of another factor only (the config's applies_to):
     # (factor, level, other factor, (levels of the other where it acts)), ...
     level_scope: tuple[tuple[str, str, str, tuple[str, ...]], ...] = ()
@@ -46,6 +49,7 @@ class AnalysisSpec:
                     f"names, e.g. [{value!r}]"
                 )
             object.__setattr__(self, name, tuple(value))
+        object.__setattr__(self, "compare", tuple(self._pair(p) for p in self.compare))
         object.__setattr__(self, "level_scope", tuple(
             (str(f), str(lv), str(o), tuple(str(x) for x in xs))
             for f, lv, o, xs in self.level_scope))
@@ -74,6 +78,13 @@ class AnalysisSpec:
                 f"column(s) {sorted(overlap)} are both a cluster and an independent "
                 "variable in analysis; use each column in one role only"
             )
+
+    @staticmethod
+    def _pair(pair: object) -> tuple[str, str]:
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            raise ValueError(f"analysis.compare: {pair!r}; expected a pair [a, b] of levels "
+                             "of one factor, e.g. [ps-mptcp, ecmp-mptcp]")
+        return str(pair[0]), str(pair[1])
 
     @property
     def scopes(self) -> dict[str, dict[str, dict[str, tuple[str, ...]]]]:

@@ -25,7 +25,7 @@ Three questions about two results folders of one config run with two seeds:
   approximation is n q >= 5 (`RARE_MODE_COUNT`), so a cell whose rarest mode holds the
   share q needs n >= 5 / q observations. With 8 observations and q = 1/8 a rerun sees
   no such observation with probability (7/8)^8 = 34 % and two or more with 26 %, each
-  moving the mean by an eighth of the gap: the verdicts of issue 27 that flipped.
+  moving the mean by an eighth of the gap: how the first reruns' verdicts flipped.
   *Power*: n per side for a two-sided t-test at alpha to find delta in `power` of reruns
   (pathdiv.analysis.stats.power, statsmodels' TTestIndPower), with the two runs'
   variances pooled and delta the larger of the two runs' mean difference and the
@@ -41,7 +41,7 @@ Three questions about two results folders of one config run with two seeds:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,10 +201,11 @@ def _prefixed(table: pd.DataFrame, suffix: str) -> pd.DataFrame:
 
 def compare_verdicts(first: pd.DataFrame, second: pd.DataFrame, alpha: float = 0.05,
                      min_effect_pct: float = 1.0,
-                     repetitions: int | None = None) -> pd.DataFrame:
+                     repetitions: int | Mapping[str, int] | None = None) -> pd.DataFrame:
     """One row per claim row of either table: both runs' marks, the verdict, what the
     docs may call it, and the observations per side its comparison needs for `POWER`
-    (and the repetitions those take, given the runs' `repetitions`)."""
+    (and the repetitions those take, given the runs' `repetitions`: one number, or per
+    cluster label as the rows name it)."""
     one, two = _prefixed(first, "1"), _prefixed(second, "2")
     both = one.merge(two, on=KEY, how="outer", sort=False)
     # the reference's order (the first run's, then rows only the second has)
@@ -239,9 +240,14 @@ def compare_verdicts(first: pd.DataFrame, second: pd.DataFrame, alpha: float = 0
     both["needed_n"] = needed
     both["below_min_effect"] = negligible  # the runs' mean difference is below the smallest
     # effect of interest: `needed_n` resolves that effect, not this difference
-    per_rep = [min(x, y) / repetitions if repetitions else float("nan")
-               for x, y in zip(both.n_a_1.fillna(both.n_a_2), both.n_b_1.fillna(both.n_b_2),
-                               strict=True)]
+    def reps_of(cluster: str) -> float:
+        if isinstance(repetitions, Mapping):
+            return float(repetitions.get(cluster) or float("nan"))
+        return float(repetitions) if repetitions else float("nan")
+
+    per_rep = [min(x, y) / reps_of(c)
+               for x, y, c in zip(both.n_a_1.fillna(both.n_a_2), both.n_b_1.fillna(both.n_b_2),
+                                  both.cluster, strict=True)]
     both["needed_repetitions"] = [
         math.ceil(n / k - 1e-9) if np.isfinite(n) and np.isfinite(k) and k > 0
         else float("nan") for n, k in zip(both.needed_n, per_rep, strict=True)]

@@ -11,12 +11,13 @@ content of `stats.json`) are for code.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from pathdiv.analysis.stats import comparisons
 from pathdiv.analysis.stats.anova import ANOVA_COLUMNS, type3_anova
 from pathdiv.analysis.stats.assumptions import AssumptionCheck, check_assumptions
 from pathdiv.analysis.stats.effects import NEGLIGIBLE, REAL, manova_effect_pct, screen
@@ -112,6 +113,9 @@ class StudyResults:
     excess_traffic: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     subflow_paths: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # per cluster, each comparison of interest x metric (pathdiv.analysis.stats.comparisons)
+    comparisons: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=comparisons.COLUMNS))
 
     def table(self, name: str) -> pd.DataFrame:
         """One tidy table over all clusters (`manova`, `anova`, `posthoc`, `rankings`),
@@ -174,11 +178,13 @@ class StudyResults:
                 "lower_is_better": list(self.spec.lower_is_better),
                 "min_effect_pct": self.spec.min_effect_pct,
                 "level_scope": [list(x) for x in self.spec.level_scope],
+                "compare": [list(x) for x in self.spec.compare],
             },
             "n_observations": self.n_observations,
             "notes": self.notes,
             "clusters": [c.to_dict() for c in self.clusters],
             "excess_traffic": _records(self.excess_traffic),
+            "comparisons": _records(self.comparisons),
         }
 
 
@@ -313,4 +319,5 @@ def analyze_metrics(metrics: pd.DataFrame, spec: AnalysisSpec | None = None) -> 
         clusters += analyze_scoped(metrics, {}, spec, dvs)
     excess = excess_traffic_table(metrics, spec.clusters, spec.ivs)
     return StudyResults(spec, len(metrics), clusters, excess, notes,
-                        subflow_table(metrics, spec.ivs))
+                        subflow_table(metrics, spec.ivs),
+                        comparisons.compare(metrics, replace(spec, dvs=tuple(dvs) or spec.dvs)))

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import shutil
+import stat
 import threading
 import time
 import traceback
@@ -35,6 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pathdiv.analysis.safefiles as safefiles
 import pathdiv.experiments.api.wire as wire
 from pathdiv.experiments.api.lab_serve import CAPTURES_DIR, CONFIG_FILE, LOG_FILE
 from pathdiv.experiments.api.live import LiveNetwork, Transfer
@@ -46,6 +47,7 @@ from pathdiv.experiments.execute.boot import (
     prepare,
     say,
 )
+from pathdiv.experiments.plan.memory import config_mb
 from pathdiv.experiments.running import NetworkError
 from pathdiv.kernels import uml
 from pathdiv.kernels.build import LabKernelError
@@ -83,7 +85,7 @@ class Guest:
             raise NetworkError(f"hosts.kernel: lab: {exc}") from exc
         prepare([self.cfg.dataplane])  # the guest cannot write the cache
         lab = LabBoot(image, str(self.cfg.data["lab"]["clock"]),
-                      int(self.cfg.data["lab"]["memory_mb"]))
+                      config_mb(self.cfg))
         (self.share / CONFIG_FILE).write_text(self.cfg.to_yaml())
 
         def boot() -> None:
@@ -151,8 +153,7 @@ class Guest:
             return f"its command exited {self.result.returncode}" + (f": {tail}" if tail
                                                                      else "")
         log = self.share / LOG_FILE
-        tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
-        return f"no reason given; {log}:\n{tail}"
+        return f"no reason given; {log}:\n{guest_log_tail(self.share)}"
 
     def close(self, graceful: bool) -> None:
         """Ask the guest to close (when `graceful`), else or then stop UML; wait for it."""
@@ -213,9 +214,59 @@ class LabNetwork(LiveNetwork):
             yield out
         finally:
             self.guest.call("capture_stop")
-            out.mkdir(parents=True, exist_ok=True)
-            for path in sorted((self.guest.share / CAPTURES_DIR / name).glob("*.pcap")):
-                shutil.copyfile(path, out / path.name)
+            copy_captures(self.guest.share, name, out, budget_mb)
+
+
+LOG_TAIL_BYTES = 1500
+
+
+def guest_log_tail(share: Path) -> str:
+    """The end of the guest's serve.log, as guest root may have made it: read through no
+    link, a regular file, its last LOG_TAIL_BYTES only, control characters escaped."""
+    try:
+        fd = safefiles.open_dir(share)
+        try:
+            data, _ = safefiles.read_tail_beneath(fd, LOG_FILE, LOG_TAIL_BYTES)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"(not read: {exc})"
+    return safefiles.printable(data.decode("utf-8", errors="replace"))
+
+
+def copy_captures(share: Path, name: str, out: Path, budget_mb: float) -> list[str]:
+    """Copy the guest's captures/<name>/*.pcap to `out`: the share is written by guest
+    root, so each file is opened through no link, a regular file, the whole copy within
+    the capture's budget (a file past it is named and left, not copied). Returns the
+    names copied."""
+    limit = int(budget_mb * 1e6)
+    out.mkdir(parents=True, exist_ok=True)
+    top = safefiles.open_dir(share)
+    try:
+        src = safefiles.open_subdir(top, f"{CAPTURES_DIR}/{name}")
+    finally:
+        os.close(top)
+    dst = safefiles.open_dir(safefiles.resolve_physical(out))
+    copied: list[str] = []
+    try:
+        for entry, info in safefiles.iter_names(src):
+            if not entry.endswith(".pcap"):
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                say(f"pathdiv: {entry} of the lab kernel's captures is not a regular "
+                    "file; not copied")
+                continue
+            try:
+                limit -= safefiles.copy_beneath(src, entry, dst, max(0, limit))
+                copied.append(entry)
+            except OSError as exc:
+                say(f"pathdiv: {safefiles.printable(str(exc))}")
+    finally:
+        os.close(src)
+        os.close(dst)
+    return copied
 
 
 @contextmanager

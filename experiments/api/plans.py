@@ -42,7 +42,7 @@ from pathdiv.experiments.plan.estimate import (
     phases_s,
 )
 from pathdiv.experiments.plan.lanes import default_jobs, jobs_problem, phases, virtual_runs
-from pathdiv.experiments.plan.memory import memory_problems
+from pathdiv.experiments.plan.memory import clock_problems, memory_problems
 from pathdiv.experiments.plan.runs import Run, expand, quick_config, quick_flow_types
 from pathdiv.experiments.runner import PlanOutcome, RunProgress, prepare_folder, run_plan
 
@@ -115,7 +115,7 @@ def check_plan(runs: list[Run]) -> None:
     found = find_tools()
     planes = {rid: c.plane for rid, c in choose_runs(runs, found).items()}
     problems = (plan_problems(runs, planes=planes) + plane_problems(runs, found)
-                + memory_problems(runs, host_ram_mb(), MAX_K))
+                + clock_problems(runs) + memory_problems(runs, host_ram_mb(), MAX_K))
     for run in runs:
         pattern = str(run.config.data["workload"]["pattern"])
         if run.config.host_kernel == "lab" and pattern not in SHIPPED_PATTERNS:
@@ -327,12 +327,14 @@ def run(config: ConfigSource, out: str | Path | None = None, *,
         outcome = run_plan(cfg, runs, folder, quiet=quiet, options=opts,
                            plan_runs=planned if shard is not None else None, shard=shard,
                            progress=progress, jobs=jobs, estimator=history.estimator())
+        result = RunResult(folder, outcome)
+        if analyze and shard is None and outcome.count("complete"):
+            try:
+                result.report = _analyze_folder(folder)
+            except Exception as exc:  # the runs stay; `pathdiv analyze DIR` redoes this
+                result.analysis_error = f"{type(exc).__name__}: {exc}"
     finally:
-        hand_over(folder)  # run through sudo: the results are the user's
-    result = RunResult(folder, outcome)
-    if analyze and shard is None and outcome.count("complete"):
-        try:
-            result.report = _analyze_folder(folder)
-        except Exception as exc:  # the runs stay; `pathdiv analyze DIR` redoes this
-            result.analysis_error = f"{type(exc).__name__}: {exc}"
+        # run through sudo: the results are the user's, once root has finished writing
+        # them (the analysis too: a folder of the user's could hold a link by then)
+        hand_over(folder)
     return result

@@ -66,16 +66,33 @@ def parse_answer(line: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and "id" in doc else None
 
 
-class Lines:
-    """Bytes read from the console, cut into lines (CR LF or LF; partial lines kept)."""
+MAX_LINE_BYTES = 16 << 20  # an answer (a transfer with its links' bytes) is a few kB
 
-    def __init__(self) -> None:
+
+class Lines:
+    """Bytes read from the console, cut into lines (CR LF or LF; partial lines kept).
+
+    The guest's console is written by guest root, so a line is bounded: one longer than
+    MAX_LINE_BYTES is dropped, up to its end, and counted in `dropped` (it is no answer
+    of this protocol), so an endless line cannot exhaust the host's memory."""
+
+    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
         self.buffer = b""
+        self.limit = limit
+        self.skipping = False  # inside a line already too long
+        self.dropped = 0
 
     def feed(self, data: bytes) -> list[str]:
-        self.buffer += data
-        *lines, self.buffer = self.buffer.split(b"\n")
-        return [raw.rstrip(b"\r").decode(errors="replace") for raw in lines]
+        *lines, rest = (self.buffer + data).split(b"\n")
+        if self.skipping and lines:  # the too-long line ends here
+            lines, self.skipping = lines[1:], False
+        if self.skipping or len(rest) > self.limit:
+            self.dropped += not self.skipping
+            self.skipping, rest = True, b""
+        self.buffer = rest
+        kept = [raw for raw in lines if len(raw) <= self.limit]
+        self.dropped += len(lines) - len(kept)
+        return [raw.rstrip(b"\r").decode(errors="replace") for raw in kept]
 
 
 # ---- a transfer's result as JSON and back (tuples become lists on the wire) -----------

@@ -24,7 +24,7 @@ from typing import Any
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
 from pathdiv.experiments.execute.boot import guest_kernel_description
 from pathdiv.experiments.fabric.nodeprocs import wait_for_line
-from pathdiv.experiments.fidelity.monitor import core_shares, parse_proc_stat, read_text
+from pathdiv.experiments.fidelity.monitor import core_shares, parse_proc_stat, read_proc
 from pathdiv.experiments.fidelity.record import build_record, lab_monitor, machine_clock
 from pathdiv.experiments.network.network import Network
 from pathdiv.experiments.running import NetworkError
@@ -178,9 +178,9 @@ def _measure(net: Network, plan: ProbePlan, server: Any) -> dict[str, Any]:
 
 def _timed_fetch(net: Network, plan: ProbePlan, rate: float | None) -> dict[str, Any]:
     """One single-flow transfer: its goodput, fraction of `rate` and the steal during it."""
-    cpu0 = parse_proc_stat(read_text("/proc/stat"))
+    cpu0 = parse_proc_stat(read_proc("/proc/stat"))
     r = _fetch(net, plan, [SINGLE_BYTES], mptcp=False)[0]
-    shares = core_shares(cpu0, parse_proc_stat(read_text("/proc/stat")))
+    shares = core_shares(cpu0, parse_proc_stat(read_proc("/proc/stat")))
     mbps = r["received"] * 8 / (r["end_s"] - r["start_s"]) / 1e6
     steal = 100 * sum(c.steal for c in shares) / len(shares) if shares else None
     return {"goodput_mbps": round(mbps, 3),

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pathdiv.analysis.safefiles as safefiles
 from pathdiv.experiments.cluster.shards import shard_of
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.manifest import read_json_dict, write_json_atomic
 from pathdiv.experiments.plan.runs import Run
 
 PLAN_FILE = "plan.json"
@@ -73,17 +74,33 @@ def options_conflict(previous: dict[str, Any] | None, options: dict[str, Any]) -
 
 # ---- side effects ----------------------------------------------------------------------
 def read_plan(folder: Path) -> dict[str, Any] | None:
+    """plan.json as a dict; None when missing or not a bounded regular file (no link
+    followed: experiments/manifest.py `read_json_dict`)."""
+    return read_json_dict(folder / PLAN_FILE)
+
+
+def open_lock(folder: Path, name: str) -> int:
+    """A descriptor of the lock file `name` in `folder`, made when missing: the folder
+    reached through no link, the file opened with O_NOFOLLOW (a link planted at the
+    name, even a dangling one, is refused rather than followed or created through) and
+    refused unless it is a regular file."""
+    dir_fd = safefiles.open_dir(os.path.abspath(folder))
     try:
-        value = json.loads((folder / PLAN_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
+        fd = safefiles.open_beneath(dir_fd, name, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK,
+                                    0o644)
+    finally:
+        os.close(dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise safefiles.FileRefused(f"{folder / name} is not a regular file; pathdiv "
+                                    "locks the folder with a file of its own: remove it")
+    return fd
 
 
 @contextlib.contextmanager
 def plan_lock(folder: Path) -> Iterator[None]:
     """Hold the folder's plan.json lock (blocks until the other writer is done)."""
-    fd = os.open(folder / f"{PLAN_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock(folder, f"{PLAN_FILE}.lock")
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX)
         yield

@@ -12,7 +12,9 @@
 and submits both with `sbatch --parsable` (not with --dry-run).
 
 What a task needs (written into array.sbatch too): 2 cores, the memory of one
-emulation (6G covers the lab kernel's lab.memory_mb, 1.5 GiB by default), a whole
+emulation (`task_mem`: at least 6G, and for lab-kernel runs the lab kernel's
+lab.memory_mb, auto sized for the plan's largest network, its jail and the host's
+share), a whole
 node (`--exclusive`: two emulations on one node disturb each other's timing) and root,
 or CAP_NET_ADMIN + CAP_SYS_ADMIN, for the network namespaces. DIR must be on a file
 system every node mounts at the same path.
@@ -37,10 +39,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pathdiv.experiments.manifest import write_text_atomic
+from pathdiv.experiments.plan.memory import HOST_RESERVE_MB, JAIL_EXTRA_MB, boot_mb
+from pathdiv.experiments.plan.runs import Run
 
 SCRIPT_DIR = "slurm"
 TASK_CPUS = 2
-TASK_MEM = "6G"  # the lab kernel takes lab.memory_mb (1.5 GiB by default); host runs ~1 GiB
+TASK_MEM = "6G"  # at least: a k=4 lab kernel of 1.5 GiB, its jail and the host; host runs ~1 GiB
+TASK_MEM_MB = 6144
+
+
+def task_mem(runs: list[Run]) -> str:
+    """The memory one task of the plan `runs` asks for (--mem): TASK_MEM, or what its
+    lab kernel (plan/memory.py), the jail and the host's share take when that is more."""
+    lab = [r for r in runs if r.config.host_kernel == "lab"]
+    mb = boot_mb(lab, runs) + JAIL_EXTRA_MB + HOST_RESERVE_MB if lab else 0
+    return TASK_MEM if mb <= TASK_MEM_MB else f"{mb}M"
 
 
 SBATCH_SAFE = re.compile(r"^[A-Za-z0-9_./+@:=,-]{1,1000}$")
@@ -57,7 +70,7 @@ def check_job(job: SlurmJob) -> None:
               "--partition": job.partition, "--time": job.time_limit, "--mem": job.mem,
               "the working folder": str(job.workdir) if job.workdir else None}
     for what, value in header.items():
-        if value is not None and not SBATCH_SAFE.match(value):
+        if value is not None and not SBATCH_SAFE.fullmatch(value):
             raise SlurmError(f"{what} {value[:60]!r} cannot go on an #SBATCH line: use only "
                              "letters, digits and _ . / + @ : = , - (no spaces, quotes or "
                              "newlines)")

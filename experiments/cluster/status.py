@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pathdiv.analysis.readers import RUN_ID
+from pathdiv.analysis.safefiles import printable
 from pathdiv.experiments.cluster.planfile import read_plan
 from pathdiv.experiments.cluster.tracking import (
     PROGRESS_DIR,
@@ -171,17 +173,23 @@ def folder_status(folder: Path, host: str | None = None) -> FolderStatus:
     shards = (plan.get("options") or {}).get("shards")
     status = FolderStatus(str(folder), int(shards) if shards else None)
     for entry in plan["runs"]:
+        if not isinstance(entry, dict):
+            continue
         run_id = str(entry.get("run_id"))
+        if not RUN_ID.fullmatch(run_id):  # plan.json is the folder owner's to edit
+            status.runs.append(RunStatus(printable(run_id[:80]), None, "failed",
+                                         "not a run id; skipped", "", None))
+            continue
         marker = read_json_dict(folder / RUNNING_DIR / f"{run_id}.json")
         state, note = classify(run_state(folder / "runs" / run_id), marker,
                                lambda m: process_alive(m, here))
         if state == "failed":
             manifest = read_json_dict(folder / "runs" / run_id / "manifest.json") or {}
-            note = str(manifest.get("error", ""))[:300]
+            note = printable(str(manifest.get("error", ""))[:300])  # a guest wrote it
         shard = entry.get("shard")
         wall = entry.get("wall_s")
-        status.runs.append(RunStatus(run_id, int(shard) if shard is not None else None,
-                                     state, note, str(entry.get("flow_type", "")),
+        status.runs.append(RunStatus(run_id, shard if isinstance(shard, int) else None,
+                                     state, note, printable(str(entry.get("flow_type", ""))),
                                      float(wall) if isinstance(wall, int | float) else None))
     for path in sorted((folder / PROGRESS_DIR).glob("shard-*.json")):
         doc = read_json_dict(path)

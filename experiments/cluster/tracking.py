@@ -2,6 +2,13 @@
 
     running/<run_id>.json          while a process executes the run: pid, host, start
     progress/shard-I-of-N.json     one per shard: host, pid, counts, current run, state
+    running/plan[-shard-I-of-N].lock  held (a POSIX lock) for a whole `pathdiv run`
+
+The plan lock stops a second `pathdiv run` of the same plan (or shard) on the folder for
+the whole execution, between runs and between lab boots too, where no running marker
+exists; shards of one plan each hold their own. It is opened without following a link,
+and says who holds it (`execution_lock`); released, it is left empty, not removed
+(a process that opened it meanwhile would lock a file no one else sees).
 
 A marker is written before a run starts and removed once its manifest is final. A
 marker left behind by a killed process is stale: on the host that wrote it, its pid is
@@ -14,16 +21,22 @@ machines never write the same file.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pathdiv.analysis.safefiles as safefiles
+from pathdiv.experiments.cluster.planfile import open_lock
 from pathdiv.experiments.cluster.shards import Shard
-from pathdiv.experiments.manifest import write_json_atomic
+from pathdiv.experiments.execute.runstate import ResultsError
+from pathdiv.experiments.manifest import read_json_dict, write_json_atomic
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels.processes import owner_alive, process_start
 
@@ -49,6 +62,41 @@ def process_alive(owner: dict[str, Any], host: str | None = None) -> bool | None
     return owner_alive(f"{owner.get('pid')}:{'' if start is None else start}")
 
 
+class FolderBusy(ResultsError):
+    """Another pathdiv process executes this plan (or shard) in the folder."""
+
+
+@contextlib.contextmanager
+def execution_lock(folder: Path, shard: Shard | None = None) -> Iterator[None]:
+    """Hold the folder's plan lock (one per shard) for a whole execution; FolderBusy,
+    naming the holder, when another process holds it. The folder (and running/) is
+    reached through no link, the lock file opened with O_NOFOLLOW."""
+    name = f"plan-{shard.name}.lock" if shard is not None else "plan.lock"
+    os.close(safefiles.open_dir(os.path.abspath(folder / RUNNING_DIR), create=True))
+    fd = open_lock(folder / RUNNING_DIR, name)
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+            except ValueError:
+                holder = {}
+            raise FolderBusy(
+                f"{folder}: another `pathdiv run` executes this plan"
+                f"{f' (shard {shard})' if shard is not None else ''} there (pid "
+                f"{holder.get('pid', '?')} on {holder.get('host', '?')} since "
+                f"{holder.get('started', '?')}): wait for it, or stop it") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(this_process()).encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)  # held by no one now; the file stays (see above)
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def marker_path(folder: Path, run_id: str) -> Path:
     return folder / RUNNING_DIR / f"{run_id}.json"
 
@@ -59,11 +107,8 @@ def busy_runs(folder: Path, run_ids: list[str], host: str | None = None) -> list
     process must not delete and redo what that one is writing."""
     busy = []
     for run_id in run_ids:
-        try:
-            marker = json.loads(marker_path(folder, run_id).read_text())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(marker, dict) or marker.get("pid") == os.getpid():
+        marker = read_json_dict(marker_path(folder, run_id))  # no link, bounded
+        if marker is None or marker.get("pid") == os.getpid():
             continue
         if process_alive(marker, host) is True:
             since = f" since {marker['run_started']}" if marker.get("run_started") else ""

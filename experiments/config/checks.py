@@ -10,6 +10,8 @@ import re
 from importlib import resources
 from typing import Any
 
+from pathdiv.kernels.abilities import JUGGLER_MAX_FLOWS
+
 SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
 SIZE_UNITS = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9}
 SIZE_UNITS |= {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
@@ -83,7 +85,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 def plain_name_problem(value: Any) -> str | None:
     """`name` becomes a folder (results/<name>-<time>/) and a Slurm job name."""
-    if NAME_RE.match(value) and ".." not in value:
+    if NAME_RE.fullmatch(value) and ".." not in value:
         return None
     return ("a plain name of 1-64 letters, digits, '_', '-', '.', starting with a letter "
             "or digit, without '..' (it becomes a folder and a Slurm job name)")
@@ -106,6 +108,13 @@ def reference(value: Any) -> str | None:
     return None if ok else f"one of {', '.join(names)}, or a list of them"
 
 
+def pairs(value: Any) -> str | None:
+    ok = len(value) <= 20 and all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) and 0 < len(x) <= 64
+                                                    for x in p) for p in value)
+    return None if ok else "a list of at most 20 pairs [a, b] of level names"
+
+
 MAX_BUDGET_MB = 50_000  # captures of one run: 50 GB
 
 
@@ -117,7 +126,7 @@ def budget(value: Any) -> str | None:
 
 budget.allowed = f"1..{MAX_BUDGET_MB} MB or auto"  # type: ignore[attr-defined]
 
-MAX_K = 8  # k=8: 80 switches, 128 hosts; k=10 (125 switches, 250 hosts) outgrows 2 cores
+MAX_K = 16  # k=16: 320 switches, 1,024 hosts, 3,072 links (the virtual clock: plan/memory.py)
 
 
 def even_k(value: Any) -> str | None:
@@ -133,6 +142,21 @@ def reorder_hold(value: Any) -> str | None:
 
 
 reorder_hold.allowed = "1..1000000 µs"  # type: ignore[attr-defined]
+
+
+def juggler_timeout(value: Any) -> str | None:
+    return None if 0 <= value <= 1_000_000 else "an integer from 0 to 1000000 (µs)"
+
+
+juggler_timeout.allowed = "0..1000000 µs"  # type: ignore[attr-defined]
+
+
+def juggler_flows(value: Any) -> str | None:
+    ok = 1 <= value <= JUGGLER_MAX_FLOWS
+    return None if ok else f"an integer from 1 to {JUGGLER_MAX_FLOWS} (flows)"
+
+
+juggler_flows.allowed = f"1..{JUGGLER_MAX_FLOWS} flows"  # type: ignore[attr-defined]
 
 
 ECN_THRESHOLD_MAX = 1000  # packets; deeper than any queue a k=4 lab link is given
@@ -181,9 +205,14 @@ MAX_REPETITIONS = 1000
 MAX_RUNS = 1000  # runs of one plan (repetitions x factor levels x flow types): days of emulation
 MAX_ITERATIONS = 1000
 MAX_REQUESTS = 100
+# Transfers (or open-loop arrivals) of one run, and of the runs `pathdiv check` draws
+# for one plan: products of the bounds above (iterations x requests x hosts) would reach
+# 12.8 million per run on a k=8 fat tree; each is bounded in closed form first
+MAX_TRANSFERS = 100_000
+MAX_PLAN_TRANSFERS = 500_000  # 100 times the largest shipped plan (seed000: ~4400)
 MAX_SECONDS = 3600.0  # one timeout, one arrival window, the time of one event
 MAX_QUEUE_PKTS = 100_000
-MAX_LAB_MEMORY_MB = 16_384  # of 24 GB, leaving the host and the captures room
+MAX_LAB_MEMORY_MB = 22_528  # of 24 GB, leaving the host room (a k=16 network: plan/memory.py)
 MAX_SNAPLEN = 65_535
 MAX_BW_MBPS = 100_000.0
 MAX_DELAY_MS = 10_000.0
@@ -197,7 +226,23 @@ MAX_EVENTS = 1000
 MAX_FACTORS = 4
 MAX_LEVELS = 50
 
-repetitions = Between(1, MAX_REPETITIONS, integer=True)
+repetition_count = Between(1, MAX_REPETITIONS, integer=True)
+
+
+def repetitions(value: Any) -> str | None:
+    """A whole number, or {flow type: whole number} (checked against the flow types with
+    the other keys, config/cross.py)."""
+    if isinstance(value, dict):
+        ok = value and len(value) <= MAX_FLOW_TYPES and all(
+            isinstance(k, str) and isinstance(n, int) and not isinstance(n, bool)
+            and repetition_count(n) is None for k, n in value.items())
+        return None if ok else (f"{{flow type: {repetition_count.want}}}, e.g. "
+                                "{query: 10, short: 10, long: 2}")
+    return repetition_count(value)
+
+
+repetitions.allowed = (  # type: ignore[attr-defined]
+    f"{repetition_count.allowed}, or {{flow type: {repetition_count.allowed}}}")
 iterations = Between(1, MAX_ITERATIONS, integer=True)
 requests = Between(1, MAX_REQUESTS, integer=True)
 connections = Between(1, MAX_CONNECTIONS, integer=True)
@@ -206,10 +251,21 @@ max_repeats = Between(0, MAX_REPEATS, integer=True)
 seconds = Between(0, MAX_SECONDS, "s", low_open=True)
 at_s = Between(0, MAX_SECONDS, "s")
 queue = Between(1, MAX_QUEUE_PKTS, "packets", integer=True)
-lab_memory = Between(256, MAX_LAB_MEMORY_MB, "MB", integer=True)
+lab_memory_mb = Between(256, MAX_LAB_MEMORY_MB, "MB", integer=True)
+
+
+def lab_memory(value: Any) -> str | None:
+    if value == "auto" or (isinstance(value, int) and lab_memory_mb(value) is None):
+        return None
+    return f"auto or {lab_memory_mb.want}"
+
+
+lab_memory.allowed = f"auto or {lab_memory_mb.allowed}"  # type: ignore[attr-defined]
 own_boot_kb = Between(0, MAX_SIZE_BYTES // 1000, "KB", integer=True)
 snaplen = Between(64, MAX_SNAPLEN, "bytes", integer=True)
 sample_interval = Between(0.05, 60, "s")
+cc_trace_ms = Between(0, 10_000, "ms")
+measure_s = Between(0, MAX_SECONDS, "s")
 min_backlogged = Between(0, 600, "s", low_open=True)
 bw = Between(0, MAX_BW_MBPS, "Mbit/s", low_open=True)
 delay = Between(0, MAX_DELAY_MS, "ms")

@@ -15,6 +15,7 @@ from typing import Any
 from pathdiv.analysis.metrics.columns import dependent_variables
 from pathdiv.analysis.stats.scope import level_overrides
 from pathdiv.experiments.config.checks import SIZE_DISTRIBUTIONS
+from pathdiv.experiments.config.enumeration import enumeration_problems
 from pathdiv.experiments.config.planes import AUTO, lookup, refusals
 from pathdiv.experiments.config.sizes import CdfError, read_cdf
 from pathdiv.experiments.config.workloads import open_loop
@@ -63,7 +64,16 @@ def analysis_problems(data: Mapping[str, Any]) -> list[str]:
     if analysis["ivs"] is None:
         analysis["ivs"] = list(factors)
     known = dependent_variables()
-    problems = [f"analysis.dvs: {name!r} is not a metrics.csv column; choose from "
+    problems = [] if analysis["dvs"] else [
+        "analysis.dvs: [] is empty; name at least one metric column, e.g. "
+        "[throughput_mbps, fct_s], or leave analysis.dvs out for the defaults"]
+    for key in ("ivs", "clusters", "dvs"):
+        names = [str(n) for n in analysis[key] or []]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            problems.append(f"analysis.{key}: {', '.join(map(repr, twice))} given twice; "
+                            "name each column once")
+    problems += [f"analysis.dvs: {name!r} is not a metrics.csv column; choose from "
                 f"{', '.join(known)}" for name in analysis["dvs"] if name not in known]
     # without factors there is nothing to compare (the report then only describes)
     problems += [f"analysis.ivs: {name!r} is not a factor of this config; factors: "
@@ -72,6 +82,16 @@ def analysis_problems(data: Mapping[str, Any]) -> list[str]:
     if factors and not 1 <= len(analysis["ivs"]) <= 2:
         problems.append(f"analysis.ivs: {analysis['ivs']!r} names {len(analysis['ivs'])} "
                         "factors; the MANOVA takes one or two")
+    for i, (a, b) in enumerate(analysis.get("compare") or []):
+        # a pair the plan narrowed away (--set factors.X=...) is skipped by the analysis;
+        # a pair across two factors, or a level with itself, compares nothing
+        owner_a = {f for f in analysis["ivs"] if a in (factors.get(f) or {})}
+        owner_b = {f for f in analysis["ivs"] if b in (factors.get(f) or {})}
+        if a == b or (owner_a and owner_b and not owner_a & owner_b):
+            listed = "; ".join(f"{f}: {', '.join(factors[f])}" for f in analysis["ivs"]
+                               if f in factors)
+            problems.append(f"analysis.compare[{i}]: [{a}, {b}] is not a pair of two levels "
+                            f"of one factor of analysis.ivs; levels: {listed}")
     columns = ["condition", "flow_type", *factors]
     for name in analysis["clusters"]:
         if name not in columns:
@@ -83,10 +103,25 @@ def analysis_problems(data: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+FLOW_TYPES = ("query", "short", "long")  # the reference design's
+
+
+def repetitions_problems(data: Mapping[str, Any]) -> list[str]:
+    """`repetitions: {flow type: n}` naming no flow type. A flow type the config narrowed
+    away (--set workload.flow_types=...) keeps its entry; a name no flow type has is a typo."""
+    reps = data["repetitions"]
+    if not isinstance(reps, dict):
+        return []
+    flows = list(dict.fromkeys([*(data["workload"]["flow_types"] or {}), *FLOW_TYPES]))
+    return [f"repetitions.{flow}: {flow!r} is not a flow type; choose from {', '.join(flows)}"
+            for flow in reps if flow not in flows]
+
+
 def cross_problems(data: Mapping[str, Any]) -> list[str]:
-    """Problems between keys: a key one factor owns, ECN below the queues, the analysis'
-    names."""
-    return factor_problems(data) + ecn_problems(data) + analysis_problems(data)
+    """Problems between keys: a key one factor owns, ECN below the queues, repetitions per
+    flow type, the analysis' names."""
+    return (factor_problems(data) + ecn_problems(data) + repetitions_problems(data)
+            + analysis_problems(data))
 
 
 def shadowed_overrides(data: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
@@ -120,12 +155,23 @@ def threshold_problems(section: Mapping[str, Any]) -> list[str]:
 
 # ---- the topology and its links ---------------------------------------------------------
 def paths_problems(data: Mapping[str, Any]) -> list[str]:
-    """`topology.paths` against `topology.kind` and the hosts."""
+    """`topology.paths` against `topology.kind` and the hosts; the paths-only keys
+    (`workload.measure_s`, `capture.cc_trace_ms`) against the kind."""
     kind, paths = data["topology"]["kind"], data["topology"]["paths"] or []
+    measure_s = data["workload"].get("measure_s") or 0
+    trace_ms = (data.get("capture") or {}).get("cc_trace_ms") or 0
     if kind != "paths":
-        return ([f"topology.paths: {len(paths)} paths given with topology.kind: {kind}; "
-                 "paths are for kind: paths (or remove topology.paths)"] if paths else [])
+        only = [f"{key}: {value} with topology.kind: {kind}; it is for kind: paths "
+                "(allowed here: 0)" for key, value in (("workload.measure_s", measure_s),
+                                                       ("capture.cc_trace_ms", trace_ms))
+                if value]
+        return only + ([f"topology.paths: {len(paths)} paths given with topology.kind: "
+                        f"{kind}; paths are for kind: paths (or remove topology.paths)"]
+                       if paths else [])
     problems = []
+    if measure_s > data["workload"]["timeout_s"]:
+        problems.append(f"workload.measure_s: {measure_s} is longer than workload.timeout_s "
+                        f"({data['workload']['timeout_s']}); allowed: measure_s <= timeout_s")
     if not paths:
         problems.append("topology.paths: missing; kind: paths needs 1..8 bottlenecks, e.g. "
                         "paths: [{bw_mbps: 100, delay_ms: 25}, {bw_mbps: 100, delay_ms: 25}]")
@@ -224,6 +270,8 @@ def condition_problems(data: Mapping[str, Any]) -> list[str]:
     topo = topology_of(data)
     overrides = data["topology"]["link_overrides"]
     named = override_problems(topo, overrides)
-    return (named + event_problems(topo, data.get("events") or [])
-            + ([] if named else jitter_problems(topo, overrides))
-            + load_problems(data) + refused_by_plane(data))
+    problems = (named + event_problems(topo, data.get("events") or [])
+                + ([] if named else jitter_problems(topo, overrides))
+                + load_problems(data))
+    # bounded in closed form only once the links and sizes it counts from are valid
+    return (problems or enumeration_problems(data, len(topo.hosts))) + refused_by_plane(data)

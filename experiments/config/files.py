@@ -7,7 +7,10 @@ if it is:
   `load._resolve_files`) or an absolute path;
 - reached without any symbolic link on the way (each component is opened with
   O_NOFOLLOW from the one before it, so a link swapped in after a check is refused too);
-- a regular file (not /dev/zero, a FIFO or a folder) of at most MAX_FILE_BYTES.
+- a regular file (not /dev/zero, a FIFO or a folder) of at most MAX_FILE_BYTES;
+- run through sudo, a file the user who ran sudo may read themselves (`user_cannot_read`,
+  from the modes of the file and of every folder on the way): root's reading is not a
+  way to reach a file its invoker could not.
 
 Errors name the file and the reason, never its content: a config must not be a way to
 print a line of a file its author cannot read.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pwd
 import stat
 from pathlib import Path
 
@@ -26,6 +30,51 @@ FILE_SUFFIXES = (".txt", ".cdf", ".csv")
 
 class ConfigFileError(ValueError):
     """A file named by a config cannot be read (the message names file and reason)."""
+
+
+def invoking_user() -> tuple[int, int] | None:
+    """(uid, gid) of the user who ran pathdiv through sudo; None when run directly."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        uid, gid = int(os.environ["SUDO_UID"]), int(os.environ["SUDO_GID"])
+    except (KeyError, ValueError):
+        return None
+    return (uid, gid) if uid > 0 else None
+
+
+def user_groups(uid: int, gid: int) -> set[int]:
+    try:
+        return {gid, *os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)}
+    except KeyError:
+        return {gid}
+
+
+def user_may(info: os.stat_result, uid: int, groups: set[int], bits: int) -> bool:
+    """Whether `uid` (in `groups`) holds every permission of `bits` (an rwx triple,
+    e.g. 0o4 to read, 0o3 to write and search) on a file `info` describes."""
+    if info.st_uid == uid:
+        return (info.st_mode >> 6) & bits == bits
+    if info.st_gid in groups:
+        return (info.st_mode >> 3) & bits == bits
+    return info.st_mode & bits == bits
+
+
+def user_cannot_read(path: Path, user: tuple[int, int]) -> str | None:
+    """Why `user` (uid, gid) could not read the file `path` themselves (a folder on the
+    way they cannot enter, or the file's own mode); None when they could."""
+    uid, gid = user
+    groups = user_groups(uid, gid)
+    p = Path(os.path.abspath(path))
+    try:
+        for folder in reversed(p.parents):
+            if not user_may(os.stat(folder), uid, groups, 0o1):
+                return f"uid {uid}, who ran pathdiv through sudo, cannot enter {folder}"
+        if not user_may(os.stat(p), uid, groups, 0o4):
+            return f"uid {uid}, who ran pathdiv through sudo, may not read it"
+    except OSError:
+        return None  # the read itself names what is missing
+    return None
 
 
 def is_file_reference(value: str) -> bool:
@@ -63,6 +112,10 @@ def _open_nofollow(path: Path) -> int:
 def read_config_file(path: str | Path) -> str:
     """The text of a file a config names, within the rules above."""
     p = Path(os.path.abspath(path))
+    user = invoking_user()
+    denied = user_cannot_read(p, user) if user is not None else None
+    if denied:
+        raise ConfigFileError(f"{p}: {denied}; pathdiv reads only files you may read")
     try:
         fd = _open_nofollow(p)
     except ConfigFileError:

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from pathdiv.analysis.safe_yaml import MAX_TEXT_BYTES, YamlRefused, load_text, shorten
 from pathdiv.analysis.stats.scope import level_overrides, scope_problems
 from pathdiv.experiments.config.checks import parse_size, plain_name_problem
 from pathdiv.experiments.config.cross import (
@@ -30,8 +31,7 @@ from pathdiv.experiments.config.cross import (
     shadowed_overrides,
     threshold_problems,
 )
-from pathdiv.experiments.config.files import is_file_reference
-from pathdiv.experiments.config.safe_yaml import MAX_TEXT_BYTES, YamlRefused, load_text, shorten
+from pathdiv.experiments.config.files import invoking_user, is_file_reference, user_cannot_read
 from pathdiv.experiments.config.schema import SCHEMA, Leaf, ListOf, MapOf, Section
 from pathdiv.topologies.conditions import (
     Conditions,
@@ -133,8 +133,12 @@ def _validate_map(node: MapOf, value: Mapping[Any, Any], key: str,
     source = value or copy.deepcopy(node.default)
     out: dict[str, Any] = {}
     for name, child in source.items():
-        sub = f"{key}.{shorten(name, 40) if not isinstance(name, str) else name[:60]}"
-        if not isinstance(name, str) or not re.match(node.key_pattern, name):
+        plain = isinstance(name, str) and re.fullmatch(node.key_pattern, name)
+        # a name with a newline or escape sequence is shown as repr, never raw
+        shown = name[:60] if isinstance(name, str) and name.isprintable() else \
+            shorten(name, 40)
+        sub = f"{key}.{shown}"
+        if not plain:
             problems.append(f"{sub}: the name {shorten(name, 40)} is not allowed; use "
                             f"letters, digits, '_', '-' (pattern {node.key_pattern})")
             continue
@@ -304,6 +308,11 @@ class Config:
         return str(self.data["hosts"]["transport"])
 
     @property
+    def captured_links(self) -> str:
+        """capture.links: 'all' or 'access' (the hosts' own links only)."""
+        return str(self.data["capture"]["links"])
+
+    @property
     def subflows(self) -> int:
         """Subflows per connection actually used: 1 for TCP."""
         return int(self.data["hosts"]["subflows"]) if self.transport == "mptcp" else 1
@@ -329,6 +338,14 @@ class Config:
     @property
     def reorder_hold_us(self) -> int:
         return int(self.data["hosts"]["reorder_hold_us"])
+
+    @property
+    def juggler(self) -> tuple[int, int, int]:
+        """(in-sequence timeout µs, out-of-order timeout µs, flows) of hosts.reordering:
+        juggler."""
+        hosts = self.data["hosts"]
+        return (int(hosts["juggler_inseq_timeout_us"]), int(hosts["juggler_ooo_timeout_us"]),
+                int(hosts["juggler_flows"]))
 
     @property
     def subflow_paths(self) -> str:
@@ -409,10 +426,17 @@ def validate(raw: Any, source: str = "config") -> Config:
 
 
 def read_config_text(p: Path) -> str:
-    """The text of a config file: a regular file (not a device or FIFO) of at most
-    MAX_TEXT_BYTES, UTF-8."""
+    """The text of a config file: a regular file (not a device or FIFO: opened without
+    blocking, so a FIFO is refused at once) of at most MAX_TEXT_BYTES, UTF-8; run
+    through sudo, one the invoking user may read."""
+    user = invoking_user()
+    denied = user_cannot_read(p, user) if user is not None else None
+    if denied:
+        raise ConfigError([f"{p}: {denied}; pathdiv reads only configs you may read"],
+                          str(p))
     try:
-        with open(p, "rb") as f:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 raise ConfigError([f"{p} is not a regular file; a config is a YAML file"],
                                   str(p))

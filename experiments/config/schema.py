@@ -108,17 +108,19 @@ SCHEMA = Section(
                      "and Slurm jobs are named after it", check=allowed.plain_name_problem),
         "seed": Leaf(int, 1, "master seed: run order, host designations, ECMP hash seeds",
                      check=allowed.seed),
-        "repetitions": Leaf(int, 1, "repetitions of every factor combination (a plan, "
-                            "repetitions x levels x flow types, has at most "
-                            f"{allowed.MAX_RUNS} runs)",
-                            check=allowed.repetitions),
+        "repetitions": Leaf((int, dict), 1, "repetitions of every factor combination, or "
+                            "per flow type {query: 10, long: 2} (a flow type not named: 1; a "
+                            "plan, repetitions x levels x flow types, has at most "
+                            f"{allowed.MAX_RUNS} runs)", check=allowed.repetitions),
         "topology": Section(
             {
                 "kind": Leaf(str, "fattree", "topology family: fattree = the k-ary fat "
                              "tree; paths = N disjoint bottleneck paths between two "
                              "dual-homed hosts (topology.paths; seed 003's testbed)",
                              choices=("fattree", "paths")),
-                "k": Leaf(int, 4, "fat-tree arity (pods); k=4: 20 switches, 16 hosts",
+                "k": Leaf(int, 4, "fat-tree arity (pods); k=4: 20 switches, 16 hosts; k=8: "
+                          "80, 128; k=16: 320, 1,024 (above 8 on the lab kernel's virtual "
+                          "clock only)",
                           check=allowed.even_k),
                 "links": Section(
                     {"host": _link(20), "edge": _link(20), "core": _link(20)},
@@ -203,6 +205,14 @@ SCHEMA = Section(
                                       "subflows whose path shares a fabric link with an "
                                       "earlier one are not opened",
                                       choices=("hashed", "disjoint", "eliminate")),
+                "join_before_data": Leaf(bool, False, "MPTCP: a server sends a "
+                                         "response's first byte only once all of the "
+                                         "connection's subflows joined (at most 1 s), so "
+                                         "they start together on empty queues (the "
+                                         "counterfactual of seed 004's extra subflow "
+                                         "elimination); false: they join while the first "
+                                         "subflow already sends, as Linux's path managers "
+                                         "open them once the connection is established"),
                 "reordering": Leaf(str, "default", "how hosts' TCP tolerates reordering: "
                                    "default = the kernel's settings; tuned = a higher "
                                    "initial and maximum reordering degree and RACK without "
@@ -210,8 +220,12 @@ SCHEMA = Section(
                                    "tcp_max_reordering, tcp_recovery, per namespace); gro "
                                    "= the lab kernel's reorder hold: a receiver holds the "
                                    "SACKs of out-of-order segments for up to "
-                                   "hosts.reorder_hold_us (Juggler's idea)",
-                                   choices=("default", "tuned", "gro")),
+                                   "hosts.reorder_hold_us (no packet is moved); juggler = "
+                                   "the lab kernel's Juggler (Geng et al., EuroSys 2016): "
+                                   "the host's interface receives through GRO, which puts "
+                                   "each flow's segments back in order before TCP "
+                                   "(hosts.juggler_*)",
+                                   choices=("default", "tuned", "gro", "juggler")),
                 "mptcp_d_alpha": Leaf((int, float), 1.3, "hosts.cc mptcp-d: an RTT sample "
                                       "above alpha x the subflow's lowest RTT is a "
                                       "significant change, which triggers link-sharing "
@@ -226,6 +240,24 @@ SCHEMA = Section(
                                         "(hosts.reordering: gro): at least the delay "
                                         "spread of the paths a flow is sprayed over",
                                         check=allowed.reorder_hold),
+                "juggler_ooo_timeout_us": Leaf(int, 1000, "hosts.reordering: juggler: how "
+                                               "long a segment beyond a hole waits for the "
+                                               "missing data before the hole is taken as "
+                                               "lost, in µs (net.core.juggler_ooo_timeout_"
+                                               "us): at least the delay spread of the paths "
+                                               "a flow is sprayed over",
+                                               check=allowed.juggler_timeout),
+                "juggler_inseq_timeout_us": Leaf(int, 0, "hosts.reordering: juggler: how "
+                                                 "long in-order segments wait to go up in "
+                                                 "larger batches, in µs (net.core.juggler_"
+                                                 "inseq_timeout_us; 0: at the end of the "
+                                                 "receive poll that brought them, as with "
+                                                 "plain GRO)", check=allowed.juggler_timeout),
+                "juggler_flows": Leaf(int, 8, "hosts.reordering: juggler: flows whose order "
+                                      "each receive queue keeps (net.core.juggler_flows); a "
+                                      "new flow evicts the least recently used (8: GRO's "
+                                      "own bound, as Juggler's authors kept it)",
+                                      check=allowed.juggler_flows),
             }
         ),
         "energy": Section(
@@ -250,8 +282,12 @@ SCHEMA = Section(
                               "virtual = User-Mode Linux time-travel, CPU work takes no "
                               "time and links are the only bottleneck; real = the wall "
                               "clock (for CPU-cost measures)", choices=("virtual", "real")),
-                "memory_mb": Leaf(int, 1536, "memory of the lab kernel in MB (a k=4 run "
-                                  "peaks near 500)", check=allowed.lab_memory),
+                "memory_mb": Leaf((int, str), "auto", "memory of the lab kernel in MB, or "
+                                  "auto: what the plan's largest network needs (the "
+                                  "memory model of docs/benchmarks.md, \"Bigger fat "
+                                  "trees\"), at least 1536; `pathdiv check` says what it "
+                                  "chose, and refuses a plan this machine's RAM cannot "
+                                  "hold", check=allowed.lab_memory),
                 "own_boot_above_kb": Leaf(int, 128, "on the virtual clock, a run whose "
                                           "transfers are larger than this many KB (or "
                                           "whose pattern is open-loop) starts a boot of "
@@ -292,6 +328,11 @@ SCHEMA = Section(
                                  check=allowed.requests),
                 "timeout_s": Leaf((int, float), 120, "a transfer not done by then fails",
                                   check=allowed.seconds),
+                "measure_s": Leaf((int, float), 0, "topology.kind: paths only: the measured "
+                                  "fetch reads for this many seconds and stops, a "
+                                  "long-running flow (its flow type's size caps it); "
+                                  "goodput is what it read over that time. 0: fetch the "
+                                  "flow type's size", check=allowed.measure_s),
                 "server_port": Leaf(int, 8080, "TCP port of the transfer server on every "
                                     "host", check=allowed.port),
                 "load": Leaf((int, float), 0.5, "poisson: offered load per host as a "
@@ -376,6 +417,19 @@ SCHEMA = Section(
                                   "(snaplen + 16)); each link's file is capped at its own "
                                   "need, and a budget below a run's need is refused at "
                                   "`pathdiv check`", check=allowed.budget),
+                "links": Leaf(str, "all", "which links are captured: all (every link); "
+                              "access: each host's own link only, enough for FCT, "
+                              "goodput, subflows, retransmissions and RTT (throughput's "
+                              "wire bytes, excess, utilization and link sharing need the "
+                              "fabric's links and are left empty); a third of a fat "
+                              "tree's captures, for the largest ones (the manifest's "
+                              "capture.start says which)", choices=("all", "access")),
+                "cc_trace_ms": Leaf((int, float), 0, "topology.kind: paths only: every "
+                                    "this many ms (of the run's clock) each sender's TCP "
+                                    "sockets' congestion-control state (cwnd, pacing "
+                                    "rate, BBR's bandwidth estimate, min RTT and gains) "
+                                    "is sampled into cc_trace.jsonl beside the captures; "
+                                    "0: off", check=allowed.cc_trace_ms),
                 "tool": Leaf(str, "auto", "the capturing program: linkcap (pathdiv's own, "
                              "one process for every link; built with the C compiler on "
                              "first use), tcpdump (one process per link), or auto: "
@@ -451,7 +505,13 @@ SCHEMA = Section(
                 "min_effect_pct": Leaf((int, float), 1.0, "smallest effect of interest, in "
                                        "percent of the compared mean: the summary separates "
                                        "significant effects at least this large from "
-                                       "significant but negligible ones", check=allowed.percent),
+                                       "significant but negligible ones, and a claim of no "
+                                       "difference is judged within +- this margin",
+                                       check=allowed.percent),
+                "compare": Leaf(list, None, "comparisons of interest the report's summary "
+                                "answers first: pairs [a, b] of levels of one factor, a "
+                                "against b; null: each factor's levels against its first",
+                                nullable=True, check=allowed.pairs),
             }
         ),
     }

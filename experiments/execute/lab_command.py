@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.execute.boot import LabBoot, lab_kernel_image, prepare, say
+from pathdiv.experiments.plan.memory import config_mb
 from pathdiv.kernels.processes import remove_scratch, scratch_folder
 
 COMMANDS = ("net", "probe")
@@ -49,7 +50,7 @@ def run_in_lab_kernel(command: str, cfg: Config, json_out: bool = False,
         if verbose:
             log(f"pathdiv: {line}")
     clock = str(cfg.data["lab"]["clock"])
-    boot = LabBoot(image, clock, int(cfg.data["lab"]["memory_mb"]))
+    boot = LabBoot(image, clock, config_mb(cfg))
     share = scratch_folder("lab")
     try:
         config = share / "config.yaml"

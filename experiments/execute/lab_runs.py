@@ -18,7 +18,6 @@ Pure parts (the guest command, the watchdog bound, what the guest shows) come fi
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from typing import Any
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.execute.boot import LabBoot, prepare
-from pathdiv.experiments.execute.runstate import run_state, write_failed
+from pathdiv.experiments.execute.runstate import run_state, set_aside, write_failed
 from pathdiv.experiments.manifest import read_json_dict
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.runs import Run
@@ -168,10 +167,8 @@ class LabRuns:
             n = len(rounds(str(w["pattern"]), run.config.topology().hosts, run.workload_seed,
                            int(w["iterations"]), int(w["requests"])))
             self.bounds[run.run_id] = run_bound_s(run.config, n)
-        for run in self.runs:
-            run_dir = self.folder / "runs" / run.run_id
-            if run_dir.exists():
-                shutil.rmtree(run_dir)
+        for run in self.runs:  # an earlier attempt kept in earlier/, never beside this one
+            set_aside(self.folder, run.run_id)
         (self.folder / self.progress).unlink(missing_ok=True)
         self.heartbeat_file.unlink(missing_ok=True)
         args = guest_args(self.folder.resolve(), [r.run_id for r in self.runs], self.progress)

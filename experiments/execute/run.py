@@ -139,7 +139,9 @@ def get_network(ctx: RunContext) -> None:
     cls = choice.switches()
     workload = cfg.data["workload"]
     traffic = Traffic(run.flow_type, cfg.flow_sizes()[run.flow_type], cfg.transport,
-                      int(workload["server_port"]), float(workload["timeout_s"]))
+                      int(workload["server_port"]), float(workload["timeout_s"]),
+                      join_first=cfg.subflows if cfg.data["hosts"]["join_before_data"]
+                      else 0)
     net, manifest["network"] = ctx.keeper.acquire(cfg, cls, ctx.run_dir / "network")
     ctx.net = net
     reused = bool(manifest["network"]["reused"])
@@ -154,8 +156,10 @@ def get_network(ctx: RunContext) -> None:
     # a reused network was verified equal to the state that passed this check
     failed = [] if reused else net.ping_all()
     if failed:
-        raise NetworkError(f"{len(failed)} host pair(s) cannot reach each other "
-                           f"(e.g. {failed[:3]}); the network is broken")
+        raise NetworkError(f"the reachability check failed: {'; '.join(failed)}; the "
+                           "network is broken")
+    if not reused:
+        manifest["network"]["reach"] = net.reach.to_dict()
     state = namespace_state(net, net.topo.hosts[0])
     manifest["sysctls"] = state.pop("sysctls")
     manifest["namespace"] = state  # which host was asked, its qdiscs

@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+import pathdiv.analysis.safefiles as safefiles
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.planes import AUTO, PLANES, lookup
 from pathdiv.experiments.fabric.conditions import netem_keys
@@ -141,6 +143,7 @@ def this_kernel() -> KernelAbilities:
         mptcp=Path("/proc/sys/net/mptcp").exists(),
         netem=netem_available(),
         reorder_hold=Path("/proc/sys/net/ipv4/tcp_reorder_hold_us").exists(),
+        juggler=Path("/proc/sys/net/core/juggler").exists(),
         red=red_available(),
     )
 
@@ -166,6 +169,10 @@ def config_problems(cfg: Config, kernel: KernelAbilities, plane: str | None = No
         problems.append(f"hosts.reordering: 'gro' needs the reorder hold, which {kernel.name} "
                         "lacks" + (lab if cfg.host_kernel == "host" else
                                    "; rebuild it with `make kernel`"))
+    if cfg.reordering == "juggler" and not kernel.juggler:
+        problems.append(f"hosts.reordering: 'juggler' needs Juggler in GRO (net.core.juggler), "
+                        f"which {kernel.name} lacks" + (lab if cfg.host_kernel == "host" else
+                                                        "; rebuild it with `make kernel`"))
     keys = netem_keys(cfg.data)
     if keys and not kernel.netem:
         problems.append(f"{', '.join(keys)}: delay and jitter need netem, which {kernel.name} "
@@ -243,16 +250,25 @@ def restore_allowed_cc(previous: str | None, records: Path | None = None) -> Non
     settings_record(records).unlink(missing_ok=True)
 
 
+# The host settings pathdiv changes (and so restores): a record naming another path, or
+# a value that is not a list of congestion-control names, is dropped, never written
+RESTORABLE = (ALLOWED_CC,)
+RESTORED_VALUE = re.compile(r"[A-Za-z0-9_]+( [A-Za-z0-9_]+){0,63}")
+RECORD_BYTES = 4096
+
+
 def restore_orphaned_settings(records: Path | None = None,
-                              prefix: str = "/proc/sys/") -> list[str]:
+                              settings: tuple[str, ...] = RESTORABLE) -> list[str]:
     """Put back the host settings recorded by owners that are gone (unless a live owner
-    has changed the same setting since: its own teardown restores it). Returns what was
-    restored, one 'setting: value' each."""
+    has changed the same setting since: its own teardown restores it). Only `settings`
+    (those pathdiv sets) with a value of congestion-control names are written; records
+    are read without following links, bounded. Returns what was restored, one
+    'setting: value' each."""
     directory = records or SETTINGS_DIR
     docs = []
     for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
         try:
-            doc = json.loads(path.read_text())
+            doc = json.loads(safefiles.read_file(path, RECORD_BYTES))
             docs.append((path, str(doc["path"]), str(doc["previous"]), str(doc["owner"])))
         except (OSError, ValueError, KeyError, TypeError):
             continue
@@ -262,10 +278,11 @@ def restore_orphaned_settings(records: Path | None = None,
     for path, setting, previous, owner in docs:
         if owner_alive(owner):
             continue
-        if setting not in live and setting.startswith(prefix):  # only a sysctl is written
+        if setting not in live and setting in settings and \
+                RESTORED_VALUE.fullmatch(previous.strip()):
             with contextlib.suppress(OSError):
                 Path(setting).write_text(previous)
-                name = setting.removeprefix(prefix).replace("/", ".")
+                name = Path(setting).name
                 restored.append(f"{name}: {previous!r}")
                 live.add(setting)  # the oldest record of a setting is its value before
         path.unlink(missing_ok=True)

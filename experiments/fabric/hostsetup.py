@@ -33,9 +33,16 @@ NO_IPV6 = ("net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ip
 # min_rtt/4 for each DSACK (a spurious retransmission), up to one srtt. `gro` is the lab
 # kernel's reorder hold (kernels/patches/0005-…, net/ipv4/tcp_reorder_hold.h): a receiver
 # holds the SACKs of out-of-order segments for up to `hosts.reorder_hold_us`, so a sender
-# sees no reordering shorter than that (Juggler's idea, without moving packets); the other
-# settings stay the kernel's, so the hold is the only difference from `default`.
+# sees no reordering shorter than that (without moving packets); the other settings stay
+# the kernel's, so the hold is the only difference from `default`. `juggler` is the lab
+# kernel's Juggler (kernels/patches/0016-…, net/core/juggler_queue.c): at the entry of GRO
+# the receiver holds each flow's out-of-order segments for up to
+# `hosts.juggler_ooo_timeout_us` and hands them to TCP in order. Packets reach GRO on a
+# veth only through its NAPI path, which GRO switched on opens (`receive_commands`); the
+# other levels keep GRO off, as every interface of the fabric has it (fabric/shaping.py),
+# so their hosts receive frame by frame as before.
 HOLD_SYSCTL = "net.ipv4.tcp_reorder_hold_us"
+JUGGLER_SYSCTL = "net.core.juggler"
 REORDERING = {
     "default": (),
     "tuned": (
@@ -45,12 +52,24 @@ REORDERING = {
         "net.ipv4.tcp_dsack=1",
     ),
     "gro": (f"{HOLD_SYSCTL}={{hold_us}}",),
+    "juggler": (
+        f"{JUGGLER_SYSCTL}_inseq_timeout_us={{inseq_us}}",
+        f"{JUGGLER_SYSCTL}_ooo_timeout_us={{ooo_us}}",
+        f"{JUGGLER_SYSCTL}_flows={{flows}}",
+        f"{JUGGLER_SYSCTL}=1",
+    ),
 }
+# Juggler's settings (in-sequence timeout µs, out-of-order timeout µs, flows): the
+# schema's defaults (hosts.juggler_*)
+JUGGLER_DEFAULTS = (0, 1000, 8)
 
 
-def reordering_sysctls(level: str, hold_us: int) -> list[str]:
+def reordering_sysctls(level: str, hold_us: int,
+                       juggler: tuple[int, int, int] = JUGGLER_DEFAULTS) -> list[str]:
     """key=value settings of a `hosts.reordering` level."""
-    return [s.format(hold_us=hold_us) for s in REORDERING[level]]
+    inseq_us, ooo_us, flows = juggler
+    return [s.format(hold_us=hold_us, inseq_us=inseq_us, ooo_us=ooo_us, flows=flows)
+            for s in REORDERING[level]]
 
 
 @dataclass(frozen=True)
@@ -60,9 +79,15 @@ class HostSpec:
     cc: str
     scheduler: str = "default"
     subflow_paths: str = "hashed"  # hashed | disjoint | eliminate
-    reordering: str = "default"  # default | tuned | gro (REORDERING)
+    reordering: str = "default"  # default | tuned | gro | juggler (REORDERING)
     reorder_hold_us: int = 1000  # the bound of the reorder hold (gro)
     ecn: bool = False  # the switches mark ECN (switching.ecn_threshold_pkts)
+    juggler: tuple[int, int, int] = JUGGLER_DEFAULTS  # juggler: inseq µs, ooo µs, flows
+
+    @property
+    def receives_through_gro(self) -> bool:
+        """The host's interface has GRO on (Juggler works there)."""
+        return self.reordering == "juggler"
 
     @property
     def userspace_pm(self) -> bool:
@@ -82,7 +107,7 @@ def host_sysctls(intf: str, spec: HostSpec) -> list[str]:
         f"net.ipv4.tcp_ecn={1 if spec.ecn or spec.cc == 'dctcp' else 2}",
         "net.ipv4.tcp_no_metrics_save=1",
         f"net.mptcp.enabled={1 if spec.transport == 'mptcp' else 0}",
-        *reordering_sysctls(spec.reordering, spec.reorder_hold_us),
+        *reordering_sysctls(spec.reordering, spec.reorder_hold_us, spec.juggler),
     ]
     if spec.transport == "mptcp" and spec.scheduler != "default":
         sysctls.append(f"net.mptcp.scheduler={spec.scheduler}")
@@ -114,3 +139,14 @@ def host_commands(topo: FatTree, host: str, spec: HostSpec) -> list[list[str]]:
         cmds += [["ip", "mptcp", "endpoint", "add", a, "dev", intf, "subflow"]
                  for a in addrs[1:]]
     return cmds
+
+
+def receive_commands(topo: FatTree, host: str, spec: HostSpec) -> list[list[str]]:
+    """Commands after the link's (which turn every offload off): a Juggler host's
+    interface receives through GRO. On a veth that opens its NAPI path (veth_poll ->
+    napi_gro_receive), which a peer without TSO feeds (every fabric interface has TSO
+    off); GRO then merges each flow's in-order segments before TCP."""
+    if not spec.receives_through_gro:
+        return []
+    intf = topo.links_of(host)[0].port_of(host).intf
+    return [["ethtool", "-K", intf, "gro", "on"]]

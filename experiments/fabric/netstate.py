@@ -37,7 +37,8 @@ from pathdiv.topologies.fattree import FatTree
 VARIANT_KEYS = {
     "switching": ("mode", "spray"),
     "hosts": ("transport", "subflows", "scheduler", "subflow_paths", "reordering",
-              "reorder_hold_us"),
+              "reorder_hold_us", "juggler_inseq_timeout_us", "juggler_ooo_timeout_us",
+              "juggler_flows"),
 }
 # Sections a network never reads (the run's traffic, captures, analysis, the plan);
 # `events` change links during a run, and a reset undoes them (REPAIRABLE).
@@ -76,6 +77,9 @@ def reuse_key(data: Mapping[str, Any], plane: str) -> str | None:
             value = {k: v for k, v in value.items() if k not in VARIANT_KEYS[section]}
         kept[section] = value
     kept["dataplane_resolved"] = plane
+    # whether the hosts receive through GRO (hosts.reordering: juggler) is fixed at the
+    # build (fabric/hostsetup.py: receive_commands): Juggler and other runs never share
+    kept["hosts_gro"] = data.get("hosts", {}).get("reordering") == "juggler"
     return json.dumps(kept, sort_keys=True, default=str)
 
 
@@ -330,7 +334,7 @@ def host_spec(cfg: Any) -> HostSpec:
     """The hosts' settings of a config (the same HostSpec the build uses)."""
     return HostSpec(cfg.transport, cfg.subflows, cfg.cc, cfg.scheduler, cfg.subflow_paths,
                     cfg.reordering, cfg.reorder_hold_us,
-                    ecn=cfg.ecn_threshold_pkts is not None)
+                    ecn=cfg.ecn_threshold_pkts is not None, juggler=cfg.juggler)
 
 
 def endpoint_manager(spec: HostSpec) -> bool:

@@ -12,7 +12,12 @@ per link.
 - for switches: the CPU time of every process in the switch's namespace (a software
   switch such as bmv2's `simple_switch`; none on the nftables plane, whose forwarding
   is softirq work no process is charged for), the link captures (tcpdump, which
-  run there too, or the one linkcap of all links) counted apart, at start and stop;
+  run there too, or the one linkcap of all links) counted apart: the namespaces'
+  processes are found again at start, every SCAN_S during the run and at stop, and each
+  process (a pid and its start time: a reused pid is another process) counts the CPU it
+  spent between the samples it was seen in: from its value at the first sample, or from
+  zero when it started later, up to its last sample (`ProcessCpu`), so a process that
+  exits or starts meanwhile never makes the figure negative;
   and the packets a switch received on its ports (`/proc/<pid>/net/dev`, at the first and last qdisc
   sample) against what its egress qdiscs sent, dropped or still hold: the difference
   is what the switch lost outside the emulated queues (a software switch that fell
@@ -20,7 +25,11 @@ per link.
 - the subflow windows mptcp-d's extra subflow elimination closed (MPTcpExt
   MptcpDClosed in each host's `/proc/<pid>/net/netstat`, lab kernel patch 0015; absent
   elsewhere) and each host's CPU time (`fabric/cpuacct.py`: a cgroup per host), at
-  start and stop.
+  start and stop;
+- the reordering each host's TCP saw and what Juggler did about it (`REORDER_COUNTERS`
+  of TcpExt: segments queued out of order, reordering a sender detected, DSACKs of
+  spurious retransmissions; Juggler's counters where the kernel has them, lab kernel
+  patch 0016), at start and stop.
 
 An egress is judged only over what it surely had to send: the bytes its queue held at
 one sample, up to what its rate sends by the next (`EgressTrack`); what it sent of them,
@@ -32,10 +41,8 @@ Parsers are pure; `Monitor` does the reading. The sampler's own CPU time is reco
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import struct
 import subprocess
 import threading
 import time
@@ -47,16 +54,12 @@ from typing import Any
 from pathdiv.experiments.dataplane.base import parse_proc_net_dev
 from pathdiv.experiments.fabric.cpuacct import cpu_seconds
 from pathdiv.experiments.fabric.linkcap import COMMAND as LINKCAP_COMMAND
-from pathdiv.experiments.fabric.rtnl import (
-    RTM_GETQDISC,
-    RTM_NEWQDISC,
-    TC_H_ROOT,
-    TCMSG,
-    RouteSocket,
-    attributes,
-    messages,
+from pathdiv.experiments.fidelity.qdiscs import EgressTrack, NetlinkQdiscs, TcQdiscs
+from pathdiv.experiments.fidelity.verdict import (
+    REORDER_COUNTERS,
+    CoreShare,
+    Samples,
 )
-from pathdiv.experiments.fidelity.verdict import CoreShare, LinkShare, Samples
 from pathdiv.experiments.manifest import parse_netstat
 
 log = logging.getLogger("pathdiv")
@@ -66,6 +69,7 @@ CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "ste
 # for all links in the runner's (fabric/linkcap.py); their CPU is not the switches'
 CAPTURE_COMMAND = "tcpdump"
 CAPTURES = "captures"  # their ticks' key
+SCAN_S = 0.5  # how often the switches' processes are found again during a run
 
 
 # ---- pure parsers ----------------------------------------------------------------------
@@ -105,6 +109,38 @@ def parse_pid_cpu_ticks(text: str) -> int:
     if len(rest) < 13:
         return 0
     return int(rest[11]) + int(rest[12])  # fields 14 and 15: utime, stime
+
+
+def parse_pid_start(text: str) -> int:
+    """/proc/<pid>/stat -> the process's start time (clock ticks after boot, field 22):
+    with the pid, what tells a process from a later one given the same pid."""
+    rest = text.rpartition(")")[2].split()
+    return int(rest[19]) if len(rest) > 19 else 0
+
+
+Proc = tuple[int, int]  # (pid, start time)
+
+
+class ProcessCpu:
+    """CPU ticks a changing set of processes spent between the first and the last sample
+    (pure). Each process counts from its value at the first sample (or from zero when
+    it appeared later: it started after that sample) to its value at its last sample (a
+    process that exited keeps that), so the total never goes down and never below 0."""
+
+    def __init__(self) -> None:
+        self.base: dict[Proc, int] = {}
+        self.last: dict[Proc, int] = {}
+        self.samples = 0
+
+    def add(self, ticks: Mapping[Proc, int]) -> None:
+        for proc, now in ticks.items():
+            if proc not in self.base:
+                self.base[proc] = now if self.samples == 0 else 0
+            self.last[proc] = max(now, self.last.get(proc, 0))
+        self.samples += 1
+
+    def total(self) -> int:
+        return sum(max(0, self.last[p] - self.base[p]) for p in self.last)
 
 
 def group_by_namespace(namespace_of: Mapping[int, str],
@@ -159,143 +195,7 @@ def parse_pressure(text: str) -> int | None:
     return None
 
 
-@dataclass(frozen=True)
-class QdiscStat:
-    """A root qdisc's counters at one instant."""
-
-    bytes: int
-    packets: int
-    drops: int
-    overlimits: int
-    backlog: int
-    qlen: int
-
-
-def parse_tc_json(text: str) -> dict[str, QdiscStat]:
-    """`tc -s -j qdisc show` -> interface -> its root qdisc's counters."""
-    out: dict[str, QdiscStat] = {}
-    for q in json.loads(text or "[]"):
-        if q.get("root") and "dev" in q:
-            out[q["dev"]] = QdiscStat(int(q.get("bytes", 0)), int(q.get("packets", 0)),
-                                      int(q.get("drops", 0)), int(q.get("overlimits", 0)),
-                                      int(q.get("backlog", 0)), int(q.get("qlen", 0)))
-    return out
-
-
-# a root qdisc's counters in its rtnetlink message (fabric/rtnl.py; gen_stats.h)
-TCA_STATS2 = 7
-TCA_STATS_BASIC, TCA_STATS_QUEUE = 1, 3
-
-
-def root_qdisc_stats(msgs: list[tuple[int, bytes]]) -> dict[int, QdiscStat]:
-    """Messages of a qdisc dump -> ifindex -> its root qdisc's counters."""
-    out: dict[int, QdiscStat] = {}
-    for kind, body in msgs:
-        if kind != RTM_NEWQDISC:
-            continue
-        _, _, _, ifindex, _, parent, _ = TCMSG.unpack_from(body, 0)
-        attrs = attributes(body, TCMSG.size, len(body))
-        if parent == TC_H_ROOT and TCA_STATS2 in attrs:
-            st = attrs[TCA_STATS2]
-            nested = attributes(st, 0, len(st))
-            nbytes, packets = struct.unpack_from("=QI", nested.get(TCA_STATS_BASIC, bytes(12)))
-            qlen, backlog, drops, _, overlimits = struct.unpack_from(
-                "=IIIII", nested.get(TCA_STATS_QUEUE, bytes(20)))
-            out[ifindex] = QdiscStat(nbytes, packets, drops, overlimits, backlog, qlen)
-    return out
-
-
-def parse_qdisc_dump(buf: bytes) -> tuple[dict[int, QdiscStat], bool]:
-    """One netlink datagram of a qdisc dump -> (ifindex -> root qdisc counters, done)."""
-    msgs, done = messages(buf)
-    return root_qdisc_stats(msgs), done
-
-
-# What a working HTB egress may fall short of min(queued, rate x interval) by: one frame
-# it may still owe tokens for at the interval's start, one in flight at its end.
-SLACK_BYTES = 2 * 1514
-
-
-@dataclass
-class EgressTrack:
-    """Accumulates one egress's samples into the time it surely had something to send and
-    what it sent then.
-
-    HTB is work-conserving up to its rate R: holding B bytes at one sample, it sends until
-    they are out, so over the next T seconds a working egress sends at least
-    cap = min(B, R*T) - SLACK_BYTES, whatever arrives meanwhile. Each interval adds cap/R
-    seconds and min(sent, cap) bytes; their ratio (`LinkShare.ratio`) is the share of its
-    rate the egress achieved while it was certainly backlogged, 1 for a working one.
-    A queue that forms and drains between two samples (an egress fed in bursts faster
-    than its rate but limited further on, not a bottleneck) adds only what it held, which
-    it also sent: no false alarm. Until 2026-11 an interval counted whole when the queue
-    was non-empty at both ends, which judged such egresses at 0.40-0.8 of their rate
-    (seed 004's real-clock MPTCP runs, docs/fidelity.md). The sensitivity is bounded by
-    the queue: a slow egress is seen only where it held more than it can send in one
-    interval, hence short intervals on the real clock."""
-
-    rate_bps: float | None = None
-    first: QdiscStat | None = None
-    last: QdiscStat | None = None
-    last_t: float = 0.0
-    backlogged_s: float = 0.0
-    backlogged_bytes: float = 0.0
-
-    def add(self, t: float, stat: QdiscStat) -> None:
-        last = self.last
-        if last is not None and self.rate_bps and stat.bytes >= last.bytes \
-                and last.qlen > 0 and t > self.last_t:
-            rate = self.rate_bps / 8  # bytes per second
-            cap = min(last.backlog, rate * (t - self.last_t)) - SLACK_BYTES
-            if cap > 0:
-                self.backlogged_s += cap / rate
-                self.backlogged_bytes += min(stat.bytes - last.bytes, cap)
-        if self.first is None:
-            self.first = stat
-        self.last, self.last_t = stat, t
-
-    def share(self, name: str, rate_bps: float | None) -> LinkShare:
-        first, last = self.first, self.last
-        drops = 0 if first is None or last is None else max(0, last.drops - first.drops)
-        over = 0 if first is None or last is None else max(0, last.overlimits - first.overlimits)
-        return LinkShare(name, rate_bps, round(self.backlogged_bytes),
-                         round(self.backlogged_s, 4), drops, over)
-
-    @property
-    def sent(self) -> int:
-        return 0 if self.first is None or self.last is None else self.last.bytes - self.first.bytes
-
-
-# ---- reading the system ----------------------------------------------------------------
-class NetlinkQdiscs:
-    """One rtnetlink socket inside a node's network namespace (call from one thread)."""
-
-    def __init__(self, pid: int) -> None:
-        self.rtnl = RouteSocket(pid)
-
-    def read(self) -> dict[str, QdiscStat]:
-        stats = root_qdisc_stats(self.rtnl.dump(RTM_GETQDISC))
-        return {self.rtnl.names.get(i, str(i)): s for i, s in stats.items()}
-
-    def close(self) -> None:
-        self.rtnl.close()
-
-
-class TcQdiscs:
-    """Fallback: one `tc -s -j qdisc show` in the node's namespace per sample."""
-
-    def __init__(self, pid: int) -> None:
-        self.argv = ["nsenter", "-t", str(pid), "-n", "tc", "-s", "-j", "qdisc", "show"]
-
-    def read(self) -> dict[str, QdiscStat]:
-        done = subprocess.run(self.argv, capture_output=True, text=True, timeout=10)
-        return parse_tc_json(done.stdout) if done.returncode == 0 else {}
-
-    def close(self) -> None:
-        pass
-
-
-def read_text(path: str) -> str:
+def read_proc(path: str) -> str:
     try:
         return Path(path).read_text()
     except OSError:
@@ -341,19 +241,20 @@ class Monitor:
         self._rto1: dict[str, int] = {}
         self._closed0: dict[str, int] = {}
         self._closed1: dict[str, int] = {}
+        self._reorder0: dict[str, dict[str, int]] = {}
+        self._reorder1: dict[str, dict[str, int]] = {}
         self._hostcpu: tuple[dict[str, int] | None, dict[str, int] | None] = (None, None)
         self._softnet = (0, 0)
         self._psi: tuple[int | None, int | None] = (None, None)
         self._retrans0: dict[str, int] = {}
         self._retrans1: dict[str, int] = {}
-        self._switch_pids: dict[str, list[int]] = {}
-        self._capture_pids: list[int] = []
-        self._ticks0: dict[str, int] = {}
-        self._ticks1: dict[str, int] = {}
+        self._switch_ns: dict[str, str] = {}  # switch -> its network namespace
+        self._cpu_of: dict[str, ProcessCpu] = {}  # switch (or CAPTURES) -> its processes
+        self._scanned = 0.0
         self._rx: list[dict[str, dict[str, int]]] = []
 
     def _rtos(self) -> dict[str, int]:
-        return {h: parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/netstat"))
+        return {h: parse_netstat(read_proc(f"/proc/{self.nodes[h]}/net/netstat"))
                 .get("TCPTimeouts", 0) for h in self.hosts}
 
     def _host_cpu(self) -> dict[str, int] | None:
@@ -363,61 +264,76 @@ class Monitor:
         """Per host, MPTcpExt MptcpDClosed where the kernel counts it."""
         out = {}
         for h in self.hosts:
-            mptcp = parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/netstat"), "MPTcpExt")
+            mptcp = parse_netstat(read_proc(f"/proc/{self.nodes[h]}/net/netstat"), "MPTcpExt")
             if "MptcpDClosed" in mptcp:
                 out[h] = mptcp["MptcpDClosed"]
         return out
 
+    def _reordering(self) -> dict[str, dict[str, int]]:
+        """Per host, the REORDER_COUNTERS its kernel has."""
+        out = {}
+        for h in self.hosts:
+            tcp = parse_netstat(read_proc(f"/proc/{self.nodes[h]}/net/netstat"))
+            out[h] = {name: tcp[c] for name, c in REORDER_COUNTERS.items() if c in tcp}
+        return out
+
     def _retrans(self) -> dict[str, int]:
-        return {h: parse_netstat(read_text(f"/proc/{self.nodes[h]}/net/snmp"), "Tcp")
+        return {h: parse_netstat(read_proc(f"/proc/{self.nodes[h]}/net/snmp"), "Tcp")
                 .get("RetransSegs", 0) for h in self.hosts}
 
-    def _find_switch_processes(self) -> None:
-        """The processes in each switch's namespace, the captures (tcpdump, linkcap) apart."""
-        namespace_of: dict[int, str] = {}
+    def _sample_switch_cpu(self) -> None:
+        """Find the processes of each switch's namespace (the captures apart: tcpdump
+        there, linkcap in ours) and add their CPU ticks to each one's ProcessCpu."""
+        if not self._switch_ns:
+            for s in self.switches:
+                if s in self.nodes:
+                    with contextlib.suppress(OSError):
+                        self._switch_ns[s] = os.readlink(f"/proc/{self.nodes[s]}/ns/net")
+        switch_of = {ns: s for s, ns in self._switch_ns.items()}
+        home = os.readlink(f"/proc/{os.getpid()}/ns/net")
+        found: dict[str, dict[Proc, int]] = {s: {} for s in [*self._switch_ns, CAPTURES]}
         for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError):
-                    namespace_of[int(entry.name)] = os.readlink(f"/proc/{entry.name}/ns/net")
-        grouped = group_by_namespace(namespace_of, {s: self.nodes[s] for s in self.switches
-                                                    if s in self.nodes})
-        for switch, pids in grouped.items():
-            names = {pid: read_text(f"/proc/{pid}/comm").strip() for pid in pids}
-            self._capture_pids += [p for p in pids if names[p] == CAPTURE_COMMAND]
-            self._switch_pids[switch] = [p for p in pids if names[p] != CAPTURE_COMMAND]
-        home = namespace_of.get(os.getpid())
-        for pid, ns in namespace_of.items():
-            if ns == home and read_text(f"/proc/{pid}/comm").strip() == LINKCAP_COMMAND:
-                self._capture_pids.append(pid)
-
-    def _switch_ticks(self) -> dict[str, int]:
-        out = {s: sum(parse_pid_cpu_ticks(read_text(f"/proc/{pid}/stat")) for pid in pids)
-               for s, pids in self._switch_pids.items()}
-        out[CAPTURES] = sum(parse_pid_cpu_ticks(read_text(f"/proc/{pid}/stat"))
-                                   for pid in self._capture_pids)
-        return out
+            if not entry.name.isdigit():
+                continue
+            try:
+                ns = os.readlink(f"/proc/{entry.name}/ns/net")
+                if ns not in switch_of and ns != home:
+                    continue
+                comm = read_proc(f"/proc/{entry.name}/comm").strip()
+                if ns not in switch_of and comm != LINKCAP_COMMAND:
+                    continue
+                stat = read_proc(f"/proc/{entry.name}/stat")
+            except OSError:
+                continue  # exited meanwhile: its last sample counts
+            if not stat:
+                continue
+            key = CAPTURES if comm in (CAPTURE_COMMAND, LINKCAP_COMMAND) else switch_of[ns]
+            found[key][(int(entry.name), parse_pid_start(stat))] = parse_pid_cpu_ticks(stat)
+        for key, ticks in found.items():
+            self._cpu_of.setdefault(key, ProcessCpu()).add(ticks)
+        self._scanned = time.monotonic()
 
     def _switch_rx(self) -> dict[str, dict[str, int]]:
         return {s: {i: c.rx_packets for i, c in
-                    parse_proc_net_dev(read_text(f"/proc/{self.nodes[s]}/net/dev")).items()
+                    parse_proc_net_dev(read_proc(f"/proc/{self.nodes[s]}/net/dev")).items()
                     if i != "lo"}
                 for s in self.switches if s in self.nodes}
 
     def start(self) -> Monitor:
         self._t0 = time.monotonic()
-        self._cpu0 = parse_proc_stat(read_text("/proc/stat"))
+        self._cpu0 = parse_proc_stat(read_proc("/proc/stat"))
         self._rto0 = self._rtos()
         self._closed0 = self._closed()
+        self._reorder0 = self._reordering()
         self._hostcpu = (self._host_cpu(), None)
         self._retrans0 = self._retrans()
         if self.switches:
             try:
-                self._find_switch_processes()
+                self._sample_switch_cpu()
             except OSError as exc:
                 self.errors.append(f"switch processes: {exc}")
-            self._ticks0 = self._switch_ticks()
-        self._softnet = (parse_softnet_drops(read_text("/proc/net/softnet_stat")), 0)
-        self._psi = (parse_pressure(read_text("/proc/pressure/cpu")), None)
+        self._softnet = (parse_softnet_drops(read_proc("/proc/net/softnet_stat")), 0)
+        self._psi = (parse_pressure(read_proc("/proc/pressure/cpu")), None)
         self._thread = threading.Thread(target=self._loop, name="fidelity-monitor",
                                         daemon=True)
         self._thread.start()
@@ -428,15 +344,18 @@ class Monitor:
         if self._thread is not None:
             self._thread.join(timeout=30)
         self._duration = time.monotonic() - self._t0
-        self._cpu1 = parse_proc_stat(read_text("/proc/stat"))
+        self._cpu1 = parse_proc_stat(read_proc("/proc/stat"))
         self._rto1 = self._rtos()
         self._closed1 = self._closed()
+        self._reorder1 = self._reordering()
         self._hostcpu = (self._hostcpu[0], self._host_cpu())
         self._retrans1 = self._retrans()
-        self._ticks1 = self._switch_ticks()
+        if self.switches:
+            with contextlib.suppress(OSError):
+                self._sample_switch_cpu()
         self._softnet = (self._softnet[0],
-                         parse_softnet_drops(read_text("/proc/net/softnet_stat")))
-        self._psi = (self._psi[0], parse_pressure(read_text("/proc/pressure/cpu")))
+                         parse_softnet_drops(read_proc("/proc/net/softnet_stat")))
+        self._psi = (self._psi[0], parse_pressure(read_proc("/proc/pressure/cpu")))
         return self.result()
 
     def __enter__(self) -> Monitor:
@@ -455,14 +374,16 @@ class Monitor:
             else (p1 - p0) / 1e6 / self._duration
         retrans = {h: self._retrans1.get(h, 0) - self._retrans0.get(h, 0) for h in self.hosts}
         tick = os.sysconf("SC_CLK_TCK")
-        switch_cpu = {s: (self._ticks1.get(s, 0) - t0) / tick for s, t0 in self._ticks0.items()
-                      if self._switch_pids.get(s)}
-        capture_cpu = (self._ticks1.get(CAPTURES, 0)
-                       - self._ticks0.get(CAPTURES, 0)) / tick \
-            if self._capture_pids else None
+        switch_cpu = {s: cpu.total() / tick for s, cpu in self._cpu_of.items()
+                      if s != CAPTURES and cpu.last}
+        captures = self._cpu_of.get(CAPTURES)
+        capture_cpu = captures.total() / tick if captures is not None and captures.last \
+            else None
         lost = switch_losses(self._rx[0], self._rx[-1], self.tracks) \
             if len(self._rx) >= 2 else {}
         closed = {h: self._closed1[h] - self._closed0.get(h, 0) for h in self._closed1}
+        reordering = {h: {k: v - self._reorder0.get(h, {}).get(k, 0) for k, v in counts.items()}
+                      for h, counts in self._reorder1.items()}
         return Samples(self._duration, core_shares(self._cpu0, self._cpu1), links,
                        {h: n for h, n in rtos.items() if n > 0},
                        max(0, self._softnet[1] - self._softnet[0]), waited,
@@ -472,7 +393,10 @@ class Monitor:
                        retrans={h: n for h, n in retrans.items() if n > 0},
                        switch_cpu_s={s: round(v, 3) for s, v in switch_cpu.items()},
                        switch_lost=lost,
-                       capture_cpu_s=None if capture_cpu is None else round(capture_cpu, 3))
+                       capture_cpu_s=None if capture_cpu is None else round(capture_cpu, 3),
+                       reordering={h: {k: v for k, v in c.items() if v}
+                                   for h, c in reordering.items() if any(c.values())},
+                       reorder_counters=sorted({k for c in self._reorder1.values() for k in c}))
 
     def cost(self) -> dict[str, Any]:
         return {"method": self.method, "interval_s": self.interval_s,
@@ -529,6 +453,8 @@ class Monitor:
             self._sample(readers, edge=True)
             while not self._wait():
                 self._sample(readers)
+                if self.switches and time.monotonic() - self._scanned >= SCAN_S:
+                    self._sample_switch_cpu()  # processes that start and end meanwhile
             self._sample(readers, edge=True)
         except Exception as exc:  # the monitor never fails a run; the record says why
             self.errors.append(f"sampler stopped: {type(exc).__name__}: {exc}")

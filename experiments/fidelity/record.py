@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.fidelity.monitor import Monitor, read_text
+from pathdiv.experiments.fidelity.monitor import Monitor, read_proc
 from pathdiv.experiments.fidelity.verdict import Samples, Thresholds, judge
 from pathdiv.experiments.manifest import write_json_atomic
 from pathdiv.experiments.running import RunningNetwork
@@ -22,7 +22,7 @@ FILE = "fidelity.json"
 
 def machine_clock(cmdline: str | None = None) -> str:
     """'virtual' on a User-Mode Linux kernel booted with time-travel, else 'real'."""
-    text = read_text("/proc/cmdline") if cmdline is None else cmdline
+    text = read_proc("/proc/cmdline") if cmdline is None else cmdline
     return "virtual" if any(w.startswith("time-travel") for w in text.split()) else "real"
 
 
@@ -56,6 +56,7 @@ def build_record(samples: Samples, monitor: Monitor | None, section: dict[str, A
                   for lk in samples.links],
         "rtos": samples.rtos,
         "windows_closed": samples.windows_closed,
+        "reordering": samples.reordering,
         "host_cpu_s": None if samples.host_cpu_s is None
         else {h: round(v, 4) for h, v in samples.host_cpu_s.items()},
         "retrans": samples.retrans,

@@ -6,7 +6,7 @@ Inputs are what `experiments.fidelity.monitor` sampled over the traffic phase:
   (only steal is judged: the workload's own process starts keep a core busy and CPU
   pressure high in healthy runs too; busy, softirq and pressure are recorded);
 - per shaped egress, what it sent of the bytes it surely had to send (its queue at one
-  sample, up to what its rate sends by the next: `monitor.EgressTrack`) and how long
+  sample, up to what its rate sends by the next: `qdiscs.EgressTrack`) and how long
   those take at its rate, against that rate; its drops and overlimits;
 - per host, TCP retransmission timeouts (RTOs); the qdisc drops of the whole network
   explain up to as many RTOs, the rest are counted as unexplained;
@@ -87,6 +87,10 @@ class Samples:
     # per switch: packets received less those its egress qdiscs sent, dropped or held
     switch_lost: dict[str, int] = field(default_factory=dict)
     capture_cpu_s: float | None = None  # the link captures' (tcpdump) CPU seconds
+    # per host, the reordering counters that moved (REORDER_COUNTERS' names), and
+    # which of them the kernel counts at all (a figure it lacks is None, not 0)
+    reordering: dict[str, dict[str, int]] = field(default_factory=dict)
+    reorder_counters: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,21 @@ def _level(value: float, degraded: float, invalid: float, higher_is_worse: bool)
     if higher_is_worse:
         return INVALID if value >= invalid else DEGRADED if value >= degraded else OK
     return INVALID if value < invalid else DEGRADED if value < degraded else OK
+
+
+# TcpExt counters of the reordering TCP saw, and Juggler's (patch 0016): the figure's name
+# in fidelity.json and the report -> the counter
+REORDER_COUNTERS = {
+    "ofo_queued": "TCPOFOQueue",  # segments a receiver queued out of order
+    "sack_reorder": "TCPSACKReorder",  # reordering a sender detected from SACKs
+    "dsack_recv": "TCPDSACKRecv",  # DSACKs a sender got: spurious retransmissions
+    "juggler_out_of_order": "JugglerOutOfOrder",  # segments Juggler held beyond a hole
+    "juggler_late": "JugglerLate",  # segments that came after Juggler gave their place up
+    "juggler_ooo_timeouts": "JugglerOooTimeout",  # holes Juggler gave up
+    "juggler_evicted": "JugglerEvicted",  # flows evicted from its table
+    "juggler_released": "JugglerReleased",  # segments it held and handed up
+    "juggler_held_us": "JugglerHeldUs",  # the time those were held, summed
+}
 
 
 def figures_of(samples: Samples, th: Thresholds) -> dict[str, Any]:
@@ -175,6 +194,10 @@ def figures_of(samples: Samples, th: Thresholds) -> dict[str, Any]:
         "switch_lost_packets": sum(samples.switch_lost.values())
         if samples.switch_lost else None,
         "capture_cpu_s": samples.capture_cpu_s,
+        # the reordering the hosts' TCP saw, summed over hosts (None: not counted here)
+        **{name: sum(c.get(name, 0) for c in samples.reordering.values())
+           if name in samples.reorder_counters else None
+           for name in REORDER_COUNTERS},
     }
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pathdiv.experiments.fabric.environment import virtual_clock
 from pathdiv.experiments.fabric.linkcap import (
     LinkcapError,
     LinkCapture,
@@ -23,13 +24,14 @@ from pathdiv.experiments.fabric.linkcap import (
     parse_report,
 )
 from pathdiv.experiments.fabric.nodeprocs import stop_reading, wait_for_line
+from pathdiv.experiments.plan.budget import captured_links
+from pathdiv.experiments.plan.memory import capture_ring_kb
 from pathdiv.experiments.running import NetworkError, RunningNetwork
 
 # libpcap's block timeout as tcpdump sets it is 1 s, and the kernel retires a block that
 # was opened during one timer period only at the next: 2 periods plus a margin.
 CAPTURE_SETTLE_S = 2.2
 CAPTURE_WRITE_BYTES = 256 * 1024  # tcpdump's output buffer (`LinkCaptures.start`)
-CAPTURE_BUFFER_KB = 4096  # the kernel's buffer for each link's capture (tcpdump -B)
 STDBUF_LIBRARY = Path("/usr/libexec/coreutils/libstdbuf.so")  # what `stdbuf` preloads
 
 log = logging.getLogger("pathdiv")
@@ -38,14 +40,16 @@ log = logging.getLogger("pathdiv")
 class LinkCaptures:
     """The captures of one running network: at most one set at a time."""
 
-    def __init__(self, net: RunningNetwork) -> None:
+    def __init__(self, net: RunningNetwork, which: str = "all") -> None:
         self.net = net
+        self.which = which  # capture.links: all, or access (every host's link)
         self.tcpdumps: list[tuple[str, subprocess.Popen[str], Path]] = []
         self.linkcap: subprocess.Popen[str] | None = None  # every link's capture at once
 
     def start(self, outdir: Path, snaplen: int, budget_mb: float,
               caps: Mapping[str, int] | None = None, tool: str = "auto") -> dict[str, Any]:
-        """Capture every link's upper-end interface (both directions), headers only:
+        """Capture every link's (capture.links: access, every host's link's) upper-end
+        interface (both directions), headers only:
         one linkcap process for all links, or one tcpdump per link (`tool`, as
         `capture.tool`: fabric/linkcap.py).
 
@@ -54,31 +58,34 @@ class LinkCaptures:
         budget_mb (snaplen + 16 bytes of record header per packet). Either way a run
         cannot fill the disk.
         """
-        links = self.net.topo.links
+        links = captured_links(self.net.topo, self.which)  # capture.links
         outdir.mkdir(parents=True, exist_ok=True)
         per_file = int(budget_mb * 1_000_000) // max(1, len(links))
         equal = max(1000, per_file // (snaplen + 16))
         limits = {link.b.intf: (caps or {}).get(link.b.intf, equal) for link in links}
-        figures = {"snaplen": snaplen, "budget_mb": budget_mb,
+        ring_kb = capture_ring_kb(virtual_clock())  # plan/memory.py: small on the virtual clock
+        figures = {"snaplen": snaplen, "budget_mb": budget_mb, "ring_kb": ring_kb,
+                   "links": self.which,
                    "max_packets_per_file": max(limits.values()),
                    "max_packets": dict(sorted(limits.items()))}
         chosen, binary, why_not = capture_tool(tool)
         if chosen == "linkcap" and binary is not None:
-            return {**self._start_linkcap(binary, outdir, snaplen, limits), **figures}
-        self._start_tcpdumps(outdir, snaplen, limits)
+            return {**self._start_linkcap(binary, outdir, snaplen, ring_kb, limits),
+                    **figures}
+        self._start_tcpdumps(outdir, snaplen, ring_kb, limits)
         why = {"linkcap_refused": why_not} if why_not else {}
         return {"files": len(self.tcpdumps), "tool": "tcpdump",
                 "processes": len(self.tcpdumps), **why, **figures}
 
-    def _start_linkcap(self, binary: Path, outdir: Path, snaplen: int,
+    def _start_linkcap(self, binary: Path, outdir: Path, snaplen: int, ring_kb: int,
                        limits: Mapping[str, int]) -> dict[str, Any]:
-        """One linkcap process for every link, once it listens on all of them."""
-        links = self.net.topo.links
+        """One linkcap process for every captured link, once it listens on all of them."""
+        links = [link for link in self.net.topo.links if link.b.intf in limits]
         captures = [LinkCapture(f"/proc/{self.net.node(link.b.node).pid}/ns/net",
                                 link.b.intf, limits[link.b.intf],
                                 outdir / f"{link.b.intf}.pcap")
                     for link in links]
-        argv = linkcap_argv(binary, snaplen, CAPTURE_BUFFER_KB, captures)
+        argv = linkcap_argv(binary, snaplen, ring_kb, captures)
         # in this process's namespace: it opens each link's socket in the link's own
         self.linkcap = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True)
@@ -86,9 +93,12 @@ class LinkCaptures:
                       "the link captures (linkcap)")
         return {"files": len(captures), "tool": "linkcap", "processes": 1}
 
-    def _start_tcpdumps(self, outdir: Path, snaplen: int, limits: Mapping[str, int]) -> None:
-        """One tcpdump per link in its node, once each listens."""
+    def _start_tcpdumps(self, outdir: Path, snaplen: int, ring_kb: int,
+                        limits: Mapping[str, int]) -> None:
+        """One tcpdump per captured link in its node, once each listens."""
         for link in self.net.topo.links:
+            if link.b.intf not in limits:
+                continue
             max_packets = limits[link.b.intf]
             intf = link.b.intf
             path = outdir / f"{intf}.pcap"
@@ -102,7 +112,7 @@ class LinkCaptures:
             # headers, flushed when tcpdump exits: its -c cap or the stop's SIGTERM).
             # The library, not the stdbuf program: that would be one more process start.
             argv = ["tcpdump", "-n", "-i", intf, "-s", str(snaplen), "-B",
-                    str(CAPTURE_BUFFER_KB),
+                    str(ring_kb),
                     "-Z", "root", "-c", str(max_packets)]
             node = self.net.node(link.b.node)
             if STDBUF_LIBRARY.exists():

@@ -33,11 +33,12 @@ from pathdiv.experiments.fabric.environment import (
     restore_allowed_cc,
     set_mptcp_d_parameters,
 )
-from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
+from pathdiv.experiments.fabric.hostsetup import host_commands, receive_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
+from pathdiv.experiments.fabric.netstate import host_spec
 from pathdiv.experiments.fabric.nodeprocs import few_descriptors, terminate
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
-from pathdiv.experiments.fabric.reach import ping_pairs
+from pathdiv.experiments.fabric.reach import ReachReport, check_reach
 from pathdiv.experiments.fabric.veths import RecordedLink, veth_batch
 from pathdiv.experiments.network.captures import LinkCaptures
 from pathdiv.experiments.running import Emulator, NetworkError, NodeShell
@@ -66,10 +67,11 @@ class Network(StartStop):
         self.qdisc_ecn_pkts = None if self.plane.marks_in_program else cfg.ecn_threshold_pkts
         self.mininet: Emulator | None = None
         self.procs: list[subprocess.Popen[str]] = []
-        self.captures = LinkCaptures(self)
+        self.captures = LinkCaptures(self, cfg.captured_links)
         # CPU time per host: a cgroup each for its shell and what pathdiv starts in it
         self.host_cpu = HostCgroups(list(self.topo.hosts))
         self.build_s = 0.0
+        self.reach = ReachReport()  # the last reachability check's figures
         self._cc_restore: str | None = None
 
     # ---- lifecycle (StartStop: `with Network(...)` starts, and stops even on failure) ----
@@ -95,12 +97,11 @@ class Network(StartStop):
             for name in self.topo.hosts:
                 self.host_cpu.attach(name, self.node(name).pid)
         self._add_links(mininet)
-        spec = HostSpec(self.cfg.transport, self.cfg.subflows, self.cfg.cc, self.cfg.scheduler,
-                        self.cfg.subflow_paths, self.cfg.reordering,
-                        self.cfg.reorder_hold_us, ecn=self.cfg.ecn_threshold_pkts is not None)
+        spec = host_spec(self.cfg)
         self.run_scripts("setup", {
             name: (host_commands(self.topo, name, spec) if name in self.topo.hosts else [])
             + self.link_commands(name)
+            + (receive_commands(self.topo, name, spec) if name in self.topo.hosts else [])
             for name in self.topo.nodes
         })
         self.plane.start(mininet, self.cfg.mode, self.cfg.spray)
@@ -260,11 +261,20 @@ class Network(StartStop):
             last = now
         return False
 
-    def ping_all(self, timeout_s: float = 2.0) -> list[tuple[str, str]]:
-        """Ping every ordered host pair; return the pairs that never answered (a lossy
-        link may lose an echo: a pair is asked up to five more times). The echoes are
-        sent from this process through a raw socket in each host's namespace
-        (`fabric/reach.py`), not by a `ping` per pair."""
+    def ping_all(self, timeout_s: float = 2.0) -> list[str]:
+        """The reachability check (`fabric/reach.py`): echoes between hosts until every
+        host answered and every link carried an answered echo both ways; what failed
+        ([] when nothing did). The echoes are sent from this process through a raw
+        socket in each host's namespace; which links they crossed is read from the
+        switches' port counters. Its figures stay in `reach` (the manifest's)."""
         hosts = self.topo.hosts
-        return ping_pairs({h: int(self.node(h).pid) for h in hosts},
-                          {h: self.topo.nodes[h].address for h in hosts}, timeout_s)
+        self.reach = check_reach(
+            self.topo, {h: int(self.node(h).pid) for h in hosts},
+            {h: self.topo.nodes[h].address for h in hosts},
+            lambda: {s: {i: (c.rx_packets, c.tx_packets)
+                         for i, c in self.counters(s).items()} for s in self.topo.switches},
+            timeout_s, self.cfg.seed)
+        log.info("reachability: %d echoes in %d round(s) (+%d aimed), %d links both ways",
+                 self.reach.echoes, self.reach.rounds, self.reach.topup_rounds,
+                 self.reach.links)
+        return self.reach.problems()

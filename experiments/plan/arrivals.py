@@ -7,79 +7,32 @@ host, with a size drawn from the CDF by inverse transform, interpolating linearl
 between the CDF's points (as ns-3's EmpiricalRandomVariable and the pFabric/Homa
 generators do). The same seed gives the same flows.
 
-Distributions (bytes, cumulative probability):
-  websearch   DCTCP web search (Alizadeh et al., SIGCOMM 2010, Fig. 4), as tabulated in
-              traffic_gen/WebSearch_distribution.txt of HPCC (Li et al., SIGCOMM 2019);
-              mean 1.7 MB.
-  datamining  VL2 data mining (Greenberg et al., SIGCOMM 2009, Fig. 2), as tabulated in
-              Figure1_traffic/datamining.csv of Opera (Mellette et al., NSDI 2020); mean
-              5.0 MB, up to 1 GB (cut it with workload.max_size on slow links).
-A CDF file (`workload.sizes: FILE`) is read by `pathdiv.experiments.config.sizes`.
+The distributions (websearch, datamining) and CDF files are `pathdiv.experiments.
+config.sizes`. A run holds at most MAX_TRANSFERS flows (`pathdiv check` bounds the
+expected count first, in closed form).
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pathdiv.experiments.config.checks import parse_size
+from pathdiv.experiments.config.checks import MAX_TRANSFERS, parse_size
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.config.sizes import Cdf, read_cdf
-
-WEBSEARCH: Cdf = [
-    (0, 0.0), (10_000, 0.15), (20_000, 0.20), (30_000, 0.30), (50_000, 0.40),
-    (80_000, 0.53), (200_000, 0.60), (1_000_000, 0.70), (2_000_000, 0.80),
-    (5_000_000, 0.90), (10_000_000, 0.97), (30_000_000, 1.0),
-]
-DATAMINING: Cdf = [
-    (100, 0.0), (180, 0.085), (250, 0.14), (560, 0.33), (900, 0.47), (1_100, 0.55),
-    (1_870, 0.65), (3_160, 0.70), (10_000, 0.80), (100_001, 0.874), (400_000, 0.90),
-    (1_850_000, 0.95), (10_000_000, 0.97), (30_000_000, 0.98), (100_000_000, 0.99),
-    (250_000_000, 0.995), (1_000_000_000, 1.0),
-]
-DISTRIBUTIONS = {"websearch": WEBSEARCH, "datamining": DATAMINING}
-MIN_SIZE = 1  # a fetch asks for at least one byte
-
-
-def size_cdf(sizes: str, max_size: int | None = None) -> Cdf:
-    """The named distribution or CDF file, cut at `max_size` bytes when given."""
-    cdf = DISTRIBUTIONS[sizes] if sizes in DISTRIBUTIONS else read_cdf(sizes)
-    return cut(cdf, max_size) if max_size else list(cdf)
-
-
-def cut(cdf: Cdf, max_size: int) -> Cdf:
-    """Every size above `max_size` becomes `max_size` (a point mass at the top)."""
-    if cdf[-1][0] <= max_size:
-        return list(cdf)
-    if cdf[0][0] >= max_size:
-        return [(float(max_size), 0.0), (float(max_size), 1.0)]
-    kept = [(x, p) for x, p in cdf if x < max_size]
-    kept.append((float(max_size), cdf_at(cdf, max_size)))
-    kept.append((float(max_size), 1.0))
-    return kept
-
-
-def cdf_at(cdf: Cdf, size: float) -> float:
-    xs = [x for x, _ in cdf]
-    i = bisect.bisect_right(xs, size)
-    if i == 0:
-        return 0.0
-    if i == len(cdf):
-        return 1.0
-    (x0, p0), (x1, p1) = cdf[i - 1], cdf[i]
-    return p0 if x1 == x0 else p0 + (p1 - p0) * (size - x0) / (x1 - x0)
-
-
-def mean_size(cdf: Cdf) -> float:
-    """Mean of the interpolated distribution (mass below the first point sits on it)."""
-    total = cdf[0][0] * cdf[0][1]
-    for (x0, p0), (x1, p1) in itertools.pairwise(cdf):
-        total += (p1 - p0) * (x0 + x1) / 2
-    return total
+from pathdiv.experiments.config.sizes import (  # noqa: F401  (re-exported: the sizes' home)
+    DATAMINING,
+    DISTRIBUTIONS,
+    MIN_SIZE,
+    WEBSEARCH,
+    Cdf,
+    cdf_at,
+    cut,
+    mean_size,
+    size_cdf,
+)
 
 
 def sample(cdf: Cdf, u: float) -> int:
@@ -135,6 +88,11 @@ def arrivals(hosts: Sequence[str], rate_mbps: float, cdf: Cdf, load: float,
                 break
             server = partners[client] if partners else rng.choice(others)
             raw.append((t, client, server, sample(cdf, rng.random())))
+            if len(raw) > MAX_TRANSFERS:
+                raise ValueError(
+                    f"{label}: more than {MAX_TRANSFERS} flows in {duration_s:g} s on "
+                    f"{len(hosts)} hosts at load {load:g}; a run holds at most "
+                    f"{MAX_TRANSFERS}: shorten workload.duration_s or lower the load")
     raw.sort()
     return [Flow(i, round(t, 6), c, s, n) for i, (t, c, s, n) in enumerate(raw)]
 

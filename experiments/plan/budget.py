@@ -39,6 +39,7 @@ from pathdiv.experiments.plan.arrivals import poisson_flows
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.model import Link, Tier
 from pathdiv.topologies.paths import CLIENT, ParallelPaths
 
 MTU = 1500
@@ -117,8 +118,29 @@ def _pair_links(k: int, client: str, server: str,
     return _PAIRS[key]
 
 
+def captured_links(topo: FatTree, which: str) -> list[Link]:
+    """The links `capture.links: which` captures (all, or the hosts' access links)."""
+    return [lk for lk in topo.links if which == "all" or lk.tier is Tier.HOST]
+
+
+# run_need of (config object, flow type, seed): `check` asks for the plan's largest, its
+# total and the budget's shortfall, three times per run; the config is kept beside its
+# answer, so its id cannot be reused while the entry lives
+_NEEDS: dict[tuple[int, str, int], tuple[Config, RunNeed]] = {}
+NEEDS_KEPT = 4096
+
+
 def run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
     """The capture need of one run of `cfg` (its flow type, its designation seed)."""
+    key = (id(cfg), flow_type, seed)
+    if key not in _NEEDS:
+        if len(_NEEDS) >= NEEDS_KEPT:
+            _NEEDS.clear()
+        _NEEDS[key] = (cfg, _run_need(cfg, flow_type, seed))
+    return _NEEDS[key][1]
+
+
+def _run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
     topo = cfg.topology()
     if isinstance(topo, ParallelPaths):
         # one fetch by h1, captured on each of its interfaces (a subflow per path)
@@ -126,13 +148,17 @@ def run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
         client_intfs = [f"{CLIENT}-eth{i - 1}" for i in topo.path_numbers]
         return RunNeed({intf: packets for intf in client_intfs}, packets,
                        int(cfg.data["capture"]["snaplen"]))
-    links: Counter[str] = Counter({link.b.intf: 0 for link in topo.links})
+    captured = {link.b.intf for link in captured_links(topo, cfg.captured_links)}
+    links: Counter[str] = Counter(dict.fromkeys(captured, 0))
     total = 0
-    for client, server, size in transfers(cfg, flow_type, seed):
-        packets = transfer_packets(size, cfg.transport, cfg.subflows)
+    # each (pair, size) once, times how often it occurs: a plan's transfers repeat few
+    # pairs many times, and a pair's links are a set of up to (k/2)^2 paths' links
+    for (client, server, size), count in Counter(transfers(cfg, flow_type, seed)).items():
+        packets = transfer_packets(size, cfg.transport, cfg.subflows) * count
         hops, intfs = _pair_links(topo.k, client, server, topo)
-        total += packets * hops
-        for intf in intfs:
+        mine = intfs & captured
+        total += packets * (hops if len(mine) == len(intfs) else len(mine))
+        for intf in mine:
             links[intf] += packets
     return RunNeed(dict(links), total, int(cfg.data["capture"]["snaplen"]))
 

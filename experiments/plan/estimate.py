@@ -2,17 +2,18 @@
 
 A run's wall time on this machine is modelled as a fixed part and a traffic part:
 
-    fixed   = fixed_s x (NODE_SHARE x nodes / 36 + (1 - NODE_SHARE) x pairs / 240)
+    fixed   = fixed_s x (NODE_SHARE x nodes / 36 + (1 - NODE_SHARE) x links / 48)
               + per_round_s x rounds  [+ per_switch_s x switches, on a plane's build]
     traffic = per_mb_s x payload MB + per_sim_s x simulated traffic seconds
               [+ per_switch_mb_s x switch-MB, on the virtual clock]
 
-`fixed_s` is the per-run cost at k=4 (36 nodes, 240 ordered host pairs: build,
-reachability check, capture start and drain, teardown), `per_round_s` starting a round's
-transfer processes. Most of the fixed cost grows with the nodes (node shells, their
-set-up scripts, a capture per link) and a share with the host pairs (the reachability
-check pings every pair): NODE_SHARE is fitted to k = 4 and 6 (docs/benchmarks.md,
-"Bigger fat trees"). The traffic part depends on the clock. On the real clock (this
+`fixed_s` is the per-run cost at k=4 (36 nodes, 48 links: build, reachability check,
+capture start and drain, teardown), `per_round_s` starting a round's transfer
+processes. Most of the fixed cost grows with the nodes (node shells, their set-up
+scripts) and a share with the links (veths, their shaping, a capture each, the
+reachability check's echoes, which grow with the links since it stopped pinging every
+host pair): docs/benchmarks.md, "Bigger fat trees", measures it at k = 4, 8 and 16.
+The traffic part depends on the clock. On the real clock (this
 machine's kernel, or the lab kernel with lab.clock: real) traffic takes its simulated
 time: the rounds' busiest-client bytes over the slowest link rate times the fraction a
 transfer reaches (`Work.sim_s`, `Rate.rate_fraction`). On the lab kernel's virtual clock
@@ -51,16 +52,15 @@ from typing import Any
 
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.config.planes import BASELINE, PlaneCost, UnknownPlane, lookup
-from pathdiv.experiments.config.workloads import open_loop
-from pathdiv.experiments.plan.designations import rounds
+from pathdiv.experiments.config.workloads import PATTERNS, open_loop
 from pathdiv.experiments.plan.lanes import boots
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.topologies.fattree import FatTree
 
 UNSHAPED_MBPS = 1000.0
 REFERENCE_NODES = 36  # k=4: 20 switches + 16 hosts, what fixed_s is measured at
-REFERENCE_PAIRS = 240  # k=4: 16 x 15 ordered host pairs
-NODE_SHARE = 0.95  # k=8 (208 nodes, 16,256 pairs): 9.1x the fixed cost of k=4
+REFERENCE_LINKS = 48  # k=4's links
+NODE_SHARE = 0.95
 
 Key = tuple[str, str, str]  # (hosts.kernel, clock, data plane)
 # switches a transfer crosses in a fat tree: hosts under one edge, one pod, two pods
@@ -142,8 +142,9 @@ class Work:
     switch_mb: float = 0.0  # each transfer's payload MB times the switches on its path
 
     @property
-    def pairs(self) -> int:
-        return self.hosts * (self.hosts - 1)
+    def links(self) -> int:
+        """A fat tree's links: 3 per host (host-edge, edge-aggregation, aggregation-core)."""
+        return 3 * self.hosts
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "hosts": self.hosts, "rounds": self.rounds,
@@ -163,37 +164,36 @@ def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
     if open_loop(w["pattern"]):  # the arrival window at the offered load, then a drain
         seconds = float(w["duration_s"])
         mb = float(w.get("load", 0.5)) * bps * seconds * len(topo.hosts) / 8 / 1e6
-        hops = _mean_switches(topo) if isinstance(topo, FatTree) else 0.0
+        hops = mean_switches(topo) if isinstance(topo, FatTree) else 0.0
         return Work(nodes, 1, mb, seconds + min(timeout, 2.0), len(topo.hosts), switches,
                     mb * hops)
-    plan = rounds(str(w["pattern"]), topo.hosts, seed, int(w["iterations"]),
-                  int(w["requests"]))
-    sim = 0.0
-    transfers = 0
-    crossed = 0
-    for rnd in plan:
-        busiest = max((len(r.servers) for r in rnd), default=0)
-        sim += min(busiest * size * 8 / bps, timeout)
-        transfers += sum(len(r.servers) for r in rnd)
-        if isinstance(topo, FatTree):
-            crossed += sum(_switches_between(topo, r.client, s) for r in rnd for s in r.servers)
-    return Work(nodes, len(plan), transfers * size / 1e6, sim, len(topo.hosts), switches,
-                crossed * size / 1e6)
+    # in closed form from the pattern's registry entry: every round of a pattern has the
+    # same busiest fan-in, so nothing is drawn (a plan's designations may be millions)
+    pattern, n = PATTERNS[str(w["pattern"])], len(topo.hosts)
+    repeats = int(w["iterations"]) * int(w["requests"])
+    count = repeats * pattern.rounds(n)
+    sim = count * min(pattern.busiest(n) * size * 8 / bps, timeout)
+    transfers = repeats * pattern.transfers(n)
+    mb = transfers * size / 1e6
+    # the switches a transfer crosses, as for a host pair drawn at random: a pattern's
+    # pairs are drawn from the seed, so its mean is that of all pairs
+    hops = mean_switches(topo) if isinstance(topo, FatTree) else 0.0
+    return Work(nodes, count, mb, sim, n, switches, mb * hops)
 
 
-def _switches_between(topo: FatTree, a: str, b: str) -> int:
-    """Switches on a shortest path between hosts `a` and `b` of a fat tree."""
-    edge_a, edge_b = topo.edge_of(a), topo.edge_of(b)
-    if edge_a == edge_b:
-        return SWITCHES_ON_PATH[0]
-    return SWITCHES_ON_PATH[1 if topo.nodes[a].pod == topo.nodes[b].pod else 2]
-
-
-def _mean_switches(topo: FatTree) -> float:
-    """Switches on the path of a host pair drawn at random (open-loop arrivals)."""
-    hosts = topo.hosts
-    pairs = [(a, b) for a in hosts for b in hosts if a != b]
-    return sum(_switches_between(topo, a, b) for a, b in pairs) / max(len(pairs), 1)
+def mean_switches(topo: FatTree) -> float:
+    """Switches on the shortest path of a host pair drawn at random from a fat tree, in
+    closed form: of the other hosts, k/2 - 1 share the edge switch (1 switch),
+    k^2/4 - k/2 the pod (3 switches: edge, aggregation, edge), the rest cross a core (5)."""
+    k = topo.k
+    others = k ** 3 // 4 - 1
+    if others <= 0:
+        return 0.0
+    same_edge = k // 2 - 1
+    same_pod = k * k // 4 - k // 2
+    rest = others - same_edge - same_pod
+    return (SWITCHES_ON_PATH[0] * same_edge + SWITCHES_ON_PATH[1] * same_pod
+            + SWITCHES_ON_PATH[2] * rest) / others
 
 
 def reuses(cfg: Config, plane: str | None = None) -> bool:
@@ -217,7 +217,7 @@ def parts(work: Work, key: Key, builds: bool = True) -> tuple[float, float]:
     `builds`: the run builds its network (else it reuses the one before, reset)."""
     rate = rate_of(key)
     size = (NODE_SHARE * work.nodes / REFERENCE_NODES
-            + (1 - NODE_SHARE) * work.pairs / REFERENCE_PAIRS)
+            + (1 - NODE_SHARE) * work.links / REFERENCE_LINKS)
     fixed = (rate.fixed_s + (rate.build_s if builds else 0.0)) * size \
         + rate.per_round_s * work.rounds
     traffic = rate.per_mb_s * work.payload_mb + rate.per_sim_s * work.sim_s / rate.rate_fraction

@@ -32,11 +32,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pathdiv.experiments.config.workloads import open_loop
+from pathdiv.experiments.plan.memory import HOST_RESERVE_MB, JAIL_EXTRA_MB, boot_mb
 from pathdiv.experiments.plan.runs import Run
 
 MAX_JOBS = 64
-JAIL_EXTRA_MB = 64  # what a lab kernel's jail adds to its memory (kernels/uml.py)
-HOST_RESERVE_MB = 1024  # left to the host, its pathdiv and the analysis
 
 
 def deal(runs: list[Run], count: int, cost: Callable[[Run], float]) -> list[list[Run]]:
@@ -123,10 +122,10 @@ def virtual_runs(runs: list[Run]) -> int:
 
 
 def memory_per_job_mb(runs: list[Run]) -> int:
-    """Host memory one lab kernel of these runs may take (the largest lab.memory_mb)."""
-    sizes = [int(r.config.data["lab"]["memory_mb"]) for r in runs
-             if r.config.host_kernel == "lab"]
-    return (max(sizes) if sizes else 0) + JAIL_EXTRA_MB
+    """Host memory one lab kernel of these runs may take (the largest lab.memory_mb,
+    auto sized for their largest network: plan/memory.py)."""
+    lab = [r for r in runs if r.config.host_kernel == "lab"]
+    return (boot_mb(lab, lab) if lab else 0) + JAIL_EXTRA_MB
 
 
 def jobs_that_fit(cores: int, ram_mb: int, per_job_mb: int) -> int:

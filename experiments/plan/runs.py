@@ -20,11 +20,13 @@ import hashlib
 import itertools
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pathdiv.analysis.stats.scope import applies, level_overrides, scopes_of
-from pathdiv.experiments.config.checks import MAX_RUNS
+from pathdiv.experiments.config.checks import MAX_PLAN_TRANSFERS, MAX_RUNS
+from pathdiv.experiments.config.enumeration import run_transfers
 from pathdiv.experiments.config.load import Config, ConfigError, apply_overrides, validate
 from pathdiv.experiments.config.workloads import open_loop
 
@@ -68,8 +70,8 @@ def expand(
     flow_types: list[str] | None = None,
     only: dict[str, str] | None = None,
 ) -> list[Run]:
-    """All runs of the plan in execution order."""
-    reps = repetitions if repetitions is not None else int(cfg.data["repetitions"])
+    """All runs of the plan in execution order. `repetitions` (the command line's --reps)
+    replaces the config's for every flow type."""
     sizes = cfg.flow_sizes()
     flows = flow_types or list(sizes)
     unknown = [f for f in flows if f not in sizes]
@@ -89,9 +91,13 @@ def expand(
         [lv for lv in factors[n] if only.get(n, lv) == lv] for n in names
     ]
     flows = [f for f in flows if only.get("flow_type", f) == f]
-    count = reps * len(flows) * math.prod(len(lv) for lv in level_lists)
+    reps_of = {f: repetitions_of(cfg.data, f, repetitions) for f in flows}
+    count = sum(reps_of.values()) * math.prod(len(lv) for lv in level_lists)
     if count > MAX_RUNS:
-        raise ConfigError([f"repetitions: {reps} x {len(flows)} flow type(s) x "
+        counts = sorted(set(reps_of.values()))
+        reps_text = (f"{counts[0]} x" if len(counts) == 1 else
+                     f"{'+'.join(str(n) for n in reps_of.values())} over")
+        raise ConfigError([f"repetitions: {reps_text} {len(flows)} flow type(s) x "
                            f"{' x '.join(str(len(lv)) for lv in level_lists) or '1'} factor "
                            f"level(s) make {count} runs; a plan has at most {MAX_RUNS} "
                            "(split it into several configs)"], cfg.source)
@@ -103,21 +109,57 @@ def expand(
         for flow in flows
     ]
     _refuse_shared_ids(cells, names, cfg.source)
-    rng = random.Random(cfg.seed)
-    runs: list[Run] = []
-    for rep in range(1, reps + 1):
-        block = cells[:]
-        rng.shuffle(block)
-        for levels, flow in block:
+    # each cell's config validated once (not once per repetition: a CDF file, a topology)
+    configs: dict[str, Config] = {}
+    for levels, _flow in cells:
+        combo = cell_key("", levels, names)
+        if combo not in configs:
             overrides: list[tuple[str, Any]] = []
             for n, lv in levels.items():
                 overrides += list(level_overrides(factors[n][lv]).items())
-            run_cfg = validate(apply_overrides(cfg.data, overrides), cfg.source)
+            try:
+                configs[combo] = validate(apply_overrides(cfg.data, overrides), cfg.source)
+            except ConfigError as exc:  # the levels that make the combination, named
+                where = " with ".join(f"factors.{n}.{lv}" for n, lv in levels.items())
+                raise ConfigError([f"{where}: {p}" for p in exc.problems],
+                                  cfg.source) from None
+    _refuse_large_plan([(reps_of[flow], configs[cell_key("", lv, names)])
+                        for lv, flow in cells], cfg.source)
+    rng = random.Random(cfg.seed)
+    runs: list[Run] = []
+    for rep in range(1, max(reps_of.values(), default=0) + 1):
+        block = [cell for cell in cells if rep <= reps_of[cell[1]]]
+        rng.shuffle(block)
+        for levels, flow in block:
+            run_cfg = configs[cell_key("", levels, names)]
             key = f"{cell_key(flow, levels, names)}_rep{rep}"
             seed = run_seed(cfg.seed, key)
             runs.append(Run(key, len(runs), rep, flow, levels, seed, run_cfg,
                             designation_seed(cfg, rep, flow, seed)))
     return runs
+
+
+def _refuse_large_plan(cells: list[tuple[int, Config]], source: str) -> None:
+    """A plan whose runs make more than MAX_PLAN_TRANSFERS transfers in all (counted in
+    closed form: `check` draws each run's to size its captures) is refused; `cells` holds
+    each cell's repetitions beside its config."""
+    total = sum(reps * run_transfers(c.data, len(c.topology().hosts)) for reps, c in cells)
+    if total > MAX_PLAN_TRANSFERS:
+        counts = sorted({reps for reps, _ in cells})
+        reps_text = f"{counts[0]} x" if len(counts) == 1 else "the repetitions of"
+        raise ConfigError([f"repetitions: {reps_text} {len(cells)} cell(s) make "
+                           f"{total:.3g} transfers in all; a plan has at most "
+                           f"{MAX_PLAN_TRANSFERS} (fewer repetitions, iterations or "
+                           "requests, or several configs)"], source)
+
+
+def repetitions_of(data: Mapping[str, Any], flow: str, override: int | None = None) -> int:
+    """A flow type's repetitions: `override`, the config's number, or its entry of
+    {flow type: repetitions} (1 for a flow type it does not name)."""
+    if override is not None:
+        return override
+    reps = data["repetitions"]
+    return int(reps.get(flow, 1)) if isinstance(reps, Mapping) else int(reps)
 
 
 def cell_key(flow: str, levels: dict[str, str], names: list[str]) -> str:

@@ -59,12 +59,15 @@ def serve_once(subflows: int, tcp: bool) -> None:
     print(json.dumps({"subflows_at_start": joined + 1}))
 
 
-def fetch(size: int, timeout_s: float, tcp: bool) -> None:
-    """Fetch `size` bytes from the server; goodput per SAMPLE_S bin and overall."""
+def fetch(size: int, timeout_s: float, tcp: bool, duration_s: float = 0.0) -> None:
+    """Fetch `size` bytes from the server; goodput per SAMPLE_S bin and overall. With
+    `duration_s` > 0 stop reading after that long (a long-running flow): the fetch is
+    complete when it read for the whole duration or got `size`."""
     proto = socket.IPPROTO_TCP if tcp else socket.IPPROTO_MPTCP
     bins: list[int] = []
     got = 0
     start = time.monotonic()
+    limit = min(duration_s, timeout_s) if duration_s > 0 else timeout_s
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto) as s:
         s.bind((ParallelPaths.client_address(1), 0))
         s.settimeout(timeout_s)
@@ -72,7 +75,8 @@ def fetch(size: int, timeout_s: float, tcp: bool) -> None:
         start = time.monotonic()
         s.sendall(struct.pack("!Q", size))
         with contextlib.suppress(TimeoutError):
-            while got < size and time.monotonic() - start < timeout_s:
+            while got < size and time.monotonic() - start < limit:
+                s.settimeout(max(0.001, limit - (time.monotonic() - start)))
                 chunk = s.recv(1 << 20)
                 if not chunk:
                     break
@@ -82,7 +86,8 @@ def fetch(size: int, timeout_s: float, tcp: bool) -> None:
                 got += len(chunk)
     fct = time.monotonic() - start
     print(json.dumps({
-        "complete": got == size, "bytes": got, "fct_s": round(fct, 4),
+        "complete": got == size or (duration_s > 0 and fct >= duration_s),
+        "measure_s": duration_s, "bytes": got, "fct_s": round(fct, 4),
         "goodput_mbps": round(8 * got / fct / 1e6, 3) if fct > 0 else None,
         "goodput_series": [[round((k + 1) * SAMPLE_S, 3), round(8 * b / SAMPLE_S / 1e6, 3)]
                            for k, b in enumerate(bins)],
@@ -141,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("fetch")
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--timeout", type=float, default=120)
+    p.add_argument("--duration", type=float, default=0.0)
     p.add_argument("--tcp", action="store_true")
     p = sub.add_parser("bulk-serve")
     p.add_argument("--flows", type=int, default=1)
@@ -152,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.role == "serve":
         serve_once(args.subflows, args.tcp)
     elif args.role == "fetch":
-        fetch(args.size, args.timeout, args.tcp)
+        fetch(args.size, args.timeout, args.tcp, args.duration)
     elif args.role == "bulk-serve":
         bulk_serve(args.flows, args.cc)
     else:

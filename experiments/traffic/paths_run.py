@@ -183,6 +183,10 @@ def wait_listening(namespace: str, port: int, timeout_s: float = 20) -> None:
     raise RuntimeError(f"nothing listens on port {port} in {namespace} after {timeout_s} s")
 
 
+def trace_file(out: Path, namespace: str) -> Path:
+    return out / f"cc_trace-{namespace}.jsonl"
+
+
 def server_counters() -> dict[str, int]:
     """The server's MPTCP counters now."""
     return parse_netstat(sh(["cat", "/proc/net/netstat"], ns(SERVER)), "MPTcpExt")
@@ -198,6 +202,9 @@ class PathsRun:
         self.cfg, self.topo, self.out = cfg, topo, out
         self.size = cfg.flow_sizes()[flow_type]
         self.timeout = float(cfg.data["workload"]["timeout_s"])
+        self.measure_s = float(cfg.data["workload"].get("measure_s") or 0)
+        self.trace_ms = float((cfg.data.get("capture") or {}).get("cc_trace_ms") or 0)
+        self.tracers: list[subprocess.Popen[bytes]] = []
         self.mptcp = cfg.transport == "mptcp"
         self.hosts_cc = cfg.cc if self.mptcp else TCP_FORM.get(cfg.cc, cfg.cc)
         self.dumps: list[tuple[Path, subprocess.Popen[bytes]]] = []
@@ -232,6 +239,22 @@ class PathsRun:
         deadline = time.monotonic() + 20
         while not all(p.exists() for p, _ in self.dumps) and time.monotonic() < deadline:
             time.sleep(0.05)
+
+    def start_tracers(self) -> None:
+        """With capture.cc_trace_ms > 0: one sock_diag sampler (experiments/traffic/
+        sockdiag.py) in every sender's namespace, the measured server's and each
+        background server's, writing `trace_file(out, namespace)`."""
+        if self.trace_ms <= 0:
+            return
+        senders = [(ns(SERVER), PORT)] + [(ns(bs), BULK_PORT)
+                                          for _, _, bs in self.topo.background_pairs()]
+        self.tracers = [subprocess.Popen(
+            ["ip", "netns", "exec", namespace, sys.executable, "-m",
+             "pathdiv.experiments.traffic.sockdiag", "trace", "--port", str(port),
+             "--interval-ms", str(self.trace_ms), "--out",
+             str(trace_file(self.out, namespace))],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for namespace, port in senders]
 
     def start_background(self) -> None:
         """The background downloads first, so the measured flow meets them in steady
@@ -301,7 +324,7 @@ class PathsRun:
         fetched = subprocess.run(
             ["ip", "netns", "exec", ns(CLIENT), *role(
                 "fetch", "--size", str(self.size), "--timeout", str(self.timeout),
-                *(["--tcp"] if not self.mptcp else []))],
+                "--duration", str(self.measure_s), *(["--tcp"] if not self.mptcp else []))],
             capture_output=True, text=True, timeout=self.timeout + 120)
         self.stop_sampling.set()
         sampler.join()
@@ -326,6 +349,9 @@ class PathsRun:
         for _, dump in self.dumps:
             dump.terminate()
             dump.wait(timeout=30)
+        for tracer in self.tracers:
+            tracer.terminate()
+            tracer.wait(timeout=30)
 
     def measurements(self, fetched: dict[str, Any], after: dict[str, int]) -> dict[str, Any]:
         """What paths.json holds: the fetch's record and what the captures and samples
@@ -366,6 +392,7 @@ def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
             run.set_hosts()
             try:
                 run.start_captures()
+                run.start_tracers()
                 run.start_background()
                 run.start_server()
                 fetched = run.fetch()

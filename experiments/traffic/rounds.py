@@ -19,6 +19,7 @@ userspace path manager.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -35,6 +36,7 @@ from pathdiv.experiments.fabric.environment import virtual_clock
 from pathdiv.experiments.fabric.nodeprocs import wait_for_line
 from pathdiv.experiments.network.network import Network
 from pathdiv.experiments.plan.designations import Request, Round
+from pathdiv.experiments.plan.memory import PER_SHARED, SHARED_ABOVE
 from pathdiv.experiments.running import NetworkError
 from pathdiv.experiments.traffic.clockgrid import ROUND_GAP_NS
 from pathdiv.experiments.traffic.placement import Placement, place_argv
@@ -44,6 +46,12 @@ log = logging.getLogger("pathdiv")
 
 SERVER_READY_S = 20.0
 FETCH_GRACE_S = 20.0  # process start and teardown on top of the transfer timeout
+# On the virtual clock a round of more requests than SHARED_ABOVE runs its fetches in
+# shared processes of at most PER_SHARED requests each (`shared_fetch_argv`): a fetch
+# process holds about 12 MB of its own (plan/memory.py), so a k=16 permutation's 1,024
+# fetches would take 12 GB of the guest, and its 1,024 process starts a minute of host
+# time. Rounds up to SHARED_ABOVE (a k=8 permutation's 128) keep a process per request,
+# as before.
 
 
 @dataclass
@@ -87,6 +95,7 @@ class Traffic:
     seed: int = 0  # draws the placement's ports and path offsets
     start_ns: int | None = None  # virtual clock: the first round's instant (clockgrid.py)
     fifo: bool = False  # servers and fetches under SCHED_FIFO (`at_instant`)
+    join_first: int = 0  # MPTCP: subflows that join before data (hosts.join_before_data)
 
 
 def with_placement(traffic: Traffic, subflow_paths: str, subflows: int, net: Network,
@@ -135,11 +144,32 @@ def fetch_argv(rows: list[TransferRow], traffic: Traffic,
         argv += ["--start-ns", str(start_ns), *(["--fifo"] if traffic.fifo else [])]
     if traffic.transport != "mptcp":
         return argv
+    if traffic.join_first > 1:
+        argv += ["--join-first", str(traffic.join_first)]
     if rows and traffic.placement is not None:
         argv += place_argv(traffic.placement, rows[0].client,
                            [(r.server_addr, r.server_port) for r in rows],
                            rng or random.Random(traffic.seed))
     return [*argv, "--mptcp"]
+
+
+def shared_fetch_argv(batch: list[tuple[int, int, list[TransferRow]]], traffic: Traffic,
+                      start_ns: int) -> list[str]:
+    """The argv of one shared fetch: (request index in the round, pid of a process in
+    its client's namespace, its rows) per request; each target carries its client and
+    request (transfer.Target), and its thread sleeps until start_ns + the index."""
+    argv = ["fetch", *(f"{r.server_addr}:{r.server_port}:{r.size_bytes}@{pid}+{i}"
+                       for i, pid, rows in batch for r in rows),
+            "--timeout", f"{traffic.timeout_s:g}", "--start-ns", str(start_ns)]
+    argv += ["--fifo"] if traffic.fifo else []
+    return argv + (["--mptcp"] if traffic.transport == "mptcp" else [])
+
+
+def shared(traffic: Traffic, requests: int, start_ns: int | None) -> bool:
+    """Whether a round of `requests` starting at `start_ns` (None: the real clock) runs
+    its fetches in shared processes."""
+    return (start_ns is not None and requests > SHARED_ABOVE
+            and (traffic.placement is None or not traffic.placement.active))
 
 
 def merge_fetch_output(rows: list[TransferRow], stdout: str, failure: str
@@ -276,6 +306,8 @@ def _run_round(net: Network, requests: list[Request], batch: list[list[TransferR
     """Run one round's fetches (the i-th sleeping until `start_ns` + i ns, if given);
     return when its last transfer ended (CLOCK_MONOTONIC ns, 0 if none said) and how
     late the latest fetch reached its instant (ns)."""
+    if start_ns is not None and shared(traffic, len(requests), start_ns):
+        return _run_shared_round(net, requests, batch, traffic, start_ns)
     procs: list[subprocess.Popen[str] | None] = []
     ended, late = 0, 0
     for i, (req, rows) in enumerate(zip(requests, batch, strict=True)):
@@ -307,6 +339,51 @@ def _run_round(net: Network, requests: list[Request], batch: list[list[TransferR
         if bad:
             log.warning("group %d (%s): %d of %d transfers failed: %s", req.group_id,
                         req.client, len(bad), len(rows), bad[0].error)
+    return ended, late
+
+
+def _run_shared_round(net: Network, requests: list[Request], batch: list[list[TransferRow]],
+                      traffic: Traffic, start_ns: int) -> tuple[int, int]:
+    """`_run_round` with the fetches in shared processes (`shared_fetch_argv`), started in
+    this kernel's own namespace; each result line names its request."""
+    items = [(i, int(net.node(req.client).pid), rows)
+             for i, (req, rows) in enumerate(zip(requests, batch, strict=True))]
+    parts = [items[j:j + PER_SHARED] for j in range(0, len(items), PER_SHARED)]
+    procs: list[subprocess.Popen[str] | None] = []
+    for part in parts:
+        try:
+            procs.append(net.transfer_here(shared_fetch_argv(part, traffic, start_ns)))
+        except OSError as exc:
+            procs.append(None)
+            for _, _, rows in part:
+                for row in rows:
+                    row.error = f"could not start a shared fetch: {exc}"
+    deadline = time.monotonic() + traffic.timeout_s + FETCH_GRACE_S
+    ended, late = 0, 0
+    for part, proc in zip(parts, procs, strict=True):
+        if proc is None:
+            continue
+        try:
+            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            failure = f"shared fetch exited {proc.returncode}: {(err or '').strip()[-300:]}"
+        except subprocess.TimeoutExpired:
+            net.end(proc)
+            out, failure = "", "a shared fetch did not finish in time; it was stopped"
+        net.end(proc)
+        lines: dict[int, list[str]] = {}
+        for line in (out or "").splitlines():
+            if line.startswith("{"):
+                with contextlib.suppress(json.JSONDecodeError, ValueError):
+                    lines.setdefault(int(json.loads(line).get("request", -1)), []).append(line)
+        for i, _, rows in part:
+            for res in merge_fetch_output(rows, "\n".join(lines.get(i, [])), failure):
+                ended = max(ended, int(res.get("end_ns", 0)))
+                late = max(late, int(res.get("late_ns", 0)))
+            bad = [r for r in rows if not r.ok]
+            if bad:
+                log.warning("group %d (%s): %d of %d transfers failed: %s",
+                            requests[i].group_id, requests[i].client, len(bad), len(rows),
+                            bad[0].error)
     return ended, late
 
 

@@ -23,6 +23,7 @@ time of the thread that sent it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import errno
 import json
@@ -80,6 +81,31 @@ def parse_request(head: bytes) -> int:
     return int(parts[1].lstrip("/"))
 
 
+CLIENT_CLOSE_WAIT_S = 3600.0  # how long a server waits for a client to close after a reply
+JOIN_HEADER = "Subflows"  # the client asks the server to wait for that many subflows
+JOIN_WAIT_S = 1.0  # at most this long (the joins take a few round trips)
+
+
+def requested_subflows(head: bytes) -> int:
+    """The `Subflows: N` header of a request (0 when it has none or it is not a number)."""
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.decode("ascii", "replace").partition(":")
+        if name.strip().lower() == JOIN_HEADER.lower() and value.strip().isdigit():
+            return int(value.strip())
+    return 0
+
+
+def wait_for_joins(conn: socket.socket, wanted: int, wait_s: float = JOIN_WAIT_S) -> int:
+    """Sleep until the MPTCP connection has `wanted` subflows or `wait_s` passed; the
+    subflows it has then (sleeps: the virtual clock moves)."""
+    deadline = time.monotonic() + wait_s
+    have = mptcp_subflows(conn)
+    while have < wanted and time.monotonic() < deadline:
+        time.sleep(0.001)
+        have = mptcp_subflows(conn)
+    return have
+
+
 class CpuLog:
     """Appends one JSON line per answered request (thread-safe)."""
 
@@ -122,6 +148,9 @@ def _answer(conn: socket.socket) -> int:
         except ValueError:
             conn.sendall(b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
             return 0
+        wanted = requested_subflows(head)
+        if wanted > 1 and conn.proto == socket.IPPROTO_MPTCP:
+            wait_for_joins(conn, wanted)  # they start together (hosts.join_before_data)
         conn.sendall(
             f"HTTP/1.0 200 OK\r\nContent-Length: {size}\r\nConnection: close\r\n\r\n".encode()
         )
@@ -129,6 +158,16 @@ def _answer(conn: socket.socket) -> int:
         while left > 0:  # a blocking send waits in the kernel until its piece is queued
             n = conn.send(_ZEROS[: min(BODY_PIECE, left)])
             left -= n
+        # The response's end (FIN, MPTCP's DATA_FIN), then hold the socket until the
+        # client closed: the body's tail may still be queued here. An MPTCP socket its
+        # application closed is reset by Linux 6.12 60 s later (an orphaned msk's close
+        # timeout, TCP_TIMEWAIT_LEN: MP_FASTCLOSE and RST), whatever it still had to
+        # deliver; a 25 MB response slowed under incast was cut so at 118.7 s.
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(CLIENT_CLOSE_WAIT_S)
+        with contextlib.suppress(OSError):
+            while conn.recv(4096):
+                pass
         return size
 
 
@@ -203,6 +242,7 @@ class Result:
     placed: str = ""  # the subflows opened through the path manager, addr:port;...
     end_ns: int = 0  # CLOCK_MONOTONIC when the transfer was over (the next round's base)
     late_ns: int = 0  # how late fetch reached its --start-ns (0: it slept until then)
+    request: int = 0  # a shared fetch's request index (Target.request)
 
 
 @dataclass(frozen=True)
@@ -242,21 +282,29 @@ def _connect_placed(sock: socket.socket, first: PlannedSubflow, server: tuple[st
 
 
 def _open_subflows(sock: socket.socket, extra: list[PlannedSubflow],
-                   server: tuple[str, int]) -> list[str]:
-    """Open the extra subflows through the userspace path manager; 'addr:port' each."""
+                   server: tuple[str, int], wait_s: float = 0.0) -> list[str]:
+    """Open the extra subflows through the userspace path manager; 'addr:port' each.
+    With `wait_s` the connection may not be fully established yet (the kernel refuses
+    with ENOTCONN until it is): try again every millisecond for that long."""
     pm = mptcp_pm.PathManager()
+    deadline = time.monotonic() + wait_s
     try:
         token = mptcp_pm.connection_token(sock)
         opened = []
         for local_id, sub in enumerate(extra, start=1):
-            for i, port in enumerate(sub.ports):
+            i = 0
+            while i < len(sub.ports):
                 try:
-                    pm.create_subflow(token, (sub.address, port), local_id, server)
-                    opened.append(f"{sub.address}:{port}")
+                    pm.create_subflow(token, (sub.address, sub.ports[i]), local_id, server)
+                    opened.append(f"{sub.address}:{sub.ports[i]}")
                     break
                 except OSError as exc:
+                    if exc.errno == errno.ENOTCONN and time.monotonic() < deadline:
+                        time.sleep(0.001)
+                        continue
                     if exc.errno != errno.EADDRINUSE or i == len(sub.ports) - 1:
                         raise
+                    i += 1
         return opened
     finally:
         pm.close()
@@ -297,10 +345,17 @@ def may_wait_in_kernel(mptcp: bool, release: str | None = None) -> bool:
 
 
 def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
-              place: list[PlannedSubflow] | None = None) -> Result:
+              place: list[PlannedSubflow] | None = None, pid: int | None = None,
+              join_first: int = 0) -> Result:
+    """Fetch `size` bytes from server:port, from this namespace or, with `pid`, from
+    the network namespace of that process (a shared fetch: `Target`). `join_first`
+    (MPTCP, hosts.join_before_data): the connection's subflows (`place`'s count where
+    given) join before the server sends the response: the request asks the server to
+    wait for them, and placed subflows are opened as soon as the connection is
+    established, not once data arrives."""
     res = Result(server, port, size)
     cpu0 = time.thread_time()
-    sock = make_socket(mptcp)
+    sock = make_socket(mptcp) if pid is None else socket_in_namespace(pid, mptcp)
     sock.settimeout(timeout_s)
     deadline = time.monotonic() + timeout_s
     try:
@@ -311,9 +366,15 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
         else:
             sock.connect((server, port))
         res.client_port = sock.getsockname()[1]
-        sock.sendall(f"GET /{size} HTTP/1.0\r\nHost: {server}\r\n\r\n".encode())
-        waitall = may_wait_in_kernel(mptcp) and _wait_in_kernel(sock, timeout_s)
+        wanted = (len(place) if place else join_first) if mptcp and join_first else 0
+        joins = f"{JOIN_HEADER}: {wanted}\r\n" if wanted > 1 else ""
+        sock.sendall(f"GET /{size} HTTP/1.0\r\nHost: {server}\r\n{joins}\r\n".encode())
         pending = place[1:] if place and mptcp else []
+        if pending and wanted > 1:  # before the response, which waits for them
+            opened = _open_subflows(sock, pending, (server, port), JOIN_WAIT_S)
+            res.placed = ";".join([res.placed, *opened])
+            pending = []
+        waitall = may_wait_in_kernel(mptcp) and _wait_in_kernel(sock, timeout_s)
         buf = bytearray()
         header_done = False
         body = 0
@@ -371,17 +432,23 @@ def fetch_one(server: str, port: int, size: int, mptcp: bool, timeout_s: float,
 
 
 def fetch_many(
-    targets: list[tuple[str, int, int]], mptcp: bool, timeout_s: float,
-    places: list[list[PlannedSubflow]] | None = None,
+    targets: list[Target], mptcp: bool, timeout_s: float,
+    places: list[list[PlannedSubflow]] | None = None, start_ns: int | None = None,
+    join_first: int = 0,
 ) -> list[Result]:
-    """Fetch from every (server, port, size) at the same time (`places`: per target,
-    the subflows to open, or none for the kernel's own choice)."""
+    """Fetch from every target at the same time (`places`: per target, the subflows to
+    open, or none for the kernel's own choice); with `start_ns` each target's thread
+    first sleeps until start_ns + its request's offset (the virtual clock's instant);
+    `join_first`: see fetch_one."""
     results: list[Result | None] = [None] * len(targets)
     plan = places or []
 
-    def work(i: int, t: tuple[str, int, int]) -> None:
-        results[i] = fetch_one(t[0], t[1], t[2], mptcp, timeout_s,
-                               plan[i] if i < len(plan) else None)
+    def work(i: int, t: Target) -> None:
+        late = 0 if start_ns is None else clockgrid.start_at(start_ns + t.request)
+        res = fetch_one(t.server, t.port, t.size, mptcp, timeout_s,
+                        plan[i] if i < len(plan) else None, t.pid, join_first)
+        res.late_ns, res.request = late, t.request
+        results[i] = res
 
     threads = [threading.Thread(target=work, args=(i, t)) for i, t in enumerate(targets)]
     for t in threads:
@@ -428,12 +495,33 @@ def parse_namespace(text: str) -> tuple[int, str | None]:
     return int(pid), log or None
 
 
-def parse_target(text: str) -> tuple[str, int, int]:
+@dataclass(frozen=True)
+class Target:
+    """One transfer of a fetch: from server:port, `size` bytes. A shared fetch (one
+    process for the requests of many clients, on the virtual clock) gives each its
+    client: `pid`, a process in the client's namespace, where its socket is made, and
+    `request`, the request's index in the round (its instant is that many ns after the
+    round's, as a fetch per request's would be)."""
+
+    server: str
+    port: int
+    size: int
+    pid: int | None = None
+    request: int = 0
+
+
+def parse_target(text: str) -> Target:
+    """'ADDR:PORT:BYTES' or 'ADDR:PORT:BYTES@PID+REQUEST' (a shared fetch's)."""
     try:
-        addr, port, size = text.rsplit(":", 2)
-        return addr, int(port), int(size)
+        spec, at, client = text.partition("@")
+        addr, port, size = spec.rsplit(":", 2)
+        if not at:
+            return Target(addr, int(port), int(size))
+        pid, _, request = client.partition("+")
+        return Target(addr, int(port), int(size), int(pid), int(request or 0))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected ADDR:PORT:BYTES") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: expected ADDR:PORT:BYTES or "
+                                         "ADDR:PORT:BYTES@PID+REQUEST") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -459,6 +547,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="per target, in order: ADDR:PORT[/PORT..] of each subflow, "
                    "comma-separated (the first is the initial subflow)")
     f.add_argument("--fifo", action="store_true", help=FIFO_HELP)
+    f.add_argument("--join-first", type=int, default=0, metavar="N",
+                   help="MPTCP: the N subflows of each connection (each --place's count "
+                   "where given) join before the server sends the response")
     f.add_argument("--start-ns", type=int, metavar="NS", help="sleep until CLOCK_MONOTONIC "
                    "reads NS before the first connection (the round's instant on the "
                    "virtual clock: clockgrid.py)")
@@ -476,10 +567,16 @@ def main(argv: list[str] | None = None) -> int:
                  "per target or none")
     if args.fifo:
         first_in_first_out("fetch")
-    late = 0 if args.start_ns is None else clockgrid.start_at(args.start_ns)
-    results = fetch_many(args.targets, args.mptcp, args.timeout, args.place)
+    if any(t.pid is not None for t in args.targets):  # shared: each thread its instant
+        results = fetch_many(args.targets, args.mptcp, args.timeout, args.place,
+                             args.start_ns, args.join_first)
+    else:  # one request: the process wakes at its instant, then starts its threads
+        late = 0 if args.start_ns is None else clockgrid.start_at(args.start_ns)
+        results = fetch_many(args.targets, args.mptcp, args.timeout, args.place,
+                             join_first=args.join_first)
+        for r in results:
+            r.late_ns = late
     for r in results:
-        r.late_ns = late
         print(json.dumps(asdict(r)), flush=True)
     return 0 if all(r.ok for r in results) else 1
 

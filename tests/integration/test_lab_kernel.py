@@ -210,3 +210,28 @@ def test_a_guest_that_dies_is_reported_with_its_console_log(lab_kernel, tmp_path
     print(str(err.value)[-600:])
     assert list(share.glob(".labkernel/*/console.log"))
     assert _uml_processes(lab_kernel, share) == []
+
+
+def test_a_guest_that_forges_its_result_and_floods_its_console_gets_neither_read(
+        lab_kernel, tmp_path):
+    """Guest root (anyone at a lab `pathdiv net` prompt) writes 0 to the control folder's
+    rc, links its stdout to a root-only file of the host, writes an endless line on the
+    console and powers off: the host prints none of the file, keeps a bounded console.log
+    and reports the forged status as the command's."""
+    share = tmp_path / "share"
+    share.mkdir()
+    secret = tmp_path / "root-only"
+    secret.write_text("SECRET-OF-ROOT\n")
+    secret.chmod(0o600)
+    script = (f"c=$(ls -d {share}/.labkernel/*); "
+              "head -c 24000000 /dev/zero | tr '\\0' A > /dev/console; "
+              f"echo 0 > $c/rc; ln -sf {secret} $c/stdout; ln -sf {secret} $c/release; "
+              "echo o > /proc/sysrq-trigger; sleep 30")
+    res = uml.run_in_uml(["sh", "-c", script], share=share, kernel=lab_kernel, timeout_s=600)
+    print(res)
+    assert res.returncode == 0
+    assert "SECRET-OF-ROOT" not in res.stdout + res.stderr + res.kernel_release
+    assert "symbolic link" in res.stdout
+    console = next(share.glob(".labkernel/*/console.log"))
+    assert console.stat().st_size < 64 * 1024, console.stat()  # 24 MB written
+    assert b"[line cut at " in console.read_bytes()

@@ -60,7 +60,11 @@ def test_three_shards_give_the_runs_and_rows_of_one_unsharded_run(root_fabric, t
     for i in range(3):
         progress = json.loads((sharded / "progress" / f"shard-{i}-of-3.json").read_text())
         assert (progress["state"], progress["complete"]) == ("done", 2)
-    assert list((sharded / "running").iterdir()) == []
+    # no run left marked running; each shard's plan lock stays, emptied (removing it
+    # could let two processes lock two different files)
+    left = sorted(p.name for p in (sharded / "running").iterdir())
+    assert left == [f"plan-shard-{i}-of-3.lock" for i in range(3)]
+    assert all((sharded / "running" / name).stat().st_size == 0 for name in left)
     analysed = pathdiv("analyze", str(sharded))
     assert analysed.returncode == 0, analysed.stderr
     assert f"report: {sharded / 'report.html'}" in analysed.stdout

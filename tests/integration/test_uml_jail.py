@@ -7,6 +7,7 @@ Seconds each; needs root (mount and PID namespaces), no network namespace, no UM
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pathdiv.kernels import uml
+from pathdiv.kernels import uml, uml_guest
+from tests.conftest import open_for_guest
 
 pytestmark = pytest.mark.root
 
@@ -29,7 +31,7 @@ def share():
         pytest.skip("needs root (mount and PID namespaces)")
     path = Path(tempfile.mkdtemp(prefix="pathdiv-jail-test-", dir=uml.REPO_DIR))
     (path / "priv").mkdir()
-    uml.hand_over(path, UID, UID)
+    uml_guest.lend_share(path, UID, UID)
     yield path
     subprocess.run(["rm", "-rf", str(path)], check=False)
 
@@ -110,3 +112,68 @@ def jail_session(share: Path) -> int:
                     and str(share).encode() in cmdline:
                 return int(entry.name)
     raise AssertionError(f"no jail for {share}")
+
+
+def test_a_folder_the_guest_cannot_enter_shows_it_only_the_folders_revealed(tmp_path):
+    """A checkout and a results folder inside a 0700 home: the jail covers the home with an
+    empty tmpfs holding only the way to them, so the guest's user reads the checkout and
+    writes the results folder, and nothing else of the home, whatever its modes."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (mount and PID namespaces)")
+    open_for_guest(tmp_path)
+    home = tmp_path / "home"
+    checkout, results = home / "work" / "checkout", home / "work" / "results"
+    checkout.mkdir(parents=True)
+    (results / "priv").mkdir(parents=True)
+    (checkout / "code.py").write_text("code\n")
+    (home / "secret").write_text("secret\n")  # readable by all: only the home's mode hid it
+    (home / "work" / "other").write_text("other\n")
+    home.chmod(0o700)
+    (home / "work").chmod(0o700)
+    uml_guest.lend_share(results, UID, UID)
+    cover, blocked = uml.guest_reach([results, checkout], results, UID, UID)
+    assert cover == [str(home)] and blocked == []
+    script = (
+        f"cat {checkout}/code.py; "
+        f"ls -A {home}; ls -A {home}/work; "
+        f"cat {home}/secret 2>/dev/null || echo no-secret; "
+        f"cat {home}/work/other 2>/dev/null || echo no-other; "
+        f"touch {results}/inside && echo wrote-results; "
+        f"touch {checkout}/x 2>/dev/null || echo checkout-read-only; "
+        f"touch {home}/x 2>/dev/null || echo home-read-only; "
+        "cat /etc/shadow >/dev/null 2>&1 || echo no-shadow; "
+        f"grep ' {results} ' /proc/self/mountinfo"
+    )
+    argv = uml.jail_argv("/usr/bin/python3", results, results / "priv", 8,
+                         ["/bin/sh", "-c", script], uid=UID, gid=UID,
+                         reveal=[str(results), str(checkout)], cover=cover)
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    print(res.stdout, res.stderr)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[:4] == ["code", "work", "checkout", "results"]  # only the way down
+    for said in ("no-secret", "no-other", "wrote-results", "checkout-read-only",
+                 "home-read-only", "no-shadow"):
+        assert said in lines
+    options = lines[-1].split()[5].split(",")  # the share's bind: rw, nosuid, nodev
+    assert {"rw", "nosuid", "nodev"} <= set(options), lines[-1]
+    assert (results / "inside").stat().st_uid == UID
+    assert not (home / "x").exists() and not (checkout / "x").exists()
+
+
+def test_a_share_reached_through_a_link_is_refused_by_the_jail(share, tmp_path):
+    """The jail walks every folder it mounts from / without following a link: a share
+    whose path was swapped for a link after pathdiv checked it is not bound."""
+    elsewhere = uml.REPO_DIR / f".jail-elsewhere-{os.getpid()}"
+    elsewhere.mkdir()
+    try:
+        link = share / "link"
+        link.symlink_to(elsewhere)
+        argv = uml.jail_argv("/usr/bin/python3", link, share / "priv", 8,
+                             ["/bin/sh", "-c", f"touch {link}/x"], uid=UID, gid=UID)
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 126, res.stderr
+        assert "no link is followed" in res.stderr
+        assert list(elsewhere.iterdir()) == []
+    finally:
+        shutil.rmtree(elsewhere)

@@ -17,7 +17,8 @@ on it that TCP has not sent yet (``notsent``), over time. The server's MPTCP cou
 (MPTcpExt*, e.g. MptcpDClosed and MptcpDReinject where the kernel has them) are read
 before and after each transfer. Prints one JSON object.
 
-    python tests/support/ese_lab.py [--ccs mptcp-d lia] [--size 20000000] [--alpha 1.3] [--beta 0.1]
+    python tests/support/ese_lab.py [--ccs mptcp-d lia] [--size 20000000] [--alpha 1.3] \
+        [--beta 0.1] [--joins before late]
 """
 
 from __future__ import annotations
@@ -118,12 +119,16 @@ def server_counters() -> dict[str, int]:
     return mptcp_counters(ml.sh("cat", "/proc/net/netstat", ns=ml.NS_SERVER, check=False))
 
 
-def run(cc: str, size: int, sample_ms: float) -> dict:
+def run(cc: str, size: int, sample_ms: float, join: str = "before") -> dict:
     allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
     if cc not in allowed.read_text().split():
         allowed.write_text(f"{allowed.read_text().strip()} {cc}")
     ml.set_sysctls(f"net.ipv4.tcp_congestion_control={cc}")
-    server = subprocess.Popen(ml.server_cmd(1, len(PATH_OF)), stdout=subprocess.PIPE,
+    # join "before": the server sends once every subflow joined (they start together on
+    # empty queues); "late": at once, the extra subflows join while the first one fills
+    # the shared queue (as Linux's path manager opens them after the handshake)
+    waits_for = len(PATH_OF) if join == "before" else 1
+    server = subprocess.Popen(ml.server_cmd(1, waits_for), stdout=subprocess.PIPE,
                               text=True)
     samples: list[tuple[float, dict[str, dict[str, int]]]] = []
     before = server_counters()
@@ -149,7 +154,7 @@ def run(cc: str, size: int, sample_ms: float) -> dict:
     after = server_counters()
     counters = {k: after[k] - before.get(k, 0) for k in after
                 if after[k] - before.get(k, 0) and k in WATCHED}
-    return {"cc": cc, **fetched, "counters": counters, **summary(samples)}
+    return {"cc": cc, "join": join, **fetched, "counters": counters, **summary(samples)}
 
 
 # server counters reported per transfer (deltas), where the kernel has them
@@ -223,12 +228,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--alpha", type=float, default=1.3)
     p.add_argument("--beta", type=float, default=0.1)
     p.add_argument("--sample-ms", type=float, default=200.0)
+    p.add_argument("--joins", nargs="+", choices=("before", "late"), default=["before"],
+                   help="before: the subflows join before data (the server waits for "
+                   "them); late: the server sends at once and they join meanwhile; each "
+                   "congestion control runs once per value")
     args = p.parse_args(argv)
     if (PARAMETERS / "mptcp_d_alpha_pct").exists():
         (PARAMETERS / "mptcp_d_alpha_pct").write_text(f"{round(args.alpha * 100)}\n")
         (PARAMETERS / "mptcp_d_beta_pct").write_text(f"{round(args.beta * 100)}\n")
     with two_paths(args.rate_mbit, tuple(args.delays_ms), args.queue_pkts, args.ack_delay_ms):
-        runs = [run(cc, args.size, args.sample_ms) for cc in args.ccs]
+        runs = [run(cc, args.size, args.sample_ms, join) for join in args.joins
+                for cc in args.ccs]
     print(json.dumps({"mode": "ese", "kernel": ml.sh("uname", "-r").strip(),
                       "rate_mbit_per_path": args.rate_mbit, "delays_ms": args.delays_ms,
                       "alpha": args.alpha, "beta": args.beta, "runs": runs}, indent=1))

@@ -21,6 +21,9 @@ Modes (each prints one JSON object on stdout):
            subflow per interface; per scheduler one captured transfer: completion, the
            subflows seen, and per path its segments and the share that another subflow
            also carried (a redundant subflow's copies)
+  orphan   one reply that pathdiv's transfer server finished writing into a large send
+           buffer long before a slow path delivers it: completed, or reset (MP_FASTCLOSE,
+           RST in the capture) when Linux closes the orphaned MPTCP socket
   spray    per reordering level (hosts.reordering's sysctls; gro with --hold-us): one TCP
            transfer sprayed round robin, packet by packet, over P parallel paths of
            different delays (nftables numgen marks, a prio qdisc with one netem per
@@ -736,6 +739,68 @@ def fetch(size: int, flows: int, proto: int = socket.IPPROTO_MPTCP) -> None:
 # ------------------------------------------------------------------ modes
 
 
+MPTCP_FASTCLOSE = 7  # the MP_FASTCLOSE option's subtype
+
+
+def fastcloses(pcap: Path) -> tuple[int, int]:
+    """(segments carrying MP_FASTCLOSE, segments with RST) in a capture."""
+    import dpkt
+
+    fast = rst = 0
+    with open(pcap, "rb") as fh:
+        for _, buf in dpkt.pcap.Reader(fh):
+            ip = dpkt.ethernet.Ethernet(buf).data
+            if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP):
+                continue
+            tcp = ip.data
+            rst += bool(tcp.flags & dpkt.tcp.TH_RST)
+            for kind, data in dpkt.tcp.parse_opts(tcp.opts):
+                if kind == MPTCP_OPTION and data and data[0] >> 4 == MPTCP_FASTCLOSE:
+                    fast += 1
+    return fast, rst
+
+
+def orphan_run(size: int, sndbuf: int, timeout_s: float, out: Path,
+               server_script: Path | None = None) -> dict:
+    """One fetch with pathdiv's own transfer tool (experiments/traffic/transfer.py, serve
+    and fetch) over the lab, the server's send buffer `sndbuf` from the start
+    (net.ipv4.tcp_wmem): its application writes the reply into it and is done long
+    before a slow path delivers it. Captured on the client's interface: whether the
+    connection was reset (MP_FASTCLOSE, RST) and when."""
+    sh("sysctl", "-qw", f"net.ipv4.tcp_wmem=4096 {sndbuf} {sndbuf}", ns=NS_SERVER)
+    tool = [sys.executable, "-m", "pathdiv.experiments.traffic.transfer"]
+    local = Path(tempfile.mkdtemp(prefix="pdlab-")) / "orphan.pcap"
+    dump = subprocess.Popen(
+        ["ip", "netns", "exec", NS_CLIENT, "tcpdump", "-i", DEV_CLIENT, "-s", "160",
+         "-B", "16384", "-w", str(local), "tcp", "port", str(PORT)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while not local.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    serve = [sys.executable, str(server_script)] if server_script else tool
+    server = subprocess.Popen(["ip", "netns", "exec", NS_SERVER, *serve, "serve", "--mptcp",
+                               "--address", SERVER_ADDR, "--port", str(PORT)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_listening()
+        res = subprocess.run(["ip", "netns", "exec", NS_CLIENT, *tool, "fetch", "--mptcp",
+                              "--timeout", str(timeout_s), f"{SERVER_ADDR}:{PORT}:{size}"],
+                             capture_output=True, text=True, timeout=timeout_s + 120)
+        fetched = json.loads(res.stdout.splitlines()[0])
+    finally:
+        server.kill()
+        time.sleep(0.5)  # let tcpdump drain what the kernel queued
+        dump.terminate()
+        dump.wait(timeout=30)
+    capture = out / "orphan.pcap"
+    shutil.move(local, capture)
+    shutil.rmtree(local.parent, ignore_errors=True)
+    fast, rst = fastcloses(capture)
+    return {"ok": fetched["ok"], "error": fetched["error"], "received": fetched["received"],
+            "size": size, "seconds": round(fetched["end_s"] - fetched["start_s"], 3),
+            "fastclose_segments": fast, "rst_segments": rst, "capture": str(capture)}
+
+
 def available() -> list[str]:
     try:
         return Path("/proc/sys/net/mptcp/available_schedulers").read_text().split()
@@ -801,6 +866,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     sp.add_argument("--hold-us", type=int, default=20000,
                     help="bound of the reorder hold (level gro): above the reordering the "
                     "paths cause, which with their queues is 12-20 ms here (measured)")
+    o = sub.add_parser("orphan", help="a reply its server application finished writing "
+                       "long before a slow path delivers it (pathdiv's transfer tool)")
+    o.add_argument("--size", type=int, default=4_000_000)
+    o.add_argument("--sndbuf", type=int, default=4_194_304,
+                   help="the server's send buffer from the start (net.ipv4.tcp_wmem)")
+    o.add_argument("--rate-mbit", type=float, default=0.4)
+    o.add_argument("--delay-ms", type=float, default=10.0)
+    o.add_argument("--queue-pkts", type=int, default=100)
+    o.add_argument("--subflows", type=int, default=2)
+    o.add_argument("--timeout", type=float, default=300.0)
+    o.add_argument("--out", type=Path, default=Path("."))
+    o.add_argument("--server-script", type=Path, default=None,
+                   help="serve with this copy of transfer.py (e.g. an earlier revision's)")
     args = p.parse_args(argv)
 
     if args.mode == "serve":
@@ -837,6 +915,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "paths": [dict(zip(("rate_mbit", "delay_ms", "loss_pct"), p,
                                              strict=True)) for p in args.paths],
                           "runs": runs}, indent=1))
+        return 0
+    if args.mode == "orphan":
+        args.out.mkdir(parents=True, exist_ok=True)
+        with lab(args.subflows, args.delay_ms, args.rate_mbit, args.queue_pkts):
+            run = orphan_run(args.size, args.sndbuf, args.timeout, args.out,
+                             args.server_script)
+        print(json.dumps({"mode": "orphan", "kernel": kernel, "rate_mbit": args.rate_mbit,
+                          "sndbuf": args.sndbuf, **run}, indent=1))
         return 0
     if args.mode == "spray":
         with spray_lab(args.delays_ms, args.rate_mbit, args.queue_pkts, args.ack_delay_ms):

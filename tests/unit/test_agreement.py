@@ -136,8 +136,11 @@ def test_rb_observations_are_outside_seed001_but_inside_seed000():
     metrics = synthetic_metrics(2, repetitions=6, switching=("ecmp-mptcp", "ps-mptcp"),
                                 hosts=("vanilla", "rb"),
                                 effects={"host": {"rb": {"fct_s": -3.0}}})
-    rb = mark_claims(load_reference("seed000"), metrics)
+    marked = mark_claims(load_reference("seed000"), metrics)
+    rb = marked[marked["claim_id"] == "rb-lowers-fct-under-concurrency"]
     assert len(rb) == 3 and set(rb.verdict) == {AGREE}
+    # seed 000's burstiness and retransmission claims, one row per cluster each too
+    assert len(marked) == 9
     seed001 = mark_claims(load_reference("seed001"), metrics)
     mptcp = _rows(seed001, "spray-raises-utilisation")
     assert set(mptcp.n_a) == {6}  # the rb observations are left out

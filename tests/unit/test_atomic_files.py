@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from pathdiv.analysis import atomic
+import pathdiv.analysis.safefiles as safefiles
 from pathdiv.analysis.atomic import write_text_atomic
 
 
@@ -37,11 +37,23 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
     path = tmp_path / "stats.json"
     path.write_text("old")
 
-    def fail(*_):
+    def fail(*_, **__):
         raise OSError("disk full")
 
-    monkeypatch.setattr(atomic.os, "replace", fail)
+    monkeypatch.setattr(safefiles.os, "replace", fail)
     with pytest.raises(OSError, match="disk full"):
         write_text_atomic(path, "new")
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["stats.json"]
+
+
+def test_a_symlink_among_the_folders_is_refused_not_followed(tmp_path):
+    """A guest (or the folder's owner) swaps a run's folder for a link into a root-only
+    tree: the writer refuses instead of writing there."""
+    victim = tmp_path / "etc"
+    victim.mkdir()
+    (tmp_path / "results" / "runs").mkdir(parents=True)
+    (tmp_path / "results" / "runs" / "r1").symlink_to(victim)
+    with pytest.raises(safefiles.FileRefused, match="r1 is a symbolic link"):
+        write_text_atomic(tmp_path / "results" / "runs" / "r1" / "manifest.json", "{}")
+    assert list(victim.iterdir()) == []

@@ -32,7 +32,7 @@ def test_check_says_which_plane_each_run_uses_and_its_wall_time(capsys, tmp_path
     assert runs, out
     n = int(runs.group(1))
     assert re.search(rf"data plane: {n} run\(s\) on bmv2 \(as configured; expected "
-                     r"\d+-\d+x the nftables plane's time per run, \d+-\d+x per cell\); "
+                     r"\d+-\d+x the nftables plane's time per run, \d+(-\d+)?x per cell\); "
                      r"found simple_switch", out), out
     assert f"{n} in the lab kernel, whose P4 programs the host compiles before it boots" in out
     assert "  for P4 at the nftables plane's pace: p4c's eBPF back end" in out
@@ -44,7 +44,7 @@ def test_check_says_which_plane_each_run_uses_and_its_wall_time(capsys, tmp_path
     assert re.search(rf"data plane: {n} run\(s\) on nftables \(auto: no P4 plane here "
                      r"carries it within the bound \(p4-ebpf: p4c-ebpf, clang, llc not "
                      r"found on .*bmv2: above auto's bound of 1.5x the nftables plane's "
-                     r"time\); bmv2 would take \d+-\d+x per cell\)", out), out
+                     r"time\); bmv2 would take \d+(-\d+)?x per cell\)", out), out
     assert "scripts/install-p4.sh" in out
 
 
@@ -62,8 +62,10 @@ def test_keys_documents_every_key(capsys):
     assert main(["keys"]) == 0
     out = capsys.readouterr().out
     for key in ("topology.links.core.bw_mbps", "switching.spray", "hosts.subflows",
-                "workload.flow_types.<name>", "analysis.dvs"):
+                "workload.flow_types.<name>", "analysis.dvs", "hosts.juggler_ooo_timeout_us",
+                "hosts.juggler_inseq_timeout_us", "hosts.juggler_flows"):
         assert key in out
+    assert "[default | tuned | gro | juggler]" in out  # hosts.reordering's levels
 
 
 def test_analyze_stats_only_needs_metrics(tmp_path, capsys):

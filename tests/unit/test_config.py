@@ -36,7 +36,7 @@ def test_unknown_key_lists_the_valid_ones():
 
 def test_wrong_type_and_range():
     msgs = problems({"topology": {"k": 5}, "hosts": {"subflows": "four"}, "seed": True})
-    assert "topology.k: 5 is not allowed; expected an even integer 2..8" in msgs
+    assert "topology.k: 5 is not allowed; expected an even integer 2..16" in msgs
     assert "hosts.subflows: 'four' is a str; expected integer" in msgs
     assert "seed: True is a bool; expected integer" in msgs
 

@@ -108,9 +108,32 @@ def test_the_reorder_hold_is_for_lab_runs_only():
     assert lab_kernel_abilities().reorder_hold
 
 
+def test_juggler_is_for_lab_runs_only():
+    cfg = validate({"hosts": {"reordering": "juggler"}})
+    assert plan_problems(expand(cfg, flow_types=["query"]), host=STOCK) == [
+        "hosts.reordering: 'juggler' needs Juggler in GRO (net.core.juggler), which this "
+        "machine's kernel 6.18 lacks; the pathdiv lab kernel has it: set hosts.kernel: lab "
+        "[runs of every run]"]
+    lab = validate({"hosts": {"reordering": "juggler", "kernel": "lab"}})
+    assert plan_problems(expand(lab, flow_types=["query"])) == []
+    assert lab_kernel_abilities().juggler
+
+
 def test_an_unknown_reordering_level_names_the_levels():
-    with pytest.raises(ConfigError, match=r"hosts\.reordering.*'juggler'.*default.*tuned"):
-        validate({"hosts": {"reordering": "juggler"}})
+    with pytest.raises(ConfigError, match=r"hosts\.reordering.*'juggle'.*default.*tuned.*gro"
+                       r".*juggler"):
+        validate({"hosts": {"reordering": "juggle"}})
+
+
+@pytest.mark.parametrize(("key", "value", "allowed"), [
+    ("juggler_ooo_timeout_us", 2_000_000, "0 to 1000000 \\(µs\\)"),
+    ("juggler_inseq_timeout_us", -1, "0 to 1000000 \\(µs\\)"),
+    ("juggler_flows", 0, "1 to 64 \\(flows\\)"),
+    ("juggler_flows", 65, "1 to 64 \\(flows\\)"),
+])
+def test_juggler_settings_out_of_range_are_refused(key, value, allowed):
+    with pytest.raises(ConfigError, match=rf"hosts\.{key}.*{value}.*{allowed}"):
+        validate({"hosts": {"reordering": "juggler", "kernel": "lab", key: value}})
 
 
 def test_a_file_that_is_not_utf8_is_named_with_the_bad_byte(tmp_path):
@@ -153,4 +176,4 @@ def test_pathdiv_check_finds_configs_noisy_yaml_from_anywhere(tmp_path, monkeypa
     assert main(["check", "noisy.yaml"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{REPO / 'configs/noisy.yaml'}: valid.")
-    assert "plan: 42 run(s)" in out  # rb acts on the two MPTCP levels only
+    assert "plan: 168 run(s)" in out  # rb acts on the two MPTCP levels only: 7 x 24

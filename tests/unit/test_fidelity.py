@@ -4,6 +4,8 @@ repeat of invalid runs and the report's exclusion of them."""
 import json
 import os
 import struct
+import subprocess
+import sys
 import time
 
 import pandas as pd
@@ -16,19 +18,22 @@ from pathdiv.experiments.execute import run as one_run
 from pathdiv.experiments.execute import runstate
 from pathdiv.experiments.fidelity import attempts, runhooks
 from pathdiv.experiments.fidelity.monitor import (
-    SLACK_BYTES,
-    EgressTrack,
     Monitor,
-    QdiscStat,
+    ProcessCpu,
     core_shares,
     group_by_namespace,
     parse_pid_cpu_ticks,
     parse_pressure,
     parse_proc_stat,
-    parse_qdisc_dump,
     parse_softnet_drops,
-    parse_tc_json,
     switch_losses,
+)
+from pathdiv.experiments.fidelity.qdiscs import (
+    SLACK_BYTES,
+    EgressTrack,
+    QdiscStat,
+    parse_qdisc_dump,
+    parse_tc_json,
 )
 from pathdiv.experiments.fidelity.record import build_record, egress_rates, machine_clock
 from pathdiv.experiments.fidelity.verdict import (
@@ -521,14 +526,50 @@ def test_switch_cpu_losses_and_retransmissions_are_figures_not_verdicts():
 
 def test_the_monitor_reads_switch_processes_and_ports_from_proc():
     """This process's own namespace stands in for a switch's: its processes are found,
-    their CPU counted, its ports' received packets read at the first and last sample."""
+    their CPU counted, its ports' received packets read at the first and last sample.
+    Beside it a spawner starts and ends processes that burn CPU (a compiler on a busy CI
+    machine): the switch's CPU is what its processes spent meanwhile, never less than
+    this test's own spinning, however many of them exit before the last sample."""
     me = os.getpid()
-    monitor = Monitor({"s1": me}, {}, [], 0.05, switches=["s1"])
-    monitor.start()
-    end = time.monotonic() + 0.3
-    while time.monotonic() < end:
-        pass
-    samples = monitor.stop()
-    assert samples.switch_cpu_s["s1"] >= 0.2  # at least this test's own spinning
+    spawner = subprocess.Popen([sys.executable, "-c", SPAWNER])
+    try:
+        time.sleep(0.3)  # children already running at the first sample, some exit later
+        monitor = Monitor({"s1": me}, {}, [], 0.05, switches=["s1"])
+        monitor.start()
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            pass
+        samples = monitor.stop()
+    finally:
+        spawner.kill()
+        spawner.wait()
+    assert samples.switch_cpu_s["s1"] >= 1.0  # at least this test's own spinning
     assert set(samples.switch_lost) == {"s1"}
     assert not monitor.errors
+
+
+# Starts a child burning CPU for 0.05-0.4 s every 20 ms, a dozen alive at a time
+SPAWNER = """
+import random, subprocess, sys, time
+burn = ("import sys, time\nend = time.monotonic() + float(sys.argv[1])\n"
+        "while time.monotonic() < end: pass")
+kids = []
+while True:
+    kids = [k for k in kids if k.poll() is None]
+    if len(kids) < 12:
+        kids.append(subprocess.Popen([sys.executable, "-S", "-c", burn,
+                                      str(random.uniform(0.05, 0.4))]))
+    time.sleep(0.02)
+"""
+
+
+def test_process_cpu_counts_each_process_between_the_samples_it_was_seen_in():
+    cpu = ProcessCpu()
+    cpu.add({(10, 1): 100, (11, 1): 50})           # at the first sample
+    cpu.add({(10, 1): 130, (12, 7): 20})           # 11 exited; 12 is new: from zero
+    cpu.add({(10, 1): 150, (11, 9): 5})            # pid 11 reused: another process
+    assert cpu.total() == (150 - 100) + 0 + 20 + 5  # 11 spent nothing after the first
+    gone = ProcessCpu()  # a sum over the processes present at each sample: -500
+    gone.add({(1, 1): 500})
+    gone.add({})
+    assert gone.total() == 0

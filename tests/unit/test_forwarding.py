@@ -16,13 +16,10 @@ def lookup(table, addr: str, member: int | None):
             best = (net.prefixlen, r.hop)
     if best:
         return best[1]
-    if member is None:
-        return next(r.hop for r in table.static if ipaddress.ip_network(r.prefix) == ip_net(addr))
+    if member is None:  # longest prefix of the static table
+        return max((r for r in table.static if ip in ipaddress.ip_network(r.prefix)),
+                   key=lambda r: ipaddress.ip_network(r.prefix).prefixlen).hop
     return table.up[member % len(table.up)]
-
-
-def ip_net(addr: str):
-    return ipaddress.ip_network(addr + "/32")
 
 
 def walk(topo, tables, src, dst_addr, choose):
@@ -65,6 +62,14 @@ def test_seeds_differ_per_switch_and_follow_the_run_seed():
     assert len({t.seed for t in a.values()}) == len(a)
     assert a["e1"].seed != b["e1"].seed
     assert a["e1"].seed == forwarding_tables(topo, 1)["e1"].seed
+
+
+def test_static_tables_grow_with_the_hosts_at_edges_only():
+    topo = FatTree(16, aliases_per_host=7)
+    tables = forwarding_tables(topo)
+    agg, edge = tables[topo.aggs[0]], tables[topo.edges[0]]
+    assert len(agg.static) == 15 * 8  # one /24 per edge of the other pods
+    assert len(edge.static) == (1024 - 8) * 8  # every remote host address
 
 
 def test_cores_route_down_only():

@@ -20,9 +20,10 @@ from pathdiv.experiments.execute.runstate import ResultsError
 from pathdiv.experiments.fabric import environment as env
 from pathdiv.experiments.manifest import write_json_atomic
 from pathdiv.experiments.plan.runs import expand
-from pathdiv.kernels import build, processes, uml
+from pathdiv.kernels import build, processes, uml, uml_guest
 from pathdiv.kernels.build import LabKernelError
 from pathdiv.kernels.processes import restore_handlers, stop_on_signals
+from tests.conftest import open_for_guest
 
 
 @pytest.fixture
@@ -140,7 +141,7 @@ def test_clean_restores_a_setting_whose_owner_is_gone_and_keeps_a_live_owners(tm
     dead.wait()
     (records / "dead.json").write_text(json.dumps(
         {"path": str(setting), "previous": "reno cubic", "owner": f"{dead.pid}:1"}))
-    restored = env.restore_orphaned_settings(records, prefix=str(tmp_path / "sys") + "/")
+    restored = env.restore_orphaned_settings(records, settings=(str(setting),))
     assert restored == ["tcp_allowed_congestion_control: 'reno cubic'"]
     assert setting.read_text() == "reno cubic"
     assert list(records.iterdir()) == []
@@ -150,38 +151,65 @@ def test_clean_restores_a_setting_whose_owner_is_gone_and_keeps_a_live_owners(tm
         {"path": str(setting), "previous": "reno cubic", "owner": f"{dead.pid}:1"}))
     (records / "live.json").write_text(json.dumps(
         {"path": str(setting), "previous": "reno cubic", "owner": processes.owner_mark()}))
-    assert env.restore_orphaned_settings(records, prefix=str(tmp_path / "sys") + "/") == []
+    assert env.restore_orphaned_settings(records, settings=(str(setting),)) == []
     assert setting.read_text() == "reno cubic bbr"
     assert [p.name for p in records.iterdir()] == ["live.json"]
 
 
-def test_only_a_sysctl_is_ever_written_back(tmp_path):
+def test_only_a_setting_pathdiv_sets_is_ever_written_back_with_a_plain_value(tmp_path):
     target = tmp_path / "elsewhere"
     target.write_text("keep")
     (tmp_path / "r.json").write_text(json.dumps(
         {"path": str(target), "previous": "evil", "owner": "1:1"}))
     assert env.restore_orphaned_settings(tmp_path) == []
     assert target.read_text() == "keep"
+    # another sysctl (kernel.core_pattern: a root shell for whoever sets it) is dropped
+    (tmp_path / "r.json").write_text(json.dumps(
+        {"path": "/proc/sys/kernel/core_pattern", "previous": "|/tmp/x", "owner": "1:1"}))
+    assert env.restore_orphaned_settings(tmp_path) == []
+    assert env.RESTORABLE == (env.ALLOWED_CC,)
+    # and so is a value that is not a list of congestion-control names
+    for value in ("reno\n|/tmp/x", "", "reno;id"):
+        (tmp_path / "r.json").write_text(json.dumps(
+            {"path": str(target), "previous": value, "owner": "1:1"}))
+        assert env.restore_orphaned_settings(tmp_path, settings=(str(target),)) == []
+        assert target.read_text() == "keep"
+    assert not env.RESTORED_VALUE.fullmatch("reno\n")
 
 
 # ---- the lab kernel's user and its image -------------------------------------------------
 def test_the_guest_user_is_never_root_nor_an_existing_account():
     assert uml.guest_id({}) == uml.GUEST_UID
     with pytest.raises(LabKernelError, match="never root's 0"):
-        uml.guest_id({uml.GUEST_ID_ENV: "0"})
+        uml.guest_id({uml_guest.GUEST_ID_ENV: "0"})
     with pytest.raises(LabKernelError, match=r"is the account 'daemon'"):
-        uml.guest_id({uml.GUEST_ID_ENV: str(__import__("pwd").getpwnam("daemon").pw_uid)})
+        uml.guest_id({uml_guest.GUEST_ID_ENV: str(__import__("pwd").getpwnam("daemon").pw_uid)})
 
 
-def test_folders_the_guest_user_cannot_enter_are_named(tmp_path):
+def test_a_folder_the_guest_cannot_enter_is_covered_and_only_a_needed_closed_one_named(
+        tmp_path):
+    """A checkout inside a 0700 folder: the jail covers that folder (the guest reaches the
+    checkout through the cover's empty tmpfs); a checkout that is itself 0700 is named."""
     closed = tmp_path / "closed"
-    (closed / "inner").mkdir(parents=True)
+    checkout, share = closed / "inner" / "checkout", closed / "results"
+    checkout.mkdir(parents=True)
+    share.mkdir()
     closed.chmod(0o700)
-    tmp_path.chmod(0o755)
+    open_for_guest(tmp_path)
     st = closed.stat()
     other = st.st_uid + 12345
-    assert str(closed) in uml.unreachable([closed / "inner" / "x"], other, other)
-    assert str(closed) not in uml.unreachable([closed / "inner" / "x"], st.st_uid, st.st_gid)
+    assert uml.guest_reach([share, checkout], share, other, other) == ([str(closed)], [])
+    assert uml.guest_reach([share, checkout], share, st.st_uid, st.st_gid) == ([], [])
+    checkout.chmod(0o700)
+    assert uml.guest_reach([share, checkout], share, other, other) == (
+        [str(closed)], [str(checkout)])
+    # a closed folder between a revealed one and a needed one inside it is named too
+    checkout.chmod(0o755)
+    inner_share = checkout / "private" / "results"
+    inner_share.mkdir(parents=True)
+    (checkout / "private").chmod(0o700)
+    assert uml.guest_reach([inner_share, checkout], inner_share, other, other) == (
+        [str(closed)], [str(checkout / "private")])
 
 
 def test_hand_over_gives_the_share_to_the_guest_without_following_symlinks(tmp_path):
@@ -193,7 +221,7 @@ def test_hand_over_gives_the_share_to_the_guest_without_following_symlinks(tmp_p
     (share / "runs").mkdir(parents=True)
     (share / "runs" / "f").write_text("y")
     (share / "link").symlink_to(outside)
-    uml.hand_over(share, 64_998, 64_998)
+    uml_guest.lend_share(share, 64_998, 64_998)
     assert {p.stat(follow_symlinks=False).st_uid for p in [share, *share.rglob("*")]} == \
         {64_998}
     assert outside.stat().st_uid == os.geteuid()

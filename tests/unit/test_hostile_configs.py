@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from pathdiv.experiments.cli import main
-from tests.conftest import REPO
+from pathdiv.experiments.config.load import load
+from tests.conftest import REPO, open_for_guest
 from tests.hostile_configs import CASES, FILES, SECRET
 
 SECONDS = 5.0        # a refusal takes at most this (most take milliseconds)
@@ -26,6 +27,8 @@ def _folder(tmp_path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, tuple) and content[0] == "link":
             path.symlink_to(content[1])
+        elif isinstance(content, tuple) and content[0] == "fifo":
+            os.mkfifo(path)
         elif isinstance(content, tuple):
             path.mkdir()
         else:
@@ -103,3 +106,57 @@ def test_a_cdf_file_is_read_relative_to_the_config_not_the_working_directory(
     monkeypatch.chdir(REPO)
     assert main(["check", str(config)]) == 0, capsys.readouterr().err
     assert not os.path.exists(REPO / "sizes.cdf")
+
+
+def test_a_config_that_is_a_fifo_is_refused_at_once(tmp_path, capsys):
+    """open() of a FIFO waits for a writer: `check` would hang forever."""
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    assert main(["check", str(fifo)]) == 2
+    assert time.monotonic() - started < SECONDS
+    assert f"{fifo} is not a regular file; a config is a YAML file" in capsys.readouterr().err
+
+
+def test_a_fifo_as_the_results_folder_is_refused_at_once(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text("name: fifo\n")
+    os.mkfifo(tmp_path / "out")
+    started = time.monotonic()
+    assert main(["run", str(config), "--out", str(tmp_path / "out"), "--no-analyze"]) != 0
+    assert time.monotonic() - started < SECONDS
+    assert f"{tmp_path}/out exists and is not a folder" in capsys.readouterr().err
+
+
+def test_a_set_on_an_aliased_tier_changes_that_tier_alone(tmp_path):
+    """edge and core written as aliases of the host tier: YAML hands the three the same
+    mapping, and a --set of the host tier's rate would have changed all three."""
+    config = tmp_path / "alias.yaml"
+    config.write_text("name: alias\ntopology:\n  links:\n    host: &t {bw_mbps: 20}\n"
+                      "    edge: *t\n    core: *t\n")
+    cfg = load(config, ["topology.links.host.bw_mbps=5"])
+    assert {tier: link["bw_mbps"] for tier, link in cfg.data["topology"]["links"].items()} \
+        == {"host": 5, "edge": 20, "core": 20}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (run as through sudo)")
+def test_through_sudo_a_config_or_cdf_the_user_may_not_read_is_refused(
+        tmp_path, monkeypatch, capsys):
+    """`sudo pathdiv check /root/private.yaml` must not show what root reads there."""
+    monkeypatch.setenv("SUDO_UID", "4321")
+    monkeypatch.setenv("SUDO_GID", "4322")
+    open_for_guest(tmp_path)
+    private = tmp_path / "private.yaml"
+    private.write_text("just the first words of a secret\n")
+    private.chmod(0o600)
+    assert main(["check", str(private)]) == 2
+    err = capsys.readouterr().err
+    assert "uid 4321, who ran pathdiv through sudo, may not read it" in err
+    assert "secret" not in err
+    (tmp_path / "private.cdf").write_text("1 0\n2 1\n")
+    (tmp_path / "private.cdf").chmod(0o600)
+    config = tmp_path / "c.yaml"
+    config.write_text("workload: {pattern: poisson, sizes: private.cdf, duration_s: 1}\n")
+    assert main(["check", str(config)]) == 2
+    assert "private.cdf: uid 4321, who ran pathdiv through sudo, may not read it" in \
+        capsys.readouterr().err

@@ -87,7 +87,7 @@ def test_check_accepts_bmv2_switches_with_lab_kernel_hosts(tmp_path):
                           env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "bmv2" in proc.stdout.splitlines()[0], proc.stdout
-    assert "lab kernel: 42 run(s)" in proc.stdout, proc.stdout
+    assert "lab kernel: 168 run(s)" in proc.stdout, proc.stdout
 
 
 def test_piped_input_is_typed_once_the_guest_speaks_and_ends_with_ctrl_d():

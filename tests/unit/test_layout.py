@@ -20,14 +20,17 @@ FACE = Path("pathdiv") / "__init__.py"  # the package's top: `import pathdiv` (s
 
 # The layers, lowest first. A module imports its own unit and units of lower layers only;
 # units that share a layer do not import each other. A module's unit is the longest entry
-# its dotted name starts with. `analysis` needs only `topologies` (so `pathdiv analyze`
-# runs without the emulation stack); `kernels` builds and boots and needs nothing of
-# `experiments`. Inside `experiments` the data flow: what the user wrote (config) ← what
-# will run (plan) ← the network's parts (fabric) ← data planes ← the assembled network
-# (network) ← traffic ← executing a run ← the cluster's view of a plan ← runner ← the
-# public API (pathdiv.experiments.api, the `experiments/api/` folder) ← cli.
+# its dotted name starts with. `analysis.safefiles` (files root opens without following
+# links, standard library only) sits at the bottom: the rest of analysis and kernels
+# both use it, as analysis/atomic.py, the one writer, is used by experiments.
+# `analysis` needs only `topologies` (so `pathdiv analyze` runs without the emulation
+# stack); `kernels` builds and boots and needs nothing of `experiments`. Inside
+# `experiments` the data flow: what the user wrote (config) ← what will run (plan) ← the
+# network's parts (fabric) ← data planes ← the assembled network (network) ← traffic ←
+# executing a run ← the cluster's view of a plan ← runner ← the public API
+# (pathdiv.experiments.api, the `experiments/api/` folder) ← cli.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("pathdiv.topologies",),
+    ("pathdiv.topologies", "pathdiv.analysis.safefiles"),
     ("pathdiv.kernels", "pathdiv.analysis"),
     ("pathdiv.experiments.running",),
     ("pathdiv.experiments.config", "pathdiv.experiments.manifest"),

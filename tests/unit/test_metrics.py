@@ -234,3 +234,38 @@ def test_subflows_from_addresses_the_config_does_not_list_stay_the_clients(
     m = compute_transfer_metrics(rdir).iloc[0]
     assert m["utilization"] == pytest.approx(1.0, abs=1e-5)
     assert m["data_bytes_sent"] == 8 * MSS and m["subflows"] == 4
+
+
+def test_bursts_are_runs_of_back_to_back_packets_at_the_links_rate() -> None:
+    from pathdiv.analysis.metrics.transfer import burst_sizes, burstiness
+
+    # 20 Mbit/s: a 1514-byte frame takes 605.6 µs; three back to back, a pause, five
+    tx = 1514 * 8 / 20e6
+    ts = [0, tx, 2 * tx, 0.010, 0.010 + tx, 0.010 + 2 * tx, 0.010 + 3 * tx, 0.010 + 4 * tx]
+    sizes = burst_sizes(ts, [1514] * len(ts), 20.0)
+    assert list(sizes) == [3, 5]
+    # the burst a packet leaves in, on average: (3·3 + 5·5) / 8; the largest: 5
+    assert burstiness(sizes) == (pytest.approx(34 / 8), 5.0)
+    # a gap under 1.5 transmission times (an ACK-clocked packet right behind) continues
+    assert list(burst_sizes([0, 1.4 * tx], [1514, 1514], 20.0)) == [2]
+    assert list(burst_sizes([0, 1.6 * tx], [1514, 1514], 20.0)) == [1, 1]
+    assert burstiness(burst_sizes([], [], 20.0))[0] != burstiness(burst_sizes([], [], 20.0))[0]
+
+
+@pytest.mark.parametrize(("host_mbps", "expected"), [(8.0, 5.0), (80.0, 1.0)])
+def test_burstiness_is_a_registered_column_of_the_servers_data(
+        tmp_path: Path, host_mbps: float, expected: float) -> None:
+    from pathdiv.analysis.metrics.columns import dependent_variables
+
+    # 5 data segments of 1054 frame bytes, GAP (1 ms) apart: at 8 Mbit/s a frame takes
+    # 1.05 ms (back to back: one burst of 5); at 80 Mbit/s 0.1 ms (five bursts of 1)
+    run_dir = run(tmp_path, [tcp_spec(size_bytes=5000)])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["config"]["topology"]["links"] = {"host": {"bw_mbps": host_mbps}}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    m = compute_transfer_metrics(run_dir).iloc[0]
+    assert m["burst_pkts"] == expected and m["burst_pkts_max"] == expected
+    assert m["burstiness"] == expected  # through the metric registry
+    assert "burstiness" in dependent_variables()
+    row = compute_run_metrics(run_dir).iloc[0]
+    assert row["burstiness"] == expected

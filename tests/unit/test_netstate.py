@@ -79,6 +79,21 @@ def test_every_run_of_the_reference_plan_shares_one_network():
     assert reuse_key(runs[0].config.data, "p4-ebpf") not in keys | {None}
 
 
+def test_juggler_hosts_get_a_network_of_their_own():
+    # GRO on the hosts' interfaces is set at the build, not by a reset: a Juggler run
+    # never takes over another level's network, while the SACK hold (a sysctl) does
+    data = load(REPO / "configs/noisy.yaml").data
+    level = {}
+    for name in ("default", "gro", "juggler"):
+        variant = copy.deepcopy(data)
+        variant["hosts"]["reordering"] = name
+        level[name] = reuse_key(variant, "kernel")
+    assert level["default"] == level["gro"] != level["juggler"]
+    other = copy.deepcopy(data)
+    other["hosts"].update(reordering="juggler", juggler_ooo_timeout_us=5)
+    assert reuse_key(other, "kernel") == level["juggler"]  # a sysctl: reset sets it
+
+
 def test_counters_and_handles_do_not_make_a_node_dirty():
     ref = parse_snapshot(snapshot_text(), is_host=True)
     assert not ref.errors

@@ -183,6 +183,27 @@ def test_paths_need_the_lab_kernel_and_no_fat_tree_keys():
     assert any(p.startswith("topology.link_overrides") for p in problems_of(overridden))
 
 
+def test_a_long_running_fetch_and_the_cc_trace_are_for_paths_within_the_timeout():
+    raw = lab_config(paths=[{}, {}])
+    raw["workload"].update(measure_s=40, timeout_s=120)
+    raw["capture"] = {"cc_trace_ms": 10}
+    cfg = validate(raw)
+    assert cfg.data["workload"]["measure_s"] == 40
+    assert cfg.data["capture"]["cc_trace_ms"] == 10
+    raw["workload"]["timeout_s"] = 30
+    assert "workload.measure_s: 40 is longer than workload.timeout_s (30); allowed: " \
+        "measure_s <= timeout_s" in problems_of(raw)
+    fat = lab_config(paths=[])
+    fat["topology"]["kind"] = "fattree"
+    fat["workload"]["measure_s"] = 40
+    fat["capture"] = {"cc_trace_ms": 5}
+    problems = problems_of(fat)
+    assert "workload.measure_s: 40 with topology.kind: fattree; it is for kind: paths " \
+        "(allowed here: 0)" in problems
+    assert any(p.startswith("capture.cc_trace_ms: 5 with topology.kind: fattree")
+               for p in problems)
+
+
 def test_events_must_name_a_link_of_the_paths_topology():
     raw = lab_config(paths=[{}, {}])
     raw["events"] = [{"at_s": 15, "link": "a1-c1", "set": {"loss_pct": 50}}]

@@ -3,6 +3,8 @@
 import pytest
 
 from pathdiv.experiments.config.load import validate
+from pathdiv.experiments.config.workloads import PATTERNS
+from pathdiv.experiments.plan.designations import WorkloadError, rounds, transfer_count
 from pathdiv.experiments.plan.runs import expand
 
 FACTORS = {
@@ -26,6 +28,20 @@ def test_cells_times_flow_types_times_repetitions():
     for rep in (1, 2):  # each block holds every cell once
         block = [(r.flow_type, tuple(r.factors.values())) for r in runs if r.repetition == rep]
         assert len(set(block)) == 18
+
+
+def test_repetitions_per_flow_type_keep_the_ids_and_seeds_of_a_single_number():
+    per_flow = expand(cfg(repetitions={"query": 3, "short": 2}))  # long: not named, 1
+    counts = {f: len({r.repetition for r in per_flow if r.flow_type == f})
+              for f in ("query", "short", "long")}
+    assert counts == {"query": 3, "short": 2, "long": 1}
+    assert len(per_flow) == 6 * (3 + 2 + 1)
+    same = {r.run_id: r.seed for r in expand(cfg(repetitions=3))}
+    assert all(same[r.run_id] == r.seed for r in per_flow)  # a run is the same run
+    assert len(expand(cfg(repetitions={"query": 3}), repetitions=2)) == 6 * 3 * 2  # --reps
+    with pytest.raises(Exception, match=r"repetitions\.huge: 'huge' is not a flow type; "
+                                        r"choose from query, short, long"):
+        cfg(repetitions={"huge": 2})
 
 
 def test_levels_apply_their_overrides():
@@ -85,11 +101,29 @@ def test_observations_per_cell_against_what_the_manova_needs():
     noisy = expand(load("configs/noisy.yaml"))
     cells = observations_per_cell(noisy)
     assert len(cells) == 3 * (5 + 2)  # rb only on the two MPTCP levels (applies_to)
-    # 2 repetitions x 2 iterations x 2 partition-aggregate groups > 4 dvs + 1
-    assert set(cells.values()) == {8}
+    # 2 iterations x 2 partition-aggregate groups per repetition: 10 repetitions of the
+    # query and short cells, 4 of the long ones (configs/noisy.yaml), > 4 dvs + 1
+    assert {f: n for (f, *_), n in cells.items()} == {"query": 40, "short": 40, "long": 16}
     assert design_problems(noisy) == []
     assert design_problems(expand(load("configs/silent.yaml"))) == []
     (few,) = design_problems(expand(cfg(repetitions=1, workload={"pattern": "noisy",
                                                                  "iterations": 1})))
     assert few.startswith("18 cell(s)") and "get only 2 observation(s)" in few
     assert "needs more than 5 per cell: raise repetitions" in few
+
+
+@pytest.mark.parametrize("pattern", ["silent", "noisy", "incast", "permutation"])
+@pytest.mark.parametrize("n", [2, 4, 6, 16, 128])
+def test_a_patterns_closed_form_counts_are_its_drawn_designations(pattern, n):
+    """`check` bounds a run by the registry's closed forms before drawing anything: they
+    must be what the designations draw, for every host count a topology may have."""
+    entry = PATTERNS[pattern]
+    hosts = [f"h{i}" for i in range(1, n + 1)]
+    if entry.hosts_problem(n):
+        with pytest.raises(WorkloadError):
+            rounds(pattern, hosts, 7, 3, 2)
+        return
+    drawn = rounds(pattern, hosts, 7, 3, 2)
+    assert len(drawn) == 3 * 2 * entry.rounds(n)
+    assert transfer_count(drawn) == 3 * 2 * entry.transfers(n)
+    assert {max(len(r.servers) for r in rnd) for rnd in drawn} == {entry.busiest(n)}

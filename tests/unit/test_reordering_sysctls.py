@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.fabric.hostsetup import REORDERING, HostSpec, host_commands
+from pathdiv.experiments.fabric.hostsetup import (
+    REORDERING,
+    HostSpec,
+    host_commands,
+    receive_commands,
+)
 from pathdiv.topologies.fattree import FatTree
 
 
@@ -49,3 +54,27 @@ def test_a_hold_out_of_range_is_refused():
 
     with pytest.raises(ConfigError, match=r"hosts\.reorder_hold_us.*1 to 1000000"):
         validate({"hosts": {"reordering": "gro", "reorder_hold_us": 0}})
+
+
+def test_juggler_switches_it_on_with_its_settings_and_nothing_else():
+    default = sysctls(HostSpec("mptcp", 4, "cubic"))
+    cfg = validate({"hosts": {"reordering": "juggler", "kernel": "lab",
+                              "juggler_ooo_timeout_us": 20000, "juggler_flows": 32}})
+    assert cfg.juggler == (0, 20000, 32)
+    juggler = sysctls(HostSpec("mptcp", 4, "cubic", reordering="juggler", juggler=cfg.juggler))
+    assert [s for s in juggler if s not in default] == [
+        "net.core.juggler_inseq_timeout_us=0", "net.core.juggler_ooo_timeout_us=20000",
+        "net.core.juggler_flows=32", "net.core.juggler=1"]
+    # the defaults: out-of-order segments wait 1 ms, eight flows per receive queue
+    assert validate({"hosts": {"reordering": "juggler"}}).juggler == (0, 1000, 8)
+
+
+def test_only_a_juggler_host_receives_through_gro():
+    topo = FatTree(4)
+    spec = HostSpec("mptcp", 4, "cubic", reordering="juggler")
+    intf = topo.links_of("h1")[0].port_of("h1").intf
+    # after the link's commands, which turn every offload off (fabric/shaping.py)
+    assert receive_commands(topo, "h1", spec) == [["ethtool", "-K", intf, "gro", "on"]]
+    for level in ("default", "tuned", "gro"):
+        assert receive_commands(topo, "h1", HostSpec("mptcp", 4, "cubic",
+                                                     reordering=level)) == []

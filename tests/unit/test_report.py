@@ -18,7 +18,7 @@ from tests.support.study_data import synthetic_metrics
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 STUDY_PLOTS = {"box_throughput_mbps", "box_goodput_mbps", "box_fct_s", "box_utilization",
-               "fct_cdf", "path_usage", *(f"cluster_{i:02d}" for i in range(1, 7))}
+               "fct_cdf", "path_usage", "forest", *(f"cluster_{i:02d}" for i in range(1, 7))}
 
 
 def embedded_plots(html: str) -> dict[str, bytes]:
@@ -100,7 +100,7 @@ def test_stats_only_folder_with_config_subset(tmp_path):
     html_path = write_report(tmp_path, stats_only=True)
     html = html_path.read_text()
     assert set(embedded_plots(html)) == {"box_goodput_mbps", "box_fct_s", "fct_cdf",
-                                         "cluster_01"}
+                                         "cluster_01", "forest"}
     assert "path-usage heatmap is skipped" in html
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["spec"]["dvs"] == ["goodput_mbps", "fct_s"]
@@ -191,16 +191,23 @@ def test_axes_carry_units():
 FIRST_SCREEN = """<script>
 const h = [...document.querySelectorAll('h2')].find(e => e.textContent === 'Summary');
 const img = document.querySelector('img');
+const forest = document.querySelector('img[data-plot="forest"]');
+const answer = document.querySelector('ul.answer');
+const said = answer ? [...answer.querySelectorAll('li')] : [];
 document.body.setAttribute('data-first-screen', JSON.stringify({
   summary: h ? h.getBoundingClientRect().top : null,
   img: img ? img.getBoundingClientRect().top : null,
-  img_height: img ? img.getBoundingClientRect().height : null}));
+  img_height: img ? img.getBoundingClientRect().height : null,
+  forest: forest ? forest.getBoundingClientRect().top : null,
+  forest_bottom: forest ? forest.getBoundingClientRect().bottom : null,
+  answers: said.map(li => [li.getBoundingClientRect().top, li.textContent])}));
 </script></body>"""
 
 
-def test_report_first_screen_shows_the_summary_and_a_plot(study_folder, tmp_path):
-    """In a 1280x900 window (headless Chromium) the summary heading and a plot start on
-    the first screen; the screenshot is kept as first-screen.png to look at."""
+def test_report_first_screen_answers_the_question(study_folder, tmp_path):
+    """In a 1280x900 window (headless Chromium) the first screen holds the summary, the
+    forest plot of the comparisons of interest whole, and their sentences (effect, CI,
+    p, verdict); the screenshot is kept as first-screen.png to look at."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
@@ -217,6 +224,16 @@ def test_report_first_screen_shows_the_summary_and_a_plot(study_folder, tmp_path
     where = json.loads(found.group(1).replace("&quot;", '"'))
     assert where["summary"] is not None and where["summary"] < 900
     assert where["img"] is not None and where["img"] < 900 - 100  # at least 100 px of it
+    assert where["forest"] == where["img"]  # the first picture is the forest plot
+    assert where["forest_bottom"] < 900  # whole on the first screen
+    answers = where["answers"]
+    assert len(answers) == 6  # ps-mptcp vs ecmp-mptcp in each of the six clusters
+    assert all(top < 900 for top, _ in answers[:3])  # the first sentences are on screen
+    first = answers[0][1]
+    assert re.match(r"\w+ / \w+, ps-mptcp vs ecmp-mptcp: throughput [+-][\d.]+ % "
+                    r"\[[+-][\d.]+, [+-][\d.]+\], p [=<] [.\d]+ \(adj\. [<.\d ]+\): \w+",
+                    first), first
+    assert "goodput +" in first and ": better" in first  # the planted goodput effect
     shot = study_folder / "first-screen.png"
     done = subprocess.run([*argv, f"--screenshot={shot}", (study_folder / "report.html")
                            .as_uri()], capture_output=True, text=True, timeout=120,
@@ -267,7 +284,7 @@ def test_report_from_measured_runs(tmp_path):
     assert set(embedded_plots(html)) == {"box_throughput_mbps", "box_goodput_mbps",
                                          "box_fct_s", "box_utilization", "fct_cdf",
                                          "goodput_time",  # from each run's timeline.csv
-                                         "path_usage", "cluster_01", "cluster_02"}
+                                         "path_usage", "cluster_01", "cluster_02", "forest"}
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert [c["key"] for c in stats["clusters"]] == [
         {"condition": "silent", "flow_type": "long"}, {"condition": "silent", "flow_type": "short"}]

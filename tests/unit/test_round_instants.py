@@ -197,3 +197,70 @@ def test_every_thread_of_a_switch_process_goes_under_sched_fifo():
     finally:
         proc.kill()
         proc.wait()
+
+
+class SharedFetch:
+    """A shared fetch: one result line per target, naming its request (transfer.Target),
+    ending `length_ns` after its request's instant."""
+
+    def __init__(self, argv: list[str], length_ns: int) -> None:
+        self.argv = argv
+        start = int(argv[argv.index("--start-ns") + 1])
+        lines = []
+        for t in (a for a in argv[1:] if "@" in a):
+            spec, _, client = t.partition("@")
+            request = int(client.partition("+")[2])
+            lines.append({"server_addr": spec.split(":")[0], "server_port": 8080,
+                          "size_bytes": 10_000, "received": 10_000, "ok": True,
+                          "start_s": 1.0, "end_s": 1.1, "request": request,
+                          "end_ns": start + request + length_ns, "late_ns": 0})
+        self.out = "\n".join(json.dumps(x) for x in reversed(lines))  # any order
+        self.returncode = 0
+
+    def communicate(self, timeout: float) -> tuple[str, str]:
+        return self.out, ""
+
+
+def test_a_large_rounds_fetches_share_processes_and_keep_their_instants(
+        tmp_path, monkeypatch):
+    """A k=16 permutation (1,024 requests in one round) on the virtual clock: 8 shared
+    fetches of 128 requests, each request at the round's instant + its index, each
+    row filled from the line naming its request; a k=8 one keeps a process each."""
+    topo = FatTree(16)
+    shared: list[SharedFetch] = []
+    own: list[Fetch] = []
+    net = SimpleNamespace(
+        topo=topo, end=lambda proc: None,
+        node=lambda name: SimpleNamespace(pid=1000 + int(name[1:])),
+        transfer_here=lambda argv, **kw: shared.append(SharedFetch(argv, 7_000)) or shared[-1],
+        transfer=lambda client, argv: own.append(Fetch(argv, 7_000, 0)) or own[-1])
+    monkeypatch.setattr(rounds_mod, "start_servers", lambda *a, **k: None)
+    plan = rounds("permutation", topo.hosts, seed=5, iterations=1, requests=1)
+    traffic = at_instant(Traffic("long", 10_000, "tcp", 8080, 30.0), FIRST_NS)
+    rows = run_workload(net, plan, traffic, tmp_path)
+    assert len(rows) == 1024 and all(r.ok for r in rows) and not own
+    assert len(shared) == 8 and all("--fifo" in f.argv for f in shared)
+    targets = [a for f in shared for a in f.argv if "@" in a]
+    assert [int(t.partition("+")[2]) for t in targets] == list(range(1024))
+    first = plan[0][0]
+    assert targets[0] == (f"{topo.nodes[first.servers[0]].address}:8080:10000"
+                          f"@{1000 + int(first.client[1:])}+0")
+    small = FatTree(8)
+    net.topo = small
+    run_workload(net, rounds("permutation", small.hosts, 5, 1, 1), traffic, tmp_path)
+    assert len(own) == 128 and len(shared) == 8
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="entering a network namespace (setns) "
+                    "needs root")
+def test_a_shared_fetch_makes_each_socket_in_its_clients_namespace(capsys):
+    """Targets with @PID+REQUEST: the socket made in PID's namespace (here this
+    process's own), each thread waking at --start-ns + REQUEST; lines name the request."""
+    me = os.getpid()
+    start = time.monotonic_ns() + 50_000_000
+    assert transfer_main(["fetch", f"127.0.0.1:9:10@{me}+3", f"127.0.0.1:9:10@{me}+0",
+                          "--timeout", "2", "--start-ns", str(start)]) == 1
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [x["request"] for x in lines] == [3, 0]
+    assert all(x["late_ns"] == 0 and not x["ok"] and "refused" in x["error"].lower()
+               for x in lines)

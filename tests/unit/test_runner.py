@@ -30,7 +30,8 @@ def test_reference_configs_cross_five_switching_levels_two_hosts_three_flow_type
     cfg = load(REPO / "configs" / f"{name}.yaml")
     runs = expand(cfg)
     # rb acts on the two MPTCP levels only (applies_to): 5 vanilla + 2 rb cells
-    assert len(runs) == (5 + 2) * 3 * int(cfg.data["repetitions"])
+    reps = cfg.data["repetitions"]  # per flow type
+    assert len(runs) == (5 + 2) * sum(reps.values())
     assert {r.factors["switching"] for r in runs if r.factors["host"] == "rb"} == {
         "ecmp-mptcp", "ps-mptcp"}
     assert {r.factors["switching"] for r in runs} == SWITCHING
@@ -111,7 +112,7 @@ def test_atomic_writes_leave_the_old_file_when_interrupted(tmp_path, monkeypatch
     path = tmp_path / "manifest.json"
     write_json_atomic(path, {"status": "failed"})
 
-    def boom(*_):
+    def boom(*_, **__):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(os, "replace", boom)

@@ -56,3 +56,31 @@ def test_the_figures_script_prints_the_comparisons_the_readme_quotes(results) ->
     m = results["fig11"]
     assert "| rtt-250 |" in fig11(m, None)
     assert compare(pd.Series([1.0, 2.0]), pd.Series([], dtype=float)) == "–"
+
+
+def test_fig10s_stated_goodputs_are_kept_as_data() -> None:
+    import yaml
+
+    data = yaml.safe_load((REPO / "analysis" / "references" / "seed003.yaml").read_text())
+    fig10 = data["tables"]["fig10_goodput"]
+    assert (fig10["before_break_mbps"], fig10["after_break_mbps"]) == (40, 15)
+    assert fig10["schedulers"] == ["round-robin", "arp"]
+    # the claims' loader reads the reference as before (the table is data beside them)
+    assert load_reference("seed003").claims
+
+
+def test_the_paper_settings_table_gives_intervals_and_verdicts() -> None:
+    figs = load_script("scripts/seed003_figs.py")
+    a = pd.Series([30.0, 31.0, 29.0, 30.0])
+    same = figs.effect_ci(a, pd.Series([30.5, 29.5, 30.0, 30.0]))
+    assert same[1] < 0 < same[2] and figs.verdict("same", same).startswith("agrees")
+    low = figs.effect_ci(pd.Series([10.0, 11.0, 9.0]), a)
+    assert low[0] == pytest.approx(-66.7, abs=0.1) and low[2] < 0
+    assert figs.verdict("same", low).startswith("disagrees")
+    assert figs.verdict("better", low).startswith("disagrees")
+    assert figs.verdict("better", figs.effect_ci(a, pd.Series([10.0, 11.0, 9.0]))
+                        ).startswith("agrees")
+    noisy = figs.effect_ci(pd.Series([5.0, 40.0, 20.0]), a)
+    assert figs.verdict("same", noisy).startswith("inconclusive")
+    m, lo, hi, n = figs.mean_ci(a)
+    assert (m, n) == (30.0, 4) and lo < 30 < hi

@@ -81,7 +81,18 @@ def test_sweep_cpu_is_compared_per_run_and_the_ratios_get_p_values() -> None:
     iv = tables.table_iv(m, [[1, 96.1, 2.4649], [2, 93.1, 2.8816], [4, 98.5, 3.42],
                              [8, 100.7, 4.31]])
     d21 = next(line for line in iv.splitlines() if line.startswith("| D2/D1"))
-    assert "| 1.17 | 1.20 |" in d21 and "< .001" in d21
+    assert "| 1.17 | 1.20 [" in d21 and "< .001" in d21
+    lo, hi = (float(x) for x in d21.split("[")[1].split("]")[0].split(","))
+    assert lo < 1.20 < hi and hi - lo < 0.1
+    # a pair on one edge switch (one path) is kept apart: here sf2's last run
+    m.loc[m["run_id"] == "sf2_2", "paths"] = 1
+    m["paths"] = m["paths"].fillna(4)
+    fabric = tables.table_iv(m, [[1, 96.1, 2.4649], [2, 93.1, 2.8816], [4, 98.5, 3.42],
+                                 [8, 100.7, 4.31]], pairs="fabric")
+    assert "| 2 | 2.882 | 12.100 (8, " in fabric  # the runs sf2_0 and sf2_1 only
+    same = tables.table_iv(m, [[1, 96.1, 2.4649], [2, 93.1, 2.8816], [4, 98.5, 3.42],
+                               [8, 100.7, 4.31]], pairs="same-edge")
+    assert "| 2 | 2.882 | 12.250 (4, " in same and "| 1 | 2.465 | nan (0, " in same
 
 
 def test_energy_per_protocol_is_set_against_dctcp_over_transfers_and_runs() -> None:
@@ -140,3 +151,13 @@ def test_the_ese_replay_closes_a_subflow_rising_through_the_reference_only() -> 
     subs = rtts.replay(sorted(late))
     assert (subs[2].verdict, subs[2].significant) == ("kept", 2)  # 2.8 and 3.0 ms
     assert subs[2].base == 2.0
+
+
+def test_the_long_flow_power_claim_of_v_a_is_in_the_reference() -> None:
+    from pathdiv.analysis.stats.claims import load_reference
+
+    claim = next(c for c in load_reference("seed004").claims if c.id == "fig11-long-power")
+    assert (claim.kind, claim.paper_pct, claim.metrics) == ("figure", -20.0,
+                                                            ("cpu_ms_per_mb",))
+    assert claim.within == {"placement": ("one-path",)}
+    assert claim.compare == (({"cc": "mptcp-d"}, {"cc": "lia"}),)

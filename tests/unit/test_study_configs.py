@@ -29,9 +29,14 @@ def test_study_configs_rebuild_table_iii(condition, control, capsys):
     if control:
         switching = ["static-tcp", "ps-tcp", *switching]
     assert sorted(factors["switching"]) == sorted(switching)
-    assert list(factors["host"]) == ["vanilla", "reorder-resilient"]
+    assert list(factors["host"]) == ["vanilla", "reorder-resilient", "juggler"]
     runs = expand(cfg)
     holds = {r.factors["host"]: r.config.reordering for r in runs}
-    assert holds == {"vanilla": "default", "reorder-resilient": "gro"}
+    assert holds == {"vanilla": "default", "reorder-resilient": "gro", "juggler": "juggler"}
     assert {r.config.host_kernel for r in runs} == {"lab"}
-    assert len(runs) == 2 * 3 * len(switching) * 2
+    # Juggler waits for a hole as long as the hold holds SACKs
+    assert {r.config.juggler[1] for r in runs} == {r.config.reorder_hold_us for r in runs}
+    # the repetitions the power check asks per flow type: query and short 10, long 4
+    # on the noisy network and 2 on the silent one; three host levels
+    long = 4 if condition == "noisy" else 2
+    assert len(runs) == 3 * len(switching) * (10 + 10 + long)

@@ -206,3 +206,38 @@ def test_clean_removes_the_cgroups_of_runs_that_are_gone(tmp_path) -> None:
     (tmp_path / "other").mkdir()
     assert remove_orphans(tmp_path) == [str(gone)]
     assert not gone.exists() and alive.exists() and (tmp_path / "other").exists()
+
+
+def test_the_reordering_tcp_saw_is_counted_per_run_and_unknown_where_not_counted(
+        monkeypatch) -> None:
+    from pathdiv.experiments.fidelity import monitor as mon
+    from pathdiv.experiments.fidelity.verdict import Samples, Thresholds, judge
+
+    assert Samples(2.0).reordering == {}
+    # two hosts' TcpExt at the start and the end of the traffic (lab kernel: Juggler's too)
+    texts = {
+        ("11", 0): "TcpExt: TCPOFOQueue TCPSACKReorder JugglerLate JugglerEvicted\n"
+                   "TcpExt: 10 1 0 4\n",
+        ("12", 0): "TcpExt: TCPOFOQueue TCPSACKReorder JugglerLate JugglerEvicted\n"
+                   "TcpExt: 0 0 0 0\n",
+        ("11", 1): "TcpExt: TCPOFOQueue TCPSACKReorder JugglerLate JugglerEvicted\n"
+                   "TcpExt: 25 1 2 4\n",
+        ("12", 1): "TcpExt: TCPOFOQueue TCPSACKReorder JugglerLate JugglerEvicted\n"
+                   "TcpExt: 3 0 0 0\n",
+    }
+    phase = [0]
+    monkeypatch.setattr(mon, "read_proc",
+                        lambda path: texts[(path.split("/")[2], phase[0])])
+    m = mon.Monitor({"h1": 11, "h2": 12}, {}, ["h1", "h2"], 1.0)
+    m._reorder0 = m._reordering()
+    phase[0] = 1
+    m._reorder1 = m._reordering()
+    samples = m.result()
+    # what moved, per host
+    assert samples.reordering == {"h1": {"ofo_queued": 15, "juggler_late": 2},
+                                  "h2": {"ofo_queued": 3}}
+    figures = judge(samples, Thresholds(), "virtual").figures
+    assert figures["ofo_queued"] == 18 and figures["juggler_late"] == 2
+    assert figures["sack_reorder"] == 0 and figures["juggler_evicted"] == 0
+    assert figures["dsack_recv"] is None  # not among the counters read: unknown, not 0
+    assert judge(Samples(2.0), Thresholds()).figures["juggler_released"] is None

@@ -45,7 +45,8 @@ def test_fetch_receives_exact_sizes_in_one_go_and_in_pieces(mptcp):
     sizes = [0, 1, 10_000, transfer.BODY_PIECE - 100, 3 * transfer.BODY_PIECE + 7]
     threading.Thread(target=_serve, args=(srv, len(sizes)), daemon=True).start()
     try:
-        results = transfer.fetch_many([("127.0.0.1", port, n) for n in sizes], mptcp, 20.0)
+        targets = [transfer.Target("127.0.0.1", port, n) for n in sizes]
+        results = transfer.fetch_many(targets, mptcp, 20.0)
     finally:
         srv.close()
     assert [(r.received, r.ok, r.error) for r in results] == [(n, True, "") for n in sizes]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pathdiv.kernels import uml
+from pathdiv.kernels import uml, uml_console
 from pathdiv.kernels.build import LabKernelError
 
 
@@ -118,3 +118,93 @@ def test_a_pinned_command_runs_on_one_cpu_and_an_unpinned_one_is_unchanged():
     assert uml.pinned(["python3", "jail"], None) == ["python3", "jail"]
     assert uml.pinned(["python3", "jail"], 1) == ["taskset", "--cpu-list", "1", "python3",
                                                   "jail"]
+
+
+# ---- what the guest leaves is read as hostile ----------------------------------------
+def _result(control: Path) -> uml.UMLResult:
+    fd = os.open(control, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return uml.guest_result(fd, control, Path("/k/linux"), "virtual", 0, 1.0, "tail")
+    finally:
+        os.close(fd)
+
+
+class TestLinksAndOversizedFilesInTheShareAreNotRead:
+    """The guest's control files (rc, stdout, stderr, release) as guest root leaves them."""
+
+    def test_a_guest_that_links_its_stdout_to_a_root_only_file_does_not_get_it_printed(
+            self, tmp_path):
+        """Guest root writes 0 to rc, links stdout and release to a root-only file of the host
+        and powers off: the host reads neither through the links."""
+        secret = tmp_path / "shadow"
+        secret.write_text("root:$6$SECRETHASH:19000::::::\n")
+        secret.chmod(0o600)
+        control = tmp_path / "ctl"
+        control.mkdir()
+        (control / "rc").write_text("0\n")
+        (control / "stdout").symlink_to(secret)
+        (control / "release").symlink_to(secret)
+        os.mkfifo(control / "stderr")  # would hang a plain read
+        res = _result(control)
+        assert res.returncode == 0
+        assert "SECRETHASH" not in res.stdout + res.stderr + res.kernel_release
+        assert "stdout not read" in res.stdout and "symbolic link" in res.stdout
+        assert "stderr not read" in res.stderr
+
+    def test_the_guests_output_is_read_up_to_a_bound_and_never_echoed_raw(self, tmp_path):
+        control = tmp_path / "ctl"
+        control.mkdir()
+        (control / "rc").write_text("3\n")
+        (control / "stdout").write_bytes(b"x" * (uml.OUTPUT_BYTES + 10) + b"\x1b]0;owned\x07end\n")
+        (control / "release").write_text("6.12.0-pathdiv\n")
+        res = _result(control)
+        assert res.returncode == 3 and res.kernel_release == "6.12.0-pathdiv"
+        assert res.stdout.startswith("[24 earlier bytes not read]\n")
+        assert res.stdout.endswith("\\x1b]0;owned\\x07end\n") and "\x1b" not in res.stdout
+
+
+@pytest.mark.parametrize("rc", ["0; rm -rf /", "999", "", "\x1b[2J"])
+def test_an_exit_status_that_is_not_a_small_number_is_refused(tmp_path, rc):
+    control = tmp_path / "ctl"
+    control.mkdir()
+    (control / "rc").write_text(rc)
+    with pytest.raises(LabKernelError, match="is not a number from 0 to 255"):
+        _result(control)
+
+
+def test_a_missing_exit_status_reports_the_console_tail(tmp_path):
+    control = tmp_path / "ctl"
+    control.mkdir()
+    with pytest.raises(LabKernelError, match=r"ended without running the command.*\ntail"):
+        _result(control)
+
+
+def test_the_console_log_cuts_an_endless_line_and_stops_at_its_bound():
+    bound = uml_console.ConsoleBound(line_bytes=10, total_bytes=60)
+    assert bound.feed(b"short\nabc") == b"short\nabc"
+    # one line fed in pieces: cut once, at 10 bytes, the rest of it dropped
+    out = bound.feed(b"defghijklmnop") + bound.feed(b"q" * 1000) + bound.feed(b"\nnext\n")
+    assert out == b"defghij [line cut at 10 bytes]\nnext\n"
+    out = bound.feed(b"y\n" * 100)
+    assert out.endswith(b"\n[console.log stops at 60 bytes]\n")
+    assert bound.feed(b"more\n") == b""
+
+
+def test_an_endless_console_line_costs_the_host_a_bounded_file(tmp_path):
+    """UML's console through the relay: 64 MB without a newline give a console.log of at
+    most the bound, and the relay reads to the end (UML never blocks on it)."""
+    read_end, write_end = os.pipe()
+    sink = os.open(tmp_path / "console.log", os.O_WRONLY | os.O_CREAT, 0o644)
+    log = uml.ConsoleLog(read_end, sink, line_bytes=4096, total_bytes=1 << 20)
+    log.start()
+    chunk = b"A" * (1 << 20)
+    for _ in range(64):
+        os.write(write_end, chunk)
+    os.write(write_end, b"\nlast line\n")
+    os.close(write_end)
+    log.join(timeout=60)
+    os.close(sink)
+    assert not log.is_alive()
+    size = (tmp_path / "console.log").stat().st_size
+    assert size < 4096 + 100
+    assert log.tail().endswith("last line\n")

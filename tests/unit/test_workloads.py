@@ -95,6 +95,12 @@ def test_rows_and_fetch_command_of_a_noisy_round():
     assert argv[0] == "fetch" and argv[-1] == "--mptcp"
     assert argv[1] == f"{first.server_addr}:8080:10000"
     assert "--mptcp" not in fetch_argv(rows[0], Traffic("query", 10_000, "tcp", 8080, 30.0))
+    # hosts.join_before_data: the fetch asks for its subflows before data (MPTCP only)
+    assert "--join-first" not in argv
+    joined = fetch_argv(rows[0], Traffic("query", 10_000, "mptcp", 8080, 30.0, join_first=4))
+    assert joined[joined.index("--join-first") + 1] == "4"
+    assert "--join-first" not in fetch_argv(
+        rows[0], Traffic("query", 10_000, "tcp", 8080, 30.0, join_first=4))
 
 
 def _row(server_addr: str) -> TransferRow:

@@ -20,7 +20,12 @@ from pathlib import Path
 
 from pathdiv.experiments.config.switching import MODES
 from pathdiv.experiments.dataplane.bmv2.tools import P4Tools, require_p4_tools
-from pathdiv.experiments.dataplane.p4.sources import P4SRC, cache_root, program_sources
+from pathdiv.experiments.dataplane.p4.sources import (
+    P4SRC,
+    cache_root,
+    cached_problems,
+    program_sources,
+)
 
 COMPILER_FLAGS = ("--std", "p4-16", "--arch", "v1model")
 # data plane mode -> program that implements it
@@ -46,6 +51,14 @@ class CompiledProgram:
         return [ln for ln in text.splitlines() if ln.strip()]
 
 
+def refuse_unsafe(files: list[Path], cache: Path, folder: Path) -> None:
+    problems = cached_problems(files, cache)
+    if problems:
+        raise P4CompileError(f"the compiled program in {folder} is not safe to load as "
+                             f"root: {'; '.join(problems)}; remove {folder} and it is "
+                             "compiled again")
+
+
 def program_digest(name: str, compiler_version: str, root: Path = P4SRC) -> str:
     h = hashlib.sha256()
     h.update(f"{compiler_version}\0{' '.join(COMPILER_FLAGS)}\0".encode())
@@ -66,6 +79,7 @@ def compile_program(
         name, digest, final / f"{name}.json", final / f"{name}.p4info.txtpb", final / "compile.log"
     )
     if prog.json.exists() and prog.p4info.exists():
+        refuse_unsafe([prog.json, prog.p4info], cache or cache_root(), final)
         return prog
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -100,6 +114,7 @@ def compile_program(
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    refuse_unsafe([prog.json, prog.p4info], cache or cache_root(), final)
     return prog
 
 

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from pathdiv.experiments.dataplane.p4.entries import PROGRAMS
+from pathdiv.kernels.build import unsafe_paths
 
 P4SRC = Path(__file__).resolve().parents[3] / "p4src"
 DEFAULT_CACHE = Path("/var/cache/pathdiv/p4")
@@ -24,6 +25,17 @@ class P4SourceError(RuntimeError):
 
 def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE)
+
+
+def cached_problems(files: list[Path], cache: Path) -> list[str]:
+    """Why compiled files root is about to load (a bmv2 JSON, an eBPF object) could have
+    been replaced by someone but root or this user: a link, another owner, group or other
+    write permission on the files or the folders from the cache down (the checks linkcap
+    and the kernel image get, kernels/build.py `unsafe_paths`). Empty when none."""
+    found: list[str] = []
+    for path in files:
+        found += [p for p in unsafe_paths(path, cache, os.geteuid()) if p not in found]
+    return found
 
 
 def program_sources(name: str, root: Path = P4SRC) -> list[Path]:

@@ -22,7 +22,12 @@ from pathlib import Path
 
 from pathdiv.experiments.config.planes import PLANES
 from pathdiv.experiments.config.switching import MODES
-from pathdiv.experiments.dataplane.p4.sources import P4SRC, cache_root, program_sources
+from pathdiv.experiments.dataplane.p4.sources import (
+    P4SRC,
+    cache_root,
+    cached_problems,
+    program_sources,
+)
 from pathdiv.experiments.dataplane.p4ebpf.btf import BtfError
 from pathdiv.experiments.dataplane.p4ebpf.layout import ProgramLayout
 from pathdiv.experiments.dataplane.p4ebpf.release import RELEASE, ReleaseEditError, release_senders
@@ -94,6 +99,7 @@ def compile_program(name: str, tools: EbpfTools, cache: Path | None = None,
     prog = CompiledEbpf(name, digest, final / f"{name}.c", final / f"{name}.o",
                         final / "layout.json", final / "compile.log")
     if prog.obj.exists() and prog.layout_file.exists():
+        _refuse_unsafe(prog, cache or cache_root(), final)
         return prog
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -128,7 +134,18 @@ def compile_program(name: str, tools: EbpfTools, cache: Path | None = None,
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    _refuse_unsafe(prog, cache or cache_root(), final)
     return prog
+
+
+def _refuse_unsafe(prog: CompiledEbpf, cache: Path, folder: Path) -> None:
+    """The object root loads into the kernel, from a cache only root could have written
+    (p4/sources.py `cached_problems`)."""
+    problems = cached_problems([prog.obj, prog.layout_file], cache)
+    if problems:
+        raise EbpfCompileError(f"the compiled program in {folder} is not safe to load as "
+                               f"root: {'; '.join(problems)}; remove {folder} and it is "
+                               "compiled again")
 
 
 def compile_programs(tools: EbpfTools, names: Sequence[str] | None = None,

@@ -1,0 +1,154 @@
+"""Seed 000 (MPTCP-RB) in the reference experiment: RB against the default scheduler on
+burstiness and on what its retransmissions are, from a results folder of configs/noisy.yaml
+(or any plan with a `host` factor of levels vanilla and rb).
+
+    python scripts/seed000_rb.py bursts results/noisy-burst
+    python scripts/seed000_rb.py retrans results/noisy-burst        # needs the captures
+
+`bursts`: per flow type and MPTCP switching level, metrics.csv's burstiness (the
+packet-weighted mean burst at the server's access link), the largest burst and the
+retransmitted share, vanilla against rb, with 95 % intervals (Welch) of RB's effect in %
+of vanilla's mean.
+
+`retrans`: per transfer of the MPTCP runs, from the captures at the server's access link:
+the retransmitted data packets split by what preceded them on their subflow (a timeout: the
+subflow sent nothing for at least MIN_RTO_S before; otherwise fast recovery), the subflows'
+share of the data (how evenly the scheduler spread it: the largest subflow's share), and
+the packets sent in the connection's first round trip (slow start's first burst, all
+subflows together); means per cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from pathdiv.analysis.capture.flows import (
+    group_connections,
+    match_transfers,
+    read_link_captures,
+    split_subflows,
+)
+from pathdiv.analysis.metrics.table import load_manifest, load_transfers
+from pathdiv.analysis.metrics.transfer import PairGeometry, _signed_offset
+from pathdiv.topologies.conditions import topology_of
+
+MPTCP_LEVELS = ("ecmp-mptcp", "ps-mptcp")
+MIN_RTO_S = 0.2  # Linux's TCP_RTO_MIN: a subflow silent this long before a resend timed out
+
+
+def welch_ci(a: np.ndarray, b: np.ndarray) -> str:
+    """a's mean against b's in % of b's mean, [95 % interval], Welch's p."""
+    if len(a) < 2 or len(b) < 2 or b.mean() == 0:
+        return "–"
+    sa, sb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = math.sqrt(sa + sb)
+    df = (sa + sb) ** 2 / (sa**2 / (len(a) - 1) + sb**2 / (len(b) - 1)) if se else 1.0
+    half = float(stats.t.ppf(0.975, df)) * se
+    d = a.mean() - b.mean()
+    p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    return (f"{100 * d / b.mean():+.1f} % [{100 * (d - half) / b.mean():+.1f}, "
+            f"{100 * (d + half) / b.mean():+.1f}], p = {p:.2g}")
+
+
+def bursts(folder: Path) -> str:
+    """Per flow type and MPTCP switching level: burstiness and retransmitted share (groups,
+    metrics.csv), RB against vanilla with intervals; the largest burst per transfer
+    (transfer_metrics.csv)."""
+    m = pd.read_csv(folder / "metrics.csv")
+    m = m[m["switching"].isin(MPTCP_LEVELS)]
+    t = pd.read_csv(folder / "transfer_metrics.csv").merge(
+        m[["run_id", "switching", "host"]].drop_duplicates(), on="run_id")
+    out = ["| flow type | switching | burstiness vanilla | rb | rb vs vanilla | largest burst "
+           "vanilla / rb | retrans % vanilla / rb | rb vs vanilla (retrans) |",
+           "| --- " * 8 + "|"]
+
+    def values(frame: pd.DataFrame, col: str) -> np.ndarray:
+        return frame[col].dropna().to_numpy(float)
+
+    for (flow, sw), g in m.groupby(["flow_type", "switching"]):
+        v, r = (g[g["host"] == h] for h in ("vanilla", "rb"))
+        tg = t[(t["flow_type"] == flow) & (t["switching"] == sw)]
+        tv, tr = (tg[tg["host"] == h]["burst_pkts_max"].mean() for h in ("vanilla", "rb"))
+        out.append(
+            f"| {flow} | {sw} | {values(v, 'burstiness').mean():.2f} | "
+            f"{values(r, 'burstiness').mean():.2f} | "
+            f"{welch_ci(values(r, 'burstiness'), values(v, 'burstiness'))} | "
+            f"{tv:.1f} / {tr:.1f} | "
+            f"{values(v, 'retrans_pct').mean():.2f} / {values(r, 'retrans_pct').mean():.2f} | "
+            f"{welch_ci(values(r, 'retrans_pct'), values(v, 'retrans_pct'))} |")
+    return "\n".join(out)
+
+
+def transfer_retrans(sent: pd.DataFrame) -> dict[str, float]:
+    """One transfer's data packets at the server's link (subflow, seq, payload, ts, in
+    capture order): resends after a timeout and in fast recovery, and the largest
+    subflow's share of the data."""
+    timeout = fast = 0
+    per_sf: dict[int, int] = {}
+    for sf, rows in sent.groupby("subflow").indices.items():
+        d = sent.iloc[rows]
+        base = d["seq"].to_numpy()[:1]
+        start = _signed_offset(d["seq"].to_numpy(), np.repeat(base, len(d)))
+        end = start + d["payload"].to_numpy().astype(np.int64)
+        prev_max = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(end)[:-1]))
+        resent = start < prev_max
+        gaps = np.diff(d["ts"].to_numpy(), prepend=d["ts"].to_numpy()[:1])
+        timeout += int((resent & (gaps >= MIN_RTO_S)).sum())
+        fast += int((resent & (gaps < MIN_RTO_S)).sum())
+        per_sf[int(sf)] = int(d["payload"].sum())
+    total = sum(per_sf.values())
+    return {"resent_after_timeout": timeout, "resent_fast": fast,
+            "largest_subflow_share": max(per_sf.values()) / total if total else math.nan}
+
+
+def retrans(folder: Path) -> str:
+    rows = []
+    for run_dir in sorted((folder / "runs").iterdir()):
+        manifest = load_manifest(run_dir)
+        factors = manifest.get("factors", {})
+        if factors.get("switching") not in MPTCP_LEVELS or not (run_dir / "captures").is_dir():
+            continue
+        topo = topology_of(manifest["config"])
+        transfers = load_transfers(run_dir)
+        pk, table = split_subflows(read_link_captures(run_dir / "captures", topo))
+        members = match_transfers(transfers, group_connections(table), topo)
+        index = pk.groupby("subflow").indices
+        for tr in transfers.itertuples(index=False):
+            sfs = [s for s in members.get(int(tr.transfer_id), []) if s in index]
+            if not sfs:
+                continue
+            geo = PairGeometry.of(topo, str(tr.client), str(tr.server))
+            tp = pk.iloc[np.sort(np.concatenate([index[s] for s in sfs]))]
+            server_addrs = {int(a) for a in tp[tp["sport"] == tr.server_port]["src"]}
+            sent = tp[(tp["link"].to_numpy() == geo.server_link)
+                      & tp["src"].isin(server_addrs).to_numpy() & (tp["payload"] > 0)]
+            if sent.empty:
+                continue
+            rows.append({"switching": factors["switching"], "host": factors.get("host"),
+                         "flow_type": tr.flow_type,
+                         **transfer_retrans(sent)})
+    t = pd.DataFrame(rows)
+    if t.empty:
+        return "(no MPTCP run with captures)"
+    means = t.groupby(["flow_type", "switching", "host"]).mean(numeric_only=True)
+    return means.round(3).to_markdown()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=("bursts", "retrans"))
+    parser.add_argument("results", type=Path)
+    args = parser.parse_args(argv)
+    print(bursts(args.results) if args.what == "bursts" else retrans(args.results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

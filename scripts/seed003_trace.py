@@ -1,0 +1,150 @@
+"""Coupled BBR's state over time, from the congestion-control traces of paths runs
+(`capture.cc_trace_ms`, experiments/traffic/sockdiag.py): what it measured, what it paced
+at, and whether its probes could be measured.
+
+    python scripts/seed003_trace.py cycles RESULTS/runs/*/captures/cc_trace-pdp-h2.jsonl
+    python scripts/seed003_trace.py series TRACE --step 2
+    python scripts/seed003_trace.py compact TRACE... --out trace.csv.gz --step 0.1
+
+`cycles`: per socket, over the PROBE_BW cycles after `--from-s` (a cycle starts where the
+pacing gain turns 1.25): cycles seen, the median length of the probing phase, median RTT
+and min RTT, and the largest delivery-rate sample of each cycle over the bandwidth
+estimate at the cycle's start (median and mean: below 1, the estimate cannot grow and any
+shortfall lowers it; BBR's estimate is the windowed maximum of these samples), and the
+share of samples with nothing queued and nothing in flight (the subflow had no data).
+`series`: per socket, every `--step` seconds: throughput from bytes acked, the bandwidth
+estimate, the pacing gain and rate, cwnd, packets in flight, RTT, bytes queued.
+`compact`: the same rows for several traces as one CSV (gzipped if the name ends in .gz),
+small enough to commit beside a reproduction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import io
+import itertools
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+PROBE_GAIN = 1.25
+SERIES_FIELDS = ("t_s", "thr_mbps", "bw_mbps", "pacing_gain", "pacing_mbps", "cwnd",
+                 "inflight", "rtt_ms", "min_rtt_ms", "notsent_bytes", "retrans")
+
+
+def read(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """A trace -> {socket 'remote:rport': its samples in time order}."""
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    with path.open() as fh:
+        for line in fh:
+            d = json.loads(line)
+            out[f"{d['remote']}:{d['rport']}"].append(d)
+    return dict(out)
+
+
+def cycles(samples: Sequence[dict[str, Any]], from_s: float = 0.0) -> dict[str, Any]:
+    """The PROBE_BW cycles of one socket's samples (see the module's description)."""
+    s = [d for d in samples if d["t"] >= from_s and d.get("bbr_pacing_gain") is not None]
+    starts, probe_ms, run_start = [], [], None
+    for prev, d in zip([None, *s[:-1]], s, strict=True):
+        probing = d["bbr_pacing_gain"] == PROBE_GAIN
+        if probing and (prev is None or prev["bbr_pacing_gain"] != PROBE_GAIN):
+            starts.append(d["t"])
+            run_start = d["t"]
+        if run_start is not None and not probing and prev is not None \
+                and prev["bbr_pacing_gain"] == PROBE_GAIN:
+            probe_ms.append(1000 * (d["t"] - run_start))
+            run_start = None
+    ratios = []
+    for a, b in itertools.pairwise(starts):
+        seg = [d for d in s if a <= d["t"] < b]
+        if seg and seg[0]["bbr_bw_mbps"] > 0:
+            ratios.append(max(d["delivery_mbps"] for d in seg) / seg[0]["bbr_bw_mbps"])
+    idle = [d for d in s if d["notsent_bytes"] == 0 and d["unacked"] == 0]
+    return {
+        "cc": s[0]["cc"] if s else "",
+        "cycles": len(ratios),
+        "probe_ms_median": round(statistics.median(probe_ms), 1) if probe_ms else None,
+        "rtt_ms_median": round(statistics.median(d["rtt_us"] for d in s) / 1000, 1)
+        if s else None,
+        "min_rtt_ms_median": round(statistics.median(d["min_rtt_us"] for d in s) / 1000, 1)
+        if s else None,
+        "max_sample_over_bw_median": round(statistics.median(ratios), 3) if ratios else None,
+        "max_sample_over_bw_mean": round(statistics.mean(ratios), 3) if ratios else None,
+        "idle_share": round(len(idle) / len(s), 3) if s else None,
+    }
+
+
+def series(samples: Sequence[dict[str, Any]], step: float) -> list[dict[str, Any]]:
+    """One row per `step` seconds (the first sample at or after each step)."""
+    rows: list[dict[str, Any]] = []
+    prev: dict[str, Any] | None = None
+    for d in samples:
+        if prev is not None and d["t"] - prev["t"] < step:
+            continue
+        thr = 8 * (d["bytes_acked"] - prev["bytes_acked"]) / (d["t"] - prev["t"]) / 1e6 \
+            if prev is not None else 0.0
+        rows.append({
+            "t_s": round(d["t"], 3), "thr_mbps": round(thr, 3),
+            "bw_mbps": d.get("bbr_bw_mbps"), "pacing_gain": d.get("bbr_pacing_gain"),
+            "pacing_mbps": d["pacing_mbps"], "cwnd": d["snd_cwnd"], "inflight": d["unacked"],
+            "rtt_ms": round(d["rtt_us"] / 1000, 2), "min_rtt_ms": round(d["min_rtt_us"] / 1000, 2),
+            "notsent_bytes": d["notsent_bytes"], "retrans": d["total_retrans"]})
+        prev = d
+    return rows
+
+
+def compact(traces: Iterable[Path], step: float) -> str:
+    """Several traces' series as one CSV: trace, socket, cc and the series fields."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["trace", "socket", "cc", *SERIES_FIELDS])
+    for path in traces:
+        for sock, samples in read(path).items():
+            for row in series(samples, step):
+                w.writerow([str(path), sock, samples[0]["cc"],
+                            *(row[f] for f in SERIES_FIELDS)])
+    return buf.getvalue()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("cycles")
+    c.add_argument("traces", type=Path, nargs="+")
+    c.add_argument("--from-s", type=float, default=10.0,
+                   help="leave out the first seconds (start-up)")
+    s = sub.add_parser("series")
+    s.add_argument("trace", type=Path)
+    s.add_argument("--step", type=float, default=1.0)
+    k = sub.add_parser("compact")
+    k.add_argument("traces", type=Path, nargs="+")
+    k.add_argument("--out", type=Path, required=True)
+    k.add_argument("--step", type=float, default=0.1)
+    args = parser.parse_args(argv)
+    if args.cmd == "cycles":
+        for path in args.traces:
+            for sock, samples in read(path).items():
+                print(json.dumps({"trace": str(path), "socket": sock,
+                                  **cycles(samples, args.from_s)}))
+    elif args.cmd == "series":
+        for sock, samples in read(args.trace).items():
+            print(f"== {sock} {samples[0]['cc']}")
+            for row in series(samples, args.step):
+                print(" ".join(f"{k}={v}" for k, v in row.items()))
+    else:
+        text = compact(args.traces, args.step)
+        if args.out.suffix == ".gz":
+            args.out.write_bytes(gzip.compress(text.encode()))
+        else:
+            args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

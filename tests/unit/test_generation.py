@@ -1,0 +1,177 @@
+"""One analysis writes one complete generation of files (analysis/generation.py): written
+aside and swapped in under a lock, so an interrupted or a concurrent analysis never
+leaves files of two analyses side by side, and a link planted in the folder meanwhile is
+replaced, never written through."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import pathdiv.analysis.safefiles as safefiles
+from pathdiv.analysis import generation
+from pathdiv.analysis.generation import new_generation, verify
+from pathdiv.analysis.report import analyze
+from tests.conftest import REPO
+
+
+def _files(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_generation_is_committed_whole_and_the_last_ones_leftovers_removed(tmp_path):
+    (tmp_path / "config.yaml").write_text("name: x\n")
+    with new_generation(tmp_path) as gen:
+        gen.write_text("stats.json", "{}")
+        gen.write_text("reference.json", "[]")
+        gen.write_bytes("plots/a.png", b"a")
+        assert not (tmp_path / "stats.json").exists()  # nothing in place before the commit
+    first = generation.committed(tmp_path)
+    assert first is not None and set(first["files"]) == {"stats.json", "reference.json",
+                                                          "plots/a.png"}
+    assert verify(tmp_path) == []
+    with new_generation(tmp_path) as gen:
+        gen.write_text("stats.json", '{"n": 2}')
+        gen.write_bytes("plots/b.png", b"b")
+    # the second generation alone: the first one's reference.json and plot are gone
+    assert _files(tmp_path) == {"config.yaml", "stats.json", "plots/b.png",
+                                generation.RECORD, generation.LOCK}
+    assert verify(tmp_path) == []
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".analysis-")]
+
+
+def test_an_analysis_that_fails_leaves_the_previous_generation_as_it_was(tmp_path):
+    with new_generation(tmp_path) as gen:
+        gen.write_text("stats.json", "old")
+    with pytest.raises(RuntimeError), new_generation(tmp_path) as gen:
+        gen.write_text("stats.json", "new")
+        gen.write_text("report.md", "new")
+        raise RuntimeError("the statistics failed")
+    assert (tmp_path / "stats.json").read_text() == "old"
+    assert not (tmp_path / "report.md").exists()
+    assert verify(tmp_path) == []
+
+
+def test_a_commit_cut_short_is_finished_by_the_next_analysis(tmp_path, monkeypatch):
+    with new_generation(tmp_path) as gen:
+        for name in ("a", "b", "c"):
+            gen.write_text(f"{name}.txt", "old")
+    real, moved = os.replace, []
+
+    def killed_after_two(src, dst, **kw):  # the journal, one file, then SIGKILL
+        if len(moved) == 2:
+            raise SystemExit("killed")
+        moved.append(src)
+        return real(src, dst, **kw)
+
+    with pytest.raises(SystemExit), new_generation(tmp_path) as gen:
+        for name in ("a", "b", "c"):
+            gen.write_text(f"{name}.txt", "new")
+        monkeypatch.setattr(generation.os, "replace", killed_after_two)  # the commit's
+    monkeypatch.setattr(generation.os, "replace", real)
+    assert generation.interrupted_commit(tmp_path)
+    assert [(tmp_path / f"{n}.txt").read_text() for n in "abc"] == ["new", "old", "old"]
+    assert verify(tmp_path)  # the mix is seen, not hidden
+    assert generation.finish(tmp_path)
+    assert [(tmp_path / f"{n}.txt").read_text() for n in "abc"] == ["new", "new", "new"]
+    assert verify(tmp_path) == [] and not generation.interrupted_commit(tmp_path)
+
+
+def test_a_link_planted_during_the_analysis_is_replaced_not_written_through(tmp_path):
+    """The folder's owner links report.html to a root-owned file, and plots/ to a
+    root-owned folder, while the analysis runs: neither is written."""
+    victim = tmp_path / "root-owned"
+    victim.mkdir()
+    (victim / "shadow").write_text("keep")
+    folder = tmp_path / "results"
+    folder.mkdir()
+    with new_generation(folder) as gen:
+        gen.write_text("report.html", "new")
+        (folder / "report.html").symlink_to(victim / "shadow")
+    assert (victim / "shadow").read_text() == "keep"
+    assert not (folder / "report.html").is_symlink()
+    (folder / "plots").symlink_to(victim)
+    with pytest.raises(generation.GenerationError, match="nothing was changed"), \
+            new_generation(folder) as gen:
+        gen.write_bytes("plots/box.png", b"png")
+    assert sorted(p.name for p in victim.iterdir()) == ["shadow"]
+    assert (folder / "report.html").read_text() == "new" and verify(folder) == []
+
+
+def test_write_report_writes_no_plot_through_a_link_planted_while_it_runs(
+        tmp_path, monkeypatch):
+    """The attack on `pathdiv analyze` itself: while it computes, plots/box_fct_s.png
+    becomes a link to a root-owned file (Path.write_bytes used to follow it)."""
+    folder = tmp_path / "noisy"
+    shutil.copytree(REPO / "docs" / "reproduction" / "noisy-instants", folder)
+    victim = tmp_path / "root-owned.conf"
+    victim.write_text("keep")
+    (folder / "plots").mkdir()
+    real = analyze.make_plots
+
+    def plant_then_plot(*args, **kwargs):
+        (folder / "plots" / "box_fct_s.png").symlink_to(victim)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(analyze, "make_plots", plant_then_plot)
+    analyze.write_report(folder, stats_only=True)
+    assert victim.read_text() == "keep"
+    assert not (folder / "plots" / "box_fct_s.png").is_symlink()
+    assert verify(folder) == []
+
+
+def test_a_second_analysis_waits_for_the_first(tmp_path):
+    code = ("import sys, pathlib\nfrom pathdiv.analysis.generation import new_generation\n"
+            "with new_generation(pathlib.Path(sys.argv[1])) as gen:\n"
+            "    pathlib.Path(sys.argv[2]).write_text('in')\n"
+            "    gen.write_text('stats.json', 'second')\n")
+    entered = tmp_path / "entered"
+    folder = tmp_path / "results"
+    folder.mkdir()
+    with new_generation(folder) as gen:
+        gen.write_text("stats.json", "first")
+        other = subprocess.Popen([sys.executable, "-c", code, str(folder), str(entered)])
+        time.sleep(1.5)
+        assert not entered.exists()  # held at the lock
+    other.wait(timeout=60)
+    assert entered.exists() and (folder / "stats.json").read_text() == "second"
+
+
+def test_an_interrupted_analyze_leaves_one_complete_generation(tmp_path):
+    """`pathdiv analyze` killed (SIGKILL: nothing of it runs after) while it writes its
+    files, then interrupted with Ctrl-C: the folder holds the last complete
+    generation each time, and the next analysis cleans up and commits its own."""
+    folder = tmp_path / "noisy"
+    shutil.copytree(REPO / "docs" / "reproduction" / "noisy-instants", folder)
+    argv = [sys.executable, "-m", "pathdiv.analysis", str(folder), "--stats-only"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first = generation.committed(folder)
+    assert first is not None and "report.html" in first["files"] and verify(folder) == []
+    for sig in (signal.SIGKILL, signal.SIGINT):
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 300
+        staged: list[Path] = []
+        while time.monotonic() < deadline and proc.poll() is None and not any(
+                (s / "stats.json").exists() for s in staged):  # some of it written aside
+            staged = [p for p in folder.iterdir() if p.name.startswith(".analysis-")]
+            time.sleep(0.05)
+        assert proc.poll() is None, "the analysis ended before it could be interrupted"
+        proc.send_signal(sig)
+        proc.wait(timeout=120)
+        assert verify(folder) == [], sig
+        assert generation.committed(folder) == first  # the previous one, whole
+    json.loads(safefiles.read_file(folder / "stats.json", 10_000_000))
+    # the killed analysis' staging folder is the next analysis' to remove
+    with new_generation(folder) as gen:
+        gen.write_text("stats.json", "{}")
+    assert generation.committed(folder)["id"] != first["id"] and verify(folder) == []
+    assert not [p for p in folder.iterdir() if p.name.startswith(".analysis-")]
