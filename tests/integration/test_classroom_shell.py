@@ -34,7 +34,7 @@ paths h1 h16
 flow h1 h99 2MB
 flow h1 h16 2XB
 mode warp
-p4 e8 table_dump PathdivIngress.ipv4_lpm
+p4 e8 table_dump ipv4_lpm
 p4 a1 register_read PathdivIngress.select_member.spray_policy 0
 h1 echo still-alive
 exit
@@ -105,8 +105,12 @@ def test_lab_cli_shows_paths_counters_modes_and_flows(dataplane: str) -> None:
 
     # inside a switch: e8's routes (its two hosts, the up group) and the spray policy
     if dataplane == "bmv2":
-        assert "PathdivIngress.ipv4_lpm" in p4_table and "PathdivIngress.set_group" in \
-            p4_table, p4_table
+        # typed short, the dump is headed by the table's full name (bmv2 prints the
+        # entries alone); /32s for e8's two hosts and its own address, the rest up the group
+        assert p4_table.strip().startswith("table PathdivIngress.ipv4_lpm on e8:"), p4_table
+        assert p4_table.count("/32") == 3, p4_table
+        assert re.search(r"LPM +00000000/0\s+Action entry: PathdivIngress\.set_group - ",
+                         p4_table), p4_table
         assert re.search(r"spray_policy\[0\]\s*=\s*1", p4_register), p4_register
     else:
         assert p4_table.strip().startswith(f"error: the {dataplane} plane has no switch "

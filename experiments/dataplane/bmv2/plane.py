@@ -35,6 +35,7 @@ from pathdiv.experiments.dataplane.base import (
 from pathdiv.experiments.dataplane.bmv2.cli import (
     clean_lines,
     cli_errors,
+    dumped_table,
     parse_counters,
     parse_registers,
     readback_commands,
@@ -329,13 +330,18 @@ class Bmv2DataPlane(DataPlane):
 
     def switch_cli(self, switch: str, command: str) -> str:
         """simple_switch_CLI's answer to one command on `switch` (`table_dump T`,
-        `counter_read C INDEX`, `register_read R INDEX`, `help`, ...)."""
+        `counter_read C INDEX`, `register_read R INDEX`, `help`, ...). A table dump is
+        headed by the table's full name and the switch: the CLI prints the entries alone."""
         if self.net is None or switch not in self.tables:
             raise DataPlaneError(f"{switch!r} is not a running switch; switches are "
                                  f"{', '.join(self.topo.switches)}")
         out = self._cli_all({switch: [command]}, "shell")[switch]
-        return "\n".join(ln for ln in clean_lines(out)
-                         if ln and not ln.startswith(("Obtaining JSON", "Control utility")))
+        lines = [ln for ln in clean_lines(out)
+                 if ln and not ln.startswith(("Obtaining JSON", "Control utility"))]
+        table = dumped_table(command)
+        if table is not None and "TABLE ENTRIES" in lines:
+            lines.insert(0, f"table {table} on {switch}:")
+        return "\n".join(lines)
 
     # ---- measurements ------------------------------------------------------------
     def port_counters(self, switch: str) -> dict[str, PortCounters]:
