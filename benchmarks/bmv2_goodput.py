@@ -1,10 +1,10 @@
-"""Single-flow TCP goodput through bmv2 versus the kernel data plane, printed as a ratio.
+"""Single-flow TCP goodput through bmv2 versus the nftables plane, printed as a ratio.
 
 Two setups, each at every rate given (Mbit/s; links shaped with the lab's HTB + pfifo):
   one-switch  two host namespaces joined by one switch: a bmv2 simple_switch running
               static.p4, or a namespace forwarding in the kernel;
   fattree     the k=4 fat tree in static mode, first host of pod 0 fetching from the last
-              host of the last pod (5 switches on the path), bmv2 versus kernel plane.
+              host of the last pod (5 switches on the path), bmv2 versus nftables plane.
 It also prints the machine's idle CPU share during each transfer (twenty bmv2 switches
 share the same cores as everything else).
 
@@ -22,9 +22,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
+from pathdiv.experiments.dataplane.bmv2.programs import compile_program
+from pathdiv.experiments.dataplane.bmv2.tools import require_p4_tools
 from pathdiv.experiments.dataplane.p4.entries import switch_entries
-from pathdiv.experiments.dataplane.p4.programs import compile_program
-from pathdiv.experiments.dataplane.p4.tools import require_p4_tools
 from pathdiv.experiments.fabric.environment import mark_namespace_argv
 from pathdiv.experiments.fabric.shaping import tc_commands
 from pathdiv.topologies.forwarding import NextHop, Route, SwitchTable
@@ -133,7 +133,7 @@ def one_switch_kernel(rate: float | None, size: int) -> tuple[float, float]:
 
 def fattree(plane: str, rate: float, size: int, workdir: Path) -> tuple[float, float]:
     from pathdiv.experiments.config.load import load
-    from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+    from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
     from pathdiv.experiments.fabric.nodeprocs import wait_for_line
     from pathdiv.experiments.network.network import Network
 
@@ -142,7 +142,7 @@ def fattree(plane: str, rate: float, size: int, workdir: Path) -> tuple[float, f
         + [("switching.mode", "static"), ("hosts.transport", "tcp")]
     )
     if plane == "bmv2":
-        from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane as cls
+        from pathdiv.experiments.dataplane.bmv2.plane import Bmv2DataPlane as cls
     else:
         cls = NftablesDataPlane
     with Network(cfg, cls, workdir / f"fattree-{plane}-{rate:g}") as net:

@@ -27,9 +27,9 @@ from pathlib import Path
 
 from scapy.all import IP, UDP, Ether, conf, sendp
 
+from pathdiv.experiments.dataplane.bmv2.programs import compile_program
+from pathdiv.experiments.dataplane.bmv2.tools import require_p4_tools
 from pathdiv.experiments.dataplane.p4.entries import EntryOptions, switch_entries
-from pathdiv.experiments.dataplane.p4.programs import compile_program
-from pathdiv.experiments.dataplane.p4.tools import require_p4_tools
 from pathdiv.topologies.forwarding import NextHop, Route, SwitchTable
 from tests.support import p4_harness as harness
 from tests.support.p4_harness import OneSwitch

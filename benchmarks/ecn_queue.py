@@ -5,11 +5,11 @@ On a k=4 fat tree with `switching.ecn_threshold_pkts` = K, two hosts of h1's pod
 `--seconds`, so the edge switch's port towards h1 (e1 -> h1, 20 Mbit/s) gets twice
 what it can send. Every `--sample-ms`
 (after a warm-up of a quarter of the transfer) the script reads that port's queue with
-`tc -s -j qdisc` (the leaf's packets in queue; on the kernel plane the RED leaf also
+`tc -s -j qdisc` (the leaf's packets in queue; on the nftables plane the RED leaf also
 counts what it marked), and it captures h1's interface to count the data packets that
 arrived CE-marked among the ECN-capable ones (`ce_marks`, the `ce_pct` metric).
 
-Run it where the congestion control and the marking exist: the kernel plane needs
+Run it where the congestion control and the marking exist: the nftables plane needs
 sch_red and `dctcp`, which the lab kernel has (this machine's kernel may not), so
 tests/integration/test_ecn_marking.py runs it in User-Mode Linux. On bmv2 the queue is
 inside simple_switch, out of tc's sight: the script then samples the delay the queue
@@ -44,10 +44,10 @@ BASE_PORT = 5201
 
 def plane_class(name: str) -> type:
     if name == "kernel":
-        from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+        from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 
         return NftablesDataPlane
-    from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane
+    from pathdiv.experiments.dataplane.bmv2.plane import Bmv2DataPlane
 
     return Bmv2DataPlane
 
@@ -122,7 +122,7 @@ def measure(plane: str, threshold: int | None, cc: str, seconds: float,
     data = packets[(packets["payload"] > 0) & (packets["dst"] == ip_to_int(addr))]
     ce, ect = ce_marks(data)
     replies = ping_replies(ping_out)
-    # the queue's delay in the window the kernel plane's samples cover (after slow start,
+    # the queue's delay in the window the nftables plane's samples cover (after slow start,
     # before the senders stop), above the lowest RTT of the whole ping (the empty queue)
     rtts = steady_rtts_ms(replies, sample_ms / 1000, warm_up, warm_up + seconds * 0.7)
     frame_ms = FRAME_BYTES * 8 / (rate * 1e3) if rate else float("nan")

@@ -1,4 +1,4 @@
-"""Build and teardown time of the emulated fat tree (kernel data plane), k=4 and k=8.
+"""Build and teardown time of the emulated fat tree (nftables plane), k=4 and k=8.
 
     .venv/bin/python benchmarks/fattree_build.py [--k 4 8] [--repeat 3]
 
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 from pathdiv.experiments.network.network import Network
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/fidelity_probe.py [--repeat 2] [--only none hog-nice ...]
 
-Builds configs/class-probe.yaml (kernel data plane, static mode, 20 Mbit/s links) once
+Builds configs/class-probe.yaml (nftables plane, static mode, 20 Mbit/s links) once
 per probe and runs the probe (five single-flow transfers) under each disturbance:
 
 - none: as the machine is;
@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support
 from pathdiv.experiments.classroom.probe import run_probe
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 from pathdiv.experiments.network.network import Network
 from tests.support.hog import CpuHog, slow_links
 

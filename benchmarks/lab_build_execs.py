@@ -1,4 +1,4 @@
-"""Process executions and seconds of one k=4 fat-tree build and teardown (kernel plane).
+"""Process executions and seconds of one k=4 fat-tree build and teardown (nftables plane).
 
     .venv/bin/python benchmarks/lab_build_execs.py [--config configs/class-quick.yaml]
                                                    [--repeat 3] [--by-program]
@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 def one_run(config: str) -> dict[str, float]:
     """Build and tear down one lab in this process; wall-clock marks for the parent."""
     from pathdiv.experiments.config.load import load
-    from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+    from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
     from pathdiv.experiments.network.network import Network
 
     net = Network(load(REPO / config), NftablesDataPlane,

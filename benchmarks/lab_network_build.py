@@ -33,12 +33,12 @@ WAYS = ("mininet", "pathdiv")  # the limit the node shells start under
 def inside(config: str, repeat: int) -> None:
     """In the guest: build and tear down `repeat` times each way; one JSON line each."""
     from pathdiv.experiments.config.load import load
-    from pathdiv.experiments.dataplane.select import select_dataplane
+    from pathdiv.experiments.dataplane.select import choose_for_config
     from pathdiv.experiments.fabric import nodeprocs
     from pathdiv.experiments.network.network import Network
 
     cfg = load(REPO / config)
-    cls, _ = select_dataplane(cfg.dataplane)
+    cls = choose_for_config(cfg).switches()
     ours = nodeprocs.shell_fd_limit
     for i in range(repeat):
         for way in WAYS:

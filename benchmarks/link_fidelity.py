@@ -1,4 +1,4 @@
-"""Single-flow goodput as a fraction of the configured link rate (kernel data plane).
+"""Single-flow goodput as a fraction of the configured link rate (nftables plane).
 
     .venv/bin/python benchmarks/link_fidelity.py [--rates 20 100 1000]
     .venv/bin/python benchmarks/link_fidelity.py --kernel lab [--clocks virtual real]
@@ -26,7 +26,7 @@ from hoststat import HostLoad
 
 from pathdiv.experiments.classroom.probe import PORT, ProbePlan, _fetch
 from pathdiv.experiments.config.load import validate
-from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 from pathdiv.experiments.fabric.nodeprocs import wait_for_line
 from pathdiv.experiments.network.network import Network
 

@@ -1,4 +1,4 @@
-"""What a P4 plane costs in the lab kernel: `pathdiv probe` on it versus the kernel plane.
+"""What a P4 plane costs in the lab kernel: `pathdiv probe` on it versus the nftables plane.
 
 Both run the same probe (configs/class-probe.yaml, hosts.kernel: lab, virtual clock) in
 turn, kernel then the P4 plane (`--plane bmv2` or `p4-ebpf`), `--reps` pairs; each prints

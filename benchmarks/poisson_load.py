@@ -1,7 +1,7 @@
 """Offered versus achieved load of the `poisson` pattern on the k=4 fat tree.
 
 For each target load (a fraction of every host's access link rate) one run of the
-web-search distribution executes through the runner (kernel data plane, ECMP, TCP,
+web-search distribution executes through the runner (nftables plane, ECMP, TCP,
 captures off), then prints:
 
   offered    bytes the schedule asked for / (hosts · rate · window)  (the generator)

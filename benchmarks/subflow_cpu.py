@@ -1,6 +1,6 @@
 """CPU cost per MB delivered: TCP and MPTCP with 1, 2, 4, 8 subflows, hashed vs disjoint.
 
-On a k=4 fat tree (kernel plane, ECMP, configs/class-probe.yaml: 20 Mbit/s links), h1
+On a k=4 fat tree (nftables plane, ECMP, configs/class-probe.yaml: 20 Mbit/s links), h1
 fetches --size bytes from h16, --reps times per configuration, one transfer at a time.
 Per transfer it records the CPU time of the client thread that received and of the
 server thread that sent (CLOCK_THREAD_CPUTIME_ID; this kernel has no
@@ -26,7 +26,7 @@ from typing import Any
 
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
-from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 from pathdiv.experiments.fabric.nodeprocs import wait_for_line
 from pathdiv.experiments.network.network import Network
 from pathdiv.experiments.traffic.placement import Placement, place_argv

@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,13 @@ from pathdiv.experiments.cluster.slurm import (
 )
 from pathdiv.experiments.cluster.status import folder_status
 from pathdiv.experiments.config.load import Config, ConfigError
+from pathdiv.experiments.config.planes import BASELINE, PLANES
 from pathdiv.experiments.config.results_folder import hand_over
 from pathdiv.experiments.config.safe_yaml import shorten_text
 from pathdiv.experiments.config.schema import MapOf, iter_leaves
 from pathdiv.experiments.dataplane.base import DataPlaneError
-from pathdiv.experiments.dataplane.bmv2 import DEBUG_ENV
-from pathdiv.experiments.dataplane.select import resolve_planes, select_dataplane
+from pathdiv.experiments.dataplane.bmv2.plane import DEBUG_ENV
+from pathdiv.experiments.dataplane.select import Choice, times
 from pathdiv.experiments.execute.boot import (
     LabKernelUnavailable,
     describe_lab_kernel,
@@ -93,10 +95,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             raise ConfigError([f"--shard {shard}: N must be at most {len(runs)}, the runs of "
                                "the plan (an empty shard would only hold a node)"], cfg.source)
     topo = cfg.topology()
-    _, reason = select_dataplane(cfg.dataplane)
     if isinstance(topo, FatTree):
         print(f"{cfg.source}: valid. k={topo.k} fat tree: {len(topo.switches)} switches, "
-              f"{len(topo.hosts)} hosts, {len(topo.links)} links; {reason}")
+              f"{len(topo.hosts)} hosts, {len(topo.links)} links; dataplane: "
+              f"{cfg.dataplane}")
         print(build_work(runs[0].config).text())
     else:
         print(f"{cfg.source}: valid. {topo.count} parallel paths between dual-homed h1 "
@@ -110,10 +112,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(describe_shards(runs, shard.count))
         runs = shard_runs(runs, shard)
         print(f"shard {shard} runs {len(runs)} of them:")
-    planes = resolve_planes(r.config.dataplane for r in runs)
-    print(describe(runs, {w: name for w, (name, _) in planes.items()}))
-    _print_planes(runs, planes)
-    _print_time(runs, jobs, planes)
+    choices = api.plane_choices(runs)
+    print(describe(runs, {rid: c.plane or "none" for rid, c in choices.items()}))
+    _print_planes(runs, choices)
+    _print_time(runs, jobs, choices)
     for line in plan_power.lines(runs, args.pilot):
         print(line)
     lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
@@ -127,25 +129,49 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_planes(runs: list[Run], planes: dict[str, tuple[str, str]]) -> None:
-    """Which data plane the runs will use and why."""
-    for wanted, (name, reason) in planes.items():
-        mine = [r for r in runs if r.config.dataplane == wanted]
-        if name == "unavailable":
-            print(f"data plane: {len(mine)} run(s) cannot run here: {reason}")
+def _print_planes(runs: list[Run], choices: dict[str, Choice]) -> None:
+    """Which data plane the runs get here and why, and the one thing to install to get
+    the fastest P4 plane where a run is not on it."""
+    groups: dict[tuple[str | None, str, str], list[Run]] = {}
+    for run in runs:
+        c = choices[run.run_id]
+        groups.setdefault((c.plane, c.rule, c.found), []).append(run)
+    for (plane, rule, found), mine in groups.items():
+        if plane is None:
+            print(f"data plane: {len(mine)} run(s) cannot run here: {rule}")
             continue
+        cost = "" if plane == BASELINE else (
+            f"; expected {_span(choices[r.run_id].ratio for r in mine)}x the {BASELINE} "
+            f"plane's time per run, {_span(choices[r.run_id].cell_ratio for r in mine)}x "
+            "per cell")
+        dear: dict[str, list[float]] = {}
+        for r in mine:
+            for other, r_other in choices[r.run_id].too_dear:
+                dear.setdefault(other, []).append(r_other)
+        cost += "".join(f"; {other} would take {_span(rs)}x per cell"
+                        for other, rs in dear.items())
         lab = sum(1 for r in mine if r.config.host_kernel == "lab")
         note = (f"; {lab} in the lab kernel, whose P4 programs the host compiles before "
-                "it boots" if name in ("bmv2", "p4-ebpf") and lab else "")
-        print(f"data plane: {len(mine)} run(s) on {name} ({reason}){note}")
+                "it boots" if PLANES[plane].p4 and lab else "")
+        print(f"data plane: {len(mine)} run(s) on {plane} ({rule}{cost})"
+              + (f"; {found}" if found else "") + note)
+    for hint in dict.fromkeys(c.hint for c in choices.values() if c.hint):
+        print(f"  {hint}")
 
 
-def _print_time(runs: list[Run], jobs: int, planes: dict[str, tuple[str, str]]) -> None:
+def _span(values: Iterable[float]) -> str:
+    """'1.2' or '1.1-1.4': the range of `values` to two figures."""
+    seen = list(values)
+    low, high = times(min(seen)), times(max(seen))
+    return low if low == high else f"{low}-{high}"
+
+
+def _print_time(runs: list[Run], jobs: int, choices: dict[str, Choice]) -> None:
     """The plan's expected wall time on this machine, and where the costs came from."""
-    t = api.expected_time(runs, jobs)
-    used = sorted({n for n, _ in planes.values() if n != "unavailable"})
-    also = (f" ({format_duration(t.kernel_seconds)} on the kernel plane)"
-            if round(t.seconds) != round(t.kernel_seconds) else "")
+    t = api.expected_time(runs, jobs, choices=choices)
+    used = sorted({c.plane for c in choices.values() if c.plane is not None})
+    also = (f" ({format_duration(t.nftables_seconds)} on the {BASELINE} plane)"
+            if round(t.seconds) != round(t.nftables_seconds) else "")
     if virtual_runs(runs) > 1 and t.jobs > 1:
         how = (f"{t.jobs} lab kernels at once (--jobs; one at a time "
                f"~{format_duration(t.serial_seconds)})")

@@ -65,7 +65,7 @@ from pathdiv.experiments.cluster.tracking import RunTracker, busy_runs, executio
 from pathdiv.experiments.config.load import Config, ConfigError, read_config_text
 from pathdiv.experiments.config.results_folder import MARKER, out_problem, resolved_out
 from pathdiv.experiments.config.safe_yaml import YamlRefused, load_text, shorten_text
-from pathdiv.experiments.dataplane.select import resolve_planes
+from pathdiv.experiments.dataplane.select import choose_runs
 from pathdiv.experiments.execute.boot import (
     LabKernelUnavailable,
     host_cpus,
@@ -265,8 +265,7 @@ class PlanExecution:
         self.image: Path | None = None  # the lab kernel, once found or built
         self.tracker = RunTracker(folder, runs, shard, complete_before=len(self.done))
         # the data plane each run will use, for its expected time and its history line
-        planes = resolve_planes(r.config.dataplane for r in todo)
-        self.plane = {r.run_id: planes[r.config.dataplane][0] for r in todo}
+        self.plane = {rid: c.plane for rid, c in choose_runs(todo).items()}
         self.estimator = estimator or Estimator()
         self.expected = {r.run_id: self.estimator.run_s(r, self.plane[r.run_id])
                          for r in todo}
@@ -275,7 +274,7 @@ class PlanExecution:
                              self.estimator.short_source(
                                  (key_of(r, self.plane[r.run_id]) for r in todo),
                                  todo[0].config.name if todo else None),
-                             boot=boot_of)
+                             boot=lambda r: boot_of(r, self.plane.get(r.run_id)))
         # tqdm's own remaining time counts runs; the clock weighs them by expected traffic
         self.bar = tqdm(total=len(runs), initial=len(self.done), unit="run", file=sys.stderr,
                         disable=quiet, dynamic_ncols=True, desc=cfg.name,

@@ -34,7 +34,7 @@ class KernelAbilities:
     netem: bool
     reorder_hold: bool = False  # net.ipv4.tcp_reorder_hold_us (hosts.reordering: gro)
     juggler: bool = False  # net.core.juggler (hosts.reordering: juggler)
-    red: bool = False  # sch_red, the ECN-marking leaf of the kernel data plane
+    red: bool = False  # sch_red, the ECN-marking leaf of the nftables plane
 
 
 def fragment_ccs(fragment: str) -> set[str]:

@@ -203,11 +203,10 @@ def guest_init(argv: Sequence[str], cwd: Path, control: Path,
     )
 
 
-# Host environment variables the guest inherits: where tools are (PATH; p4lang's under
-# P4_PREFIX, experiments/dataplane/bmv2.py; p4c-ebpf's runtime headers,
-# experiments/dataplane/p4ebpf/tools.py), the terminal's type, and pathdiv's own.
-PASSED_ENV = ("PATH", "P4_PREFIX", "P4C_EBPF_RUNTIME", "TERM", "PATHDIV_P4_DEBUG",
-              "PATHDIV_P4_CACHE")
+# Host environment variables the guest inherits: where tools are (PATH) and the
+# terminal's type. What a data plane needs besides (P4_PREFIX and the like) its caller
+# passes as `env` (experiments/dataplane/select.py, `guest_env`).
+PASSED_ENV = ("PATH", "TERM")
 
 
 def passed_env(environ: Mapping[str, str]) -> dict[str, str]:

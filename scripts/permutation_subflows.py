@@ -34,7 +34,8 @@ from pathdiv.analysis.capture.flows import (
     split_subflows,
 )
 from pathdiv.analysis.capture.pcap import TCP_SYN, ip_to_int
-from pathdiv.analysis.metrics.table import load_transfers, topology_of
+from pathdiv.analysis.metrics.table import load_transfers
+from pathdiv.topologies.conditions import topology_of
 from pathdiv.topologies.model import Tier
 
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Provision the pathdiv classroom VM (run by the Vagrantfile as root, on Debian 12).
 #
-#   1. p4lang's official bmv2 + p4c packages from p4lang's repository on the openSUSE
-#      Build Service (skipped with PATHDIV_SKIP_P4=1; see docs/p4.md);
+#   1. scripts/install-p4.sh: p4lang's bmv2 and p4c packages, clang, llvm and libbpf, and
+#      p4c's eBPF runtime headers fetched at the installed p4c's version: everything the
+#      P4 planes need, so `dataplane: auto` runs the reference experiment on p4-ebpf
+#      (skipped with PATHDIV_SKIP_P4=1: the nftables plane only; docs/p4.md);
 #   2. `make setup`, which runs scripts/install-deps.sh (Mininet, iproute2, nftables,
 #      tcpdump, MPTCP tools, linux-source-6.12, ...) and creates the venv: the same steps
 #      as on a bare machine, never a copy of them;
@@ -18,39 +20,16 @@ SKIP_P4=${PATHDIV_SKIP_P4:-0}
 
 log() { echo "provision-vagrant: $*"; }
 
-install_p4lang() {
-  if command -v simple_switch >/dev/null && command -v p4c-bm2-ss >/dev/null; then
-    log "bmv2 and p4c already installed"
-    return
-  fi
-  # shellcheck disable=SC1091  # os-release exists on every Ubuntu/Debian
-  . /etc/os-release
-  local repo
-  case "$ID" in
-    ubuntu) repo="xUbuntu_${VERSION_ID}" ;;
-    debian) repo="Debian_${VERSION_ID}" ;;
-    *) log "no p4lang packages for '$ID'; set PATHDIV_SKIP_P4=1 to go without bmv2"; exit 1 ;;
-  esac
-  local url="https://download.opensuse.org/repositories/home:/p4lang/${repo}"
-  log "adding p4lang's package repository ${url}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends curl gpg ca-certificates
-  curl -fsSL "${url}/Release.key" | gpg --dearmor --yes -o /etc/apt/trusted.gpg.d/home_p4lang.gpg
-  echo "deb ${url}/ /" > /etc/apt/sources.list.d/home:p4lang.list
-  apt-get update -qq
-  apt-get install -y -qq p4lang-p4c p4lang-bmv2
-}
-
 if [ ! -f "${PROJECT}/scripts/install-deps.sh" ]; then
   log "no pathdiv checkout at ${PROJECT} (expected scripts/install-deps.sh there)"
   exit 1
 fi
 
 if [ "${SKIP_P4}" = "1" ]; then
-  log "PATHDIV_SKIP_P4=1: not installing bmv2/p4c (kernel data plane only)"
+  log "PATHDIV_SKIP_P4=1: not installing the P4 tools (the nftables plane only)"
 else
-  install_p4lang
+  log "scripts/install-p4.sh: bmv2, p4c, p4c-ebpf's toolchain and runtime headers"
+  bash "${PROJECT}/scripts/install-p4.sh"
 fi
 
 # make setup is what runs scripts/install-deps.sh; call it, don't repeat it.
@@ -67,3 +46,4 @@ else
 fi
 
 log "done: vagrant ssh, then: cd ${PROJECT} && sudo .venv/bin/pathdiv check configs/noisy.yaml"
+log "(it says which data plane each run gets: p4-ebpf where its tools were installed)"

@@ -89,25 +89,17 @@ def lab_kernel() -> Path:
 
 
 def dataplane_class(name: str):
-    """The data plane class a test parametrised by plane name runs on; bmv2 and p4-ebpf
-    tests skip with the reason when p4lang's tools are not found (PATH or P4_PREFIX)."""
-    from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+    """The data plane class a test parametrised by plane name runs on (a registry name or
+    an older one); a plane whose tools are not found (PATH or P4_PREFIX) skips the test
+    with the reason."""
+    from pathdiv.experiments.dataplane import select
 
-    if name == "kernel":
-        return NftablesDataPlane
-    if name == "p4-ebpf":
-        from pathdiv.experiments.dataplane.ebpf import EbpfDataPlane, find_ebpf_tools
-
-        found, why = find_ebpf_tools()
-        if found is None:
-            pytest.skip(f"p4-ebpf not available: {why}")
-        return EbpfDataPlane
-    from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane, find_p4_tools
-
-    tools, reason = find_p4_tools()
+    impl = select.implementation(name)
+    tools, why = impl.find_tools(os.environ)
     if tools is None:
-        pytest.skip(f"bmv2 not available: {reason}")
-    return Bmv2DataPlane
+        pytest.skip(f"{name} not available: {why}")
+    return impl.switches
+
 
 def build_patch_driver(work: Path, patch_name: str, files: list[str], driver: str,
                        sources: list[str]) -> Path:

@@ -3,7 +3,7 @@
     python -m pathdiv.analysis.report.planes FIRST SECOND [--labels A B] [--write FILE]
 
 FIRST and SECOND are results folders (or docs/reproduction/<name>) of the same config
-run on two data planes (e.g. the kernel plane and bmv2). On the lab kernel's virtual
+run on two data planes (e.g. the nftables plane and bmv2). On the lab kernel's virtual
 clock every plane is an ideal switch, so where the two differ one of them has a bug.
 
 Rows are matched by (run_id, group_id): the same config and seed give the same runs

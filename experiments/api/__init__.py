@@ -23,6 +23,7 @@ from pathdiv.experiments.api.plans import (
     jobs_for,
     load_config,
     plan,
+    plane_choices,
     run,
     shard_plan,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "network",
     "open_results",
     "plan",
+    "plane_choices",
     "register_metric",
     "register_pattern",
     "results",

@@ -27,7 +27,7 @@ from pathdiv.experiments.classroom.views import carried, link_traffic, traffic_b
 from pathdiv.experiments.config.checks import parse_size
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import PortCounters
-from pathdiv.experiments.dataplane.select import select_dataplane
+from pathdiv.experiments.dataplane.select import choose_for_config
 from pathdiv.experiments.fabric.environment import preflight
 from pathdiv.experiments.network.network import Network
 from pathdiv.kernels.processes import scratch
@@ -187,8 +187,9 @@ def local_network(cfg: Config, workdir: str | Path | None = None) -> Iterator[Ke
     """The network of `cfg` on this process's kernel (the CLI's `net` and `probe`, and the
     lab kernel's guest serving `api.network`)."""
     preflight(cfg)
-    cls, reason = select_dataplane(cfg.dataplane)
+    choice = choose_for_config(cfg)
+    cls = choice.switches()  # DataPlaneError with the reason when none can run it
     with ExitStack() as stack:
         folder = Path(workdir) if workdir else stack.enter_context(scratch("net"))
         net = stack.enter_context(Network(cfg, cls, folder))
-        yield KernelNetwork(net, reason)
+        yield KernelNetwork(net, choice.reason)

@@ -29,7 +29,7 @@ from pathdiv.experiments.config.load import (
 from pathdiv.experiments.config.names import resolve_config
 from pathdiv.experiments.config.results_folder import hand_over, link_inside
 from pathdiv.experiments.config.workloads import PATTERNS
-from pathdiv.experiments.dataplane.select import mode_problems, resolve_planes
+from pathdiv.experiments.dataplane.select import Choice, choose_runs, find_tools, plane_problems
 from pathdiv.experiments.execute.boot import host_cores, host_ram_mb
 from pathdiv.experiments.execute.runstate import ResultsError
 from pathdiv.experiments.fabric.environment import EnvironmentProblem, plan_problems, preflight
@@ -112,7 +112,9 @@ def check_plan(runs: list[Run]) -> None:
     budget = budget_problems(runs)
     if budget:
         raise ConfigError(budget, runs[0].config.source)
-    problems = (plan_problems(runs) + mode_problems(runs)
+    found = find_tools()
+    planes = {rid: c.plane for rid, c in choose_runs(runs, found).items()}
+    problems = (plan_problems(runs, planes=planes) + plane_problems(runs, found)
                 + clock_problems(runs) + memory_problems(runs, host_ram_mb(), MAX_K))
     for run in runs:
         pattern = str(run.config.data["workload"]["pattern"])
@@ -171,34 +173,48 @@ class PlanTime:
 
     seconds: float         # with `jobs` lab kernels at once
     serial_seconds: float  # one run at a time
-    kernel_seconds: float  # as `seconds`, with every run on the kernel data plane
+    nftables_seconds: float  # as `seconds`, with every run on the nftables plane
     jobs: int
     source: str            # where the costs came from, in words
 
+    @property
+    def kernel_seconds(self) -> float:
+        """`nftables_seconds` under the nftables plane's former name ("kernel")."""
+        return self.nftables_seconds
 
-def expected_time(runs: list[Run], jobs: int, est: Estimator | None = None) -> PlanTime:
+
+def expected_time(runs: list[Run], jobs: int, est: Estimator | None = None,
+                  choices: dict[str, Choice] | None = None) -> PlanTime:
     """What `pathdiv check` prints: the plan's runs (boots included, analysis not) with
-    `jobs` lab kernels at once, one at a time, and on the kernel plane."""
+    `jobs` lab kernels at once, one at a time, and on the nftables plane; `choices` are
+    the runs' planes (`plane_choices`; chosen here when not given)."""
     est = est or history.estimator()
-    planes = resolve_planes(r.config.dataplane for r in runs)
+    chosen = choices if choices is not None else choose_runs(runs)
 
     def plane(run: Run) -> str | None:
-        name = planes[run.config.dataplane][0]
-        return None if name == "unavailable" else name
+        return chosen[run.run_id].plane
 
     def cost(run: Run) -> float:
         return est.run_s(run, plane(run))
 
-    def on_kernel(run: Run) -> float:
+    def on_baseline(run: Run) -> float:
         return est.run_s(run)
+
+    def boot(run: Run) -> float:
+        return boot_of(run, plane(run))
 
     par = [lanes for _, lanes in phases(runs, jobs, cost)]
     one = [lanes for _, lanes in phases(runs, 1, cost)]
-    kern = [lanes for _, lanes in phases(runs, jobs, on_kernel)]
-    return PlanTime(phases_s(par, cost, boot_of), phases_s(one, cost, boot_of),
-                    phases_s(kern, on_kernel, boot_of), jobs,
+    base = [lanes for _, lanes in phases(runs, jobs, on_baseline)]
+    return PlanTime(phases_s(par, cost, boot), phases_s(one, cost, boot),
+                    phases_s(base, on_baseline, boot_of), jobs,
                     est.source((key_of(r, plane(r)) for r in runs),
                                runs[0].config.name if runs else None))
+
+
+def plane_choices(runs: list[Run]) -> dict[str, Choice]:
+    """Run id -> the data plane it gets on this machine and why (`dataplane/select.py`)."""
+    return choose_runs(runs)
 
 
 @dataclass(frozen=True)

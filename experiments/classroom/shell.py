@@ -1,5 +1,6 @@
 """The classroom CLI: Mininet's CLI plus pathdiv's `paths`, `counters`, `mode`, `flow`,
-`draw` (the fat tree's bytes per link as an SVG file).
+`draw` (the fat tree's bytes per link as an SVG file) and `p4` (a command for one switch's
+own command line, on a plane that has one: bmv2's simple_switch_CLI).
 
 Commands read the running `Network` (its topology object, data plane and counters) and
 print what `classroom/views.py` formats; a bad argument prints one line and the CLI
@@ -147,6 +148,17 @@ class PathdivCLI(CLI):  # type: ignore[misc]
             dp.set_mode(mode, spray)
         extra = f" ({dp.spray})" if dp.mode == "spray" else ""
         print(f"mode: {dp.mode}{extra} on the {dp.name} data plane")
+
+    def do_p4(self, line: str) -> None:
+        """p4 SWITCH COMMAND: the switch's own command line (bmv2: simple_switch_CLI), e.g.
+        p4 e1 table_dump PathdivIngress.ipv4_lpm"""
+        self._guard(self._p4, line)
+
+    def _p4(self, args: list[str]) -> None:
+        if len(args) < 2:
+            raise ShellCommandError("usage: p4 SWITCH COMMAND, e.g. p4 e1 table_dump "
+                                    "PathdivIngress.ipv4_lpm (p4 e1 help lists them)")
+        print(self.net.plane.switch_cli(args[0], " ".join(args[1:])))
 
     def do_flow(self, line: str) -> None:
         """flow SRC DST SIZE [tcp|mptcp]: SRC sends SIZE (e.g. 2MB) to DST; prints FCT,

@@ -16,8 +16,8 @@ from pathdiv.analysis.metrics.columns import dependent_variables
 from pathdiv.analysis.stats.scope import level_overrides
 from pathdiv.experiments.config.checks import SIZE_DISTRIBUTIONS
 from pathdiv.experiments.config.enumeration import enumeration_problems
+from pathdiv.experiments.config.planes import AUTO, lookup, refusals
 from pathdiv.experiments.config.sizes import CdfError, read_cdf
-from pathdiv.experiments.config.switching import MODES
 from pathdiv.experiments.config.workloads import open_loop
 from pathdiv.topologies.conditions import ConditionError, parse_link, resolve, topology_of
 from pathdiv.topologies.fattree import FatTree
@@ -254,27 +254,14 @@ def load_problems(data: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def plane_problems(data: Mapping[str, Any]) -> list[str]:
-    """What the configured data plane cannot do: drop for loss_pct before its switches
-    read, or run the switching mode."""
-    problems = []
-    plane = data["dataplane"]
-    lossy = any((p or {}).get("loss_pct") for p in [
-        *data["topology"]["links"].values(), *data["topology"]["link_overrides"].values(),
-        *((e.get("set") or {}) for e in data.get("events") or [])])
-    if lossy and plane in ("bmv2", "p4-ebpf"):
-        problems.append(f"loss_pct: loss is dropped by nftables on arrival, which "
-                        f"{plane} switches read before (bmv2 from a packet "
-                        "socket, p4-ebpf at tc ingress); use dataplane: kernel for lossy links")
-    mode = MODES.get(str(data["switching"]["mode"]))
-    if plane == "kernel" and mode is not None and mode.kernel_rules is None:
-        problems.append(f"switching.mode: {mode.name!r} is not allowed with dataplane: "
-                        f"kernel; {mode.kernel_refusal}")
-    if plane == "p4-ebpf" and mode is not None and not mode.psa:
-        problems.append(f"switching.mode: {mode.name!r} is not allowed with dataplane: "
-                        f"p4-ebpf; its P4 program has no PSA version ({mode.psa_refusal}); "
-                        "use dataplane: bmv2")
-    return problems
+def refused_by_plane(data: Mapping[str, Any]) -> list[str]:
+    """What the configured data plane refuses of this config (its registry entry's
+    `refusals`: e.g. loss_pct, dropped before a P4 switch reads, or a switching mode its
+    program lacks). `auto` refuses per run what it cannot place (dataplane/select.py)."""
+    plane = str(data["dataplane"])
+    if plane == AUTO:
+        return []
+    return [f"dataplane: {plane}: {p}" for p in refusals(lookup(plane), data)]
 
 
 def condition_problems(data: Mapping[str, Any]) -> list[str]:
@@ -287,4 +274,4 @@ def condition_problems(data: Mapping[str, Any]) -> list[str]:
                 + ([] if named else jitter_problems(topo, overrides))
                 + load_problems(data))
     # bounded in closed form only once the links and sizes it counts from are valid
-    return (problems or enumeration_problems(data, len(topo.hosts))) + plane_problems(data)
+    return (problems or enumeration_problems(data, len(topo.hosts))) + refused_by_plane(data)

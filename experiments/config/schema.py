@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pathdiv.experiments.config.checks as allowed
+from pathdiv.experiments.config.planes import AUTO, plane_help
+from pathdiv.experiments.config.planes import choices as plane_choices
 from pathdiv.experiments.config.switching import MODES, SPRAYS, mode_help, mode_params
 from pathdiv.experiments.config.workloads import PATTERNS, pattern_help
 from pathdiv.kernels.abilities import KNOWN_CCS, LAB_SCHEDULERS
@@ -157,11 +159,7 @@ SCHEMA = Section(
                 ),
             }
         ),
-        "dataplane": Leaf(
-            str, "auto", "switch implementation: kernel (nftables), bmv2 (P4, simple_switch), "
-            "p4-ebpf (P4, PSA programs at tc); auto = bmv2 when its tools are found",
-            choices=("kernel", "bmv2", "p4-ebpf", "auto"),
-        ),
+        "dataplane": Leaf(str, AUTO, plane_help(), choices=plane_choices()),
         "switching": Section(
             {
                 "mode": Leaf(str, "ecmp", mode_help(), choices=tuple(MODES)),
@@ -173,7 +171,7 @@ SCHEMA = Section(
                 "ecn_threshold_pkts": Leaf(int, None, "switches mark ECN-capable packets CE "
                                            "when their egress queue holds at least this "
                                            "many packets (DCTCP's K), and drop other "
-                                           "packets there; kernel plane: RED in ECN mode "
+                                           "packets there; nftables plane: RED in ECN mode "
                                            "on every switch egress; bmv2: the egress "
                                            "queue depth (enq_qdepth); null = drop-tail "
                                            "only", check=allowed.ecn_threshold, nullable=True),
@@ -305,7 +303,7 @@ SCHEMA = Section(
         "network": Section(
             {
                 "reuse": Leaf(bool, True, "runs that share topology, data plane and link "
-                              "conditions reuse one built network (kernel data plane): "
+                              "conditions reuse one built network (nftables plane): "
                               "between runs it is reset and verified, and rebuilt when "
                               "the check finds what a reset cannot undo; false = build "
                               "the network afresh for every run (on the virtual clock "

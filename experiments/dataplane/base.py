@@ -4,17 +4,24 @@ A data plane is given the topology and its forwarding tables (computed once in
 `pathdiv.topologies.forwarding`), provides the Mininet node class for switches, configures
 every switch after the links exist, switches forwarding mode live, reads per-port
 counters, and stops. It raises `DataPlaneError` naming the switch and the log to read.
+
+Each plane's module also holds its `PlaneImplementation`: the switches' class, where its
+tools are, what the host prepares before a lab kernel boots, and its ECMP member function.
+The plane registry (`config/planes.py`) names that module; `select.py` reads it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pathdiv.experiments.config.planes import PLANES
 from pathdiv.experiments.config.switching import MODES as MODE_REGISTRY
 from pathdiv.experiments.config.switching import SPRAYS, SwitchingMode
+from pathdiv.experiments.dataplane.flows import MemberFn
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.forwarding import SwitchTable
 
@@ -45,11 +52,7 @@ def check_mode(mode: str, spray: str) -> SwitchingMode:
 class DataPlane(ABC):
     """One backend instance drives every switch of one network."""
 
-    name: str = "abstract"
-    # Where switches mark ECN (switching.ecn_threshold_pkts): False = the egress qdiscs
-    # the network sets up (RED, `pathdiv.experiments.fabric.shaping`); True = the switch
-    # program itself, which is then given the threshold and its egress queues.
-    marks_in_program: bool = False
+    name: str = "abstract"  # the plane's registry name (config/planes.py)
 
     def __init__(self, topo: FatTree, tables: dict[str, SwitchTable], workdir: Path) -> None:
         self.topo = topo
@@ -68,6 +71,15 @@ class DataPlane(ABC):
         Only a data plane that `marks_in_program` uses them."""
         self.ecn_threshold_pkts = threshold_pkts
         self.ecn_queues = queues
+
+    @property
+    def marks_in_program(self) -> bool:
+        """Where switches mark ECN (switching.ecn_threshold_pkts), as the plane's registry
+        entry says: False = the egress qdiscs the network sets up (RED,
+        `pathdiv.experiments.fabric.shaping`); True = the switch program itself, which is
+        then given the threshold and its egress queues."""
+        plane = PLANES.get(self.name)
+        return plane is not None and plane.marks_ecn_in_program
 
     @abstractmethod
     def switch_class(self) -> type:
@@ -89,6 +101,19 @@ class DataPlane(ABC):
     def stop(self) -> None:
         """Stop whatever `start` started; idempotent."""
 
+    def state_problems(self) -> dict[str, list[str]]:
+        """Switch -> how its program's state differs from what this plane wrote into it
+        (empty: as written). The check of a network reused for another run reads it
+        beside each node's own state; a plane whose entry says its networks are reused
+        keeps its state where this can read it."""
+        return {}
+
+    def switch_cli(self, switch: str, command: str) -> str:
+        """What the switch's own command line answers to `command` (the classroom shell's
+        `p4`); a plane without one says so."""
+        raise DataPlaneError(f"the {self.name} plane has no switch command line; open the "
+                             "lab on bmv2 to look inside a switch (--set dataplane=bmv2)")
+
     def first_in_first_out(self) -> int:
         """On the virtual clock, before a TCP run's traffic (rounds.at_instant): put the
         processes that forward its packets under SCHED_FIFO beside the transfers; return
@@ -98,6 +123,14 @@ class DataPlane(ABC):
     def describe(self) -> dict[str, Any]:
         """What ran, for the manifest (backend, versions, program hashes)."""
         return {"dataplane": self.name, "mode": self.mode, "spray": self.spray}
+
+
+def namespace_counters(pid: int) -> dict[str, PortCounters]:
+    """Every interface's counters in the network namespace of process `pid` (a switch
+    node's shell), read from /proc/<pid>/net/dev by this process: no process started in
+    the switch (wait_quiet asks every switch several times per run, and a process start
+    costs tens of milliseconds in the lab kernel). OSError when the process is gone."""
+    return parse_proc_net_dev(Path(f"/proc/{pid}/net/dev").read_text())
 
 
 def parse_proc_net_dev(text: str) -> dict[str, PortCounters]:
@@ -113,3 +146,21 @@ def parse_proc_net_dev(text: str) -> dict[str, PortCounters]:
         rx_b, rx_p, tx_b, tx_p = int(fields[0]), int(fields[1]), int(fields[8]), int(fields[9])
         out[name.strip()] = PortCounters(rx_p, rx_b, tx_p, tx_b)
     return out
+
+
+# the environment to search -> (the tools found, or None; one sentence: where, or what is
+# missing and how to get it)
+ToolFinder = Callable[[Mapping[str, str]], tuple[Any, str]]
+
+
+@dataclass(frozen=True)
+class PlaneImplementation:
+    """What a plane's module gives the registry entry that names it (`config/planes.py`)."""
+
+    switches: type[DataPlane]  # drives the switches of one network
+    find_tools: ToolFinder  # no side effects: `dataplane: auto` asks it for every run
+    member: MemberFn  # the up-group member a switch picks for a 5-tuple (ECMP)
+    # before a lab kernel boots, on the host (whose files the guest sees read-only): what
+    # the guest will need and cannot write (compiled programs); one line saying what was
+    # done; DataPlaneError naming what failed. None: nothing to do.
+    prepare_for_lab_kernel: Callable[[], str] | None = None

@@ -1,130 +1,28 @@
 """Which path a 5-tuple takes under `switching.mode: ecmp`, computed in Python (pure).
 
-Both data planes hash the 5-tuple with a per-switch seed (`topologies/forwarding.py`) at
-every switch that has an up group, and take the member the hash selects:
+Every data plane hashes the 5-tuple with a per-switch seed (`topologies/forwarding.py`) at
+every switch that has an up group, and takes the member the hash selects; each plane's
+implementation names its member function (`dataplane/base.py`, `PlaneImplementation`):
+nftables' jhash (`nftables/hashing.py`), or ecmp.p4's CRC-32 on both P4 planes
+(`p4/hashing.py`).
 
-  kernel  nftables `jhash ip saddr . ip daddr . meta l4proto . th sport . th dport
-          mod n seed S offset 1` (experiments/dataplane/nftables.py). nft concatenates
-          the fields into 32-bit registers, each field zero-padded to 4 bytes (net/
-          netfilter/nft_payload.c and nft_meta.c zero the register before storing), so
-          the kernel's `jhash()` (include/linux/jhash.h, lookup3, words read in CPU
-          byte order, i.e. little-endian on x86) runs over 20 bytes:
-            saddr(4) daddr(4) proto,0,0,0 sport(2, network order),0,0 dport(2),0,0
-          and net/netfilter/nft_hash.c scales it: member = (hash * n) >> 32
-          (`reciprocal_scale`); the mark is member + 1.
-  bmv2    CRC-32 of the 13 packed bytes, XOR seed, times an odd constant, high 16 bits
-          mod n (experiments/dataplane/p4/hashing.py, p4src/ecmp.p4).
-
-`predict_path` walks a packet from its source host to its destination host with those
+`PathModel.path` walks a packet from its source host to its destination host with those
 choices; the core it crosses is what `pathdiv probe` counts per core switch.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import struct
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from pathdiv.experiments.dataplane.p4.hashing import ecmp_member as p4_member_of
+from pathdiv.experiments.config.planes import UnknownPlane
+from pathdiv.experiments.dataplane.flows import TCP, UDP, FiveTuple, MemberFn
+from pathdiv.experiments.dataplane.select import implementation
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.forwarding import SwitchTable
 from pathdiv.topologies.model import Role
 
-MASK32 = 0xFFFFFFFF
-JHASH_INITVAL = 0xDEADBEEF
-TCP = 6
-UDP = 17
-
-
-@dataclass(frozen=True)
-class FiveTuple:
-    src: str
-    dst: str
-    proto: int
-    sport: int
-    dport: int
-
-    def reversed(self) -> FiveTuple:
-        return FiveTuple(self.dst, self.src, self.proto, self.dport, self.sport)
-
-
-def _rol32(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & MASK32
-
-
-def _mix(a: int, b: int, c: int) -> tuple[int, int, int]:
-    a = (a - c) & MASK32; a ^= _rol32(c, 4);  c = (c + b) & MASK32  # noqa: E702
-    b = (b - a) & MASK32; b ^= _rol32(a, 6);  a = (a + c) & MASK32  # noqa: E702
-    c = (c - b) & MASK32; c ^= _rol32(b, 8);  b = (b + a) & MASK32  # noqa: E702
-    a = (a - c) & MASK32; a ^= _rol32(c, 16); c = (c + b) & MASK32  # noqa: E702
-    b = (b - a) & MASK32; b ^= _rol32(a, 19); a = (a + c) & MASK32  # noqa: E702
-    c = (c - b) & MASK32; c ^= _rol32(b, 4);  b = (b + a) & MASK32  # noqa: E702
-    return a, b, c
-
-
-def _final(a: int, b: int, c: int) -> int:
-    c ^= b; c = (c - _rol32(b, 14)) & MASK32  # noqa: E702
-    a ^= c; a = (a - _rol32(c, 11)) & MASK32  # noqa: E702
-    b ^= a; b = (b - _rol32(a, 25)) & MASK32  # noqa: E702
-    c ^= b; c = (c - _rol32(b, 16)) & MASK32  # noqa: E702
-    a ^= c; a = (a - _rol32(c, 4)) & MASK32  # noqa: E702
-    b ^= a; b = (b - _rol32(a, 14)) & MASK32  # noqa: E702
-    c ^= b; c = (c - _rol32(b, 24)) & MASK32  # noqa: E702
-    return c
-
-
-def jhash(key: bytes, initval: int) -> int:
-    """Linux `jhash(key, len(key), initval)` on a little-endian CPU."""
-    length = len(key)
-    a = b = c = (JHASH_INITVAL + length + initval) & MASK32
-    k = 0
-    while length > 12:
-        wa, wb, wc = struct.unpack_from("<III", key, k)
-        a, b, c = _mix((a + wa) & MASK32, (b + wb) & MASK32, (c + wc) & MASK32)
-        length -= 12
-        k += 12
-    if length == 0:
-        return c
-    tail = key[k:] + bytes(12 - length)
-    wa, wb, wc = struct.unpack("<III", tail)
-    return _final((a + wa) & MASK32, (b + wb) & MASK32, (c + wc) & MASK32)
-
-
-def nft_key(t: FiveTuple) -> bytes:
-    """The registers nft hashes for `ip saddr . ip daddr . meta l4proto . th sport .
-    th dport`: each field zero-padded to 4 bytes, 20 bytes in all."""
-    return struct.pack(
-        "!IIB3xH2xH2x",
-        int(ipaddress.IPv4Address(t.src)),
-        int(ipaddress.IPv4Address(t.dst)),
-        t.proto,
-        t.sport,
-        t.dport,
-    )
-
-
-def kernel_member(t: FiveTuple, seed: int, members: int) -> int:
-    """Index of the up member the kernel plane's nftables rule picks (mark - 1)."""
-    if members <= 0:
-        raise ValueError(f"a group needs at least one member, got {members}")
-    if t.proto in (TCP, UDP):
-        key = nft_key(t)
-    else:  # the second rule hashes the addresses only
-        key = struct.pack("!II", int(ipaddress.IPv4Address(t.src)),
-                          int(ipaddress.IPv4Address(t.dst)))
-    return (jhash(key, seed) * members) >> 32
-
-
-def p4_member(t: FiveTuple, seed: int, members: int) -> int:
-    """Index of the up member ecmp.p4 picks."""
-    return p4_member_of(t.src, t.dst, t.proto, t.sport, t.dport, seed, members)
-
-
-MemberFn = Callable[[FiveTuple, int, int], int]
-# both P4 planes run p4src/ecmp.p4 (v1model on bmv2, PSA on p4-ebpf): the same choice
-MEMBER_FUNCTIONS: dict[str, MemberFn] = {"kernel": kernel_member, "bmv2": p4_member,
-                                         "p4-ebpf": p4_member}
+__all__ = ["TCP", "UDP", "FiveTuple", "ModelError", "PathModel"]
 
 
 class ModelError(ValueError):
@@ -137,12 +35,15 @@ class PathModel:
 
     topo: FatTree
     tables: Mapping[str, SwitchTable]
-    plane: str = "kernel"
+    plane: str = "nftables"
+    member_of: MemberFn = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.plane not in MEMBER_FUNCTIONS:
-            raise ModelError(f"data plane {self.plane!r} has no hash model; expected one of "
-                             f"{sorted(MEMBER_FUNCTIONS)}")
+        try:
+            member = implementation(self.plane).member
+        except UnknownPlane as exc:
+            raise ModelError(f"no hash model: {exc.args[0]}") from None
+        object.__setattr__(self, "member_of", member)
 
     def host_of(self, address: str) -> str:
         try:
@@ -153,7 +54,7 @@ class PathModel:
 
     def member(self, switch: str, t: FiveTuple) -> int:
         table = self.tables[switch]
-        return MEMBER_FUNCTIONS[self.plane](t, table.seed, len(table.up))
+        return self.member_of(t, table.seed, len(table.up))
 
     def path(self, t: FiveTuple) -> tuple[str, ...]:
         """The nodes a packet with this 5-tuple crosses, source host to destination."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.dataplane.select import prepare_for_lab_kernel
+from pathdiv.experiments.dataplane.select import guest_env, prepare_for_lab_kernel
 from pathdiv.experiments.fabric.environment import LAB_KERNEL_ENV
 from pathdiv.kernels import uml
 from pathdiv.kernels.abilities import REPO_DIR
@@ -160,7 +160,7 @@ class LabBoot:
         return uml.run_in_uml(
             guest_argv(sys.executable, module, args), share, self.image, timeout_s,
             clock=self.clock, memory_mb=self.memory_mb, cwd=REPO_DIR,
-            env={GUEST_ENV: json.dumps(self.description)}, poll=poll, poll_s=watch_s,
+            env={GUEST_ENV: json.dumps(self.description), **guest_env()}, poll=poll, poll_s=watch_s,
             terminal=terminal, channel=channel, cpu=self.cpu)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from pathdiv.analysis.metrics.paths_run import PATHS_RESULT
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.dataplane.select import select_dataplane
+from pathdiv.experiments.dataplane.select import choose
 from pathdiv.experiments.execute.boot import guest_kernel_description
 from pathdiv.experiments.execute.guestcost import GuestCost, forks
 from pathdiv.experiments.execute.keeper import NetworkKeeper
@@ -134,8 +134,9 @@ def get_network(ctx: RunContext) -> None:
     """The run's network, built or the previous run's reset (keeper.py), reachable."""
     cfg, manifest, run = ctx.cfg, ctx.manifest, ctx.run
     preflight(cfg)
-    cls, reason = select_dataplane(cfg.dataplane)
-    manifest["dataplane"] = {"selected": reason}
+    choice = choose(run)  # the guest chooses as the host did (dataplane/select.py)
+    manifest["dataplane"] = {"selected": choice.reason, "asked": choice.asked}
+    cls = choice.switches()
     workload = cfg.data["workload"]
     traffic = Traffic(run.flow_type, cfg.flow_sizes()[run.flow_type], cfg.transport,
                       int(workload["server_port"]), float(workload["timeout_s"]),

@@ -4,7 +4,7 @@ The conditions themselves, per direction, are `pathdiv.topologies.conditions`.
 
 Mechanisms (documented in the README):
   bw_mbps, queue_pkts  HTB class and a drop-tail leaf on src's egress (any kernel);
-                       with switching.ecn_threshold_pkts on the kernel data plane, a
+                       with switching.ecn_threshold_pkts on the nftables plane, a
                        switch's leaf is RED marking ECN instead (`shaping.red_ecn_leaf`;
                        needs sch_red: the lab kernel has it);
   delay_ms, jitter_ms  a netem leaf on src's egress (lab kernel only: this machine's

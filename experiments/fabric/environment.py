@@ -12,10 +12,12 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 import pathdiv.analysis.safefiles as safefiles
 from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.config.planes import AUTO, PLANES, lookup
 from pathdiv.experiments.fabric.conditions import netem_keys
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels.abilities import LAB_ONLY_CCS, KernelAbilities, lab_kernel_abilities
@@ -85,7 +87,7 @@ def netem_available() -> bool:
 
 
 def red_available() -> bool:
-    """RED (the kernel plane's ECN marking) on this kernel, found as netem is."""
+    """RED (the nftables plane's ECN marking) on this kernel, found as netem is."""
     return _qdisc_here("red", "limit", "150000", "avpkt", "1500")
 
 
@@ -146,8 +148,10 @@ def this_kernel() -> KernelAbilities:
     )
 
 
-def config_problems(cfg: Config, kernel: KernelAbilities) -> list[str]:
-    """What `cfg` needs that `kernel` lacks, each naming the key and the fix (pure)."""
+def config_problems(cfg: Config, kernel: KernelAbilities, plane: str | None = None
+                    ) -> list[str]:
+    """What `cfg` needs that `kernel` lacks on data plane `plane` (None: the config's
+    `dataplane:`), each naming the key and the fix (pure)."""
     problems = []
     lab = "; the pathdiv lab kernel has it: set hosts.kernel: lab"
     if cfg.cc not in kernel.ccs:
@@ -174,19 +178,25 @@ def config_problems(cfg: Config, kernel: KernelAbilities) -> list[str]:
         problems.append(f"{', '.join(keys)}: delay and jitter need netem, which {kernel.name} "
                         "lacks; set them to 0" + (" or run on the lab kernel (hosts.kernel: "
                                                   "lab)" if cfg.host_kernel == "host" else ""))
-    if cfg.ecn_threshold_pkts is not None and cfg.dataplane != "bmv2" and not kernel.red:
+    name = plane or cfg.dataplane
+    name = name if name == AUTO else lookup(name).name
+    marking = [p.name for p in PLANES.values() if p.marks_ecn_in_program]
+    if cfg.ecn_threshold_pkts is not None and name not in marking and not kernel.red:
+        on = "dataplane: auto" if name == AUTO else f"the {name} plane"
         problems.append(
-            f"switching.ecn_threshold_pkts: {cfg.ecn_threshold_pkts}: the kernel data plane "
-            f"marks ECN with RED (sch_red), which {kernel.name} lacks"
-            + ("; run on the lab kernel (hosts.kernel: lab) or dataplane: bmv2"
-               if cfg.host_kernel == "host" else "; set it to null"))
+            f"switching.ecn_threshold_pkts: {cfg.ecn_threshold_pkts}: {on} marks ECN with "
+            f"RED (sch_red) in the switches' egress qdiscs, which {kernel.name} lacks"
+            + (f"; run on the lab kernel (hosts.kernel: lab) or dataplane: "
+               f"{' or '.join(marking)}" if cfg.host_kernel == "host" else "; set it to null"))
     return problems
 
 
 def plan_problems(runs: list[Run], host: KernelAbilities | None = None,
-                  lab: KernelAbilities | None = None) -> list[str]:
-    """Every run held against the kernel it will run on; one line per distinct problem,
-    naming the factor levels of the runs it concerns. Nothing is started."""
+                  lab: KernelAbilities | None = None,
+                  planes: Mapping[str, str | None] | None = None) -> list[str]:
+    """Every run held against the kernel it will run on (and the data plane it gets here:
+    run id -> plane, from `dataplane/select.py`); one line per distinct problem, naming
+    the factor levels of the runs it concerns. Nothing is started."""
     kernels: dict[str, KernelAbilities] = {}
     found: dict[str, list[str]] = {}
     for run in runs:
@@ -194,7 +204,8 @@ def plan_problems(runs: list[Run], host: KernelAbilities | None = None,
         if kind not in kernels:
             kernels[kind] = (lab or lab_kernel_abilities()) if kind == "lab" else (
                 host or this_kernel())
-        for problem in config_problems(run.config, kernels[kind]):
+        plane = (planes or {}).get(run.run_id)
+        for problem in config_problems(run.config, kernels[kind], plane):
             levels = ", ".join(f"{k}={v}" for k, v in run.factors.items()) or "every run"
             where = found.setdefault(problem, [])
             if levels not in where:

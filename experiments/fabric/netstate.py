@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from pathdiv.experiments.config.planes import BASELINE, UnknownPlane, lookup
 from pathdiv.experiments.config.switching import MODES as MODE_REGISTRY
 from pathdiv.experiments.fabric.conditions import NFT_TABLE as CONDITIONS_TABLE
 from pathdiv.experiments.fabric.hostsetup import REORDERING, HostSpec, host_commands, host_sysctls
@@ -53,16 +54,21 @@ TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FI
               "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",
               "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING", "0C": "NEW_SYN_RECV"}
 MARK = "@@pathdiv-section "
-PREF_STATIC = 900  # the kernel plane's static rule (dataplane/nftables.py)
+PREF_STATIC = 900  # the nftables plane's static rule (dataplane/nftables/rules.py)
 
 
 def reuse_key(data: Mapping[str, Any], plane: str) -> str | None:
     """What fixes a built network of the resolved config `data` on data plane `plane`
-    (two runs with equal keys may share one network), or None when the plane's switches
-    hold state a reset cannot check (bmv2 registers and counters, p4-ebpf BPF maps: rebuilt
-    every run)."""
-    if plane != "kernel":
+    (two runs with equal keys may share one network), or None when the plane's registry
+    entry says its switches hold state a reset cannot check (bmv2's registers and
+    counters: rebuilt every run; p4-ebpf's maps are read back, DataPlane.state_problems)."""
+    try:
+        entry = lookup(plane)
+    except UnknownPlane:
         return None
+    if not entry.reusable:
+        return None
+    plane = entry.name
     kept: dict[str, Any] = {}
     for section, value in data.items():
         if section in NETWORKLESS_SECTIONS:
@@ -337,10 +343,12 @@ def endpoint_manager(spec: HostSpec) -> bool:
 
 
 def variant_state(topo: FatTree, node: str, spec: HostSpec, mode: str,
-                  defaults: Mapping[str, Any], has_up: bool = False) -> dict[str, Any]:
+                  defaults: Mapping[str, Any], has_up: bool = False,
+                  plane: str = BASELINE) -> dict[str, Any]:
     """Sections a clean `node` has under this variant. `defaults`: a fresh namespace's
     `sysctl` values (every key of host_sysctl_keys) and `mptcp_limits`; `has_up`: the
-    switch has an equal-cost up group (only those get the static rule)."""
+    switch has an equal-cost up group (only those get the static rule, on a plane whose
+    switches route by policy rules)."""
     if not topo.nodes[node].is_switch:
         intf = topo.links_of(node)[0].port_of(node).intf
         fresh = defaults.get("sysctl", {})
@@ -356,6 +364,8 @@ def variant_state(topo: FatTree, node: str, spec: HostSpec, mode: str,
         else:
             endpoints, limits = [], dict(defaults.get("mptcp_limits", {}))
         return {"sysctl": sysctl, "mptcp_endpoints": endpoints, "mptcp_limits": limits}
+    if not lookup(plane).policy_rules:
+        return {}  # the plane's own state is the plane's to check (DataPlane.state_problems)
     return {"rule_static": has_up and not MODE_REGISTRY[mode].up_group}
 
 

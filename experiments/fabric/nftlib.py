@@ -2,7 +2,7 @@
 and what `nft -f FILE` loads, without the `nft` program.
 
 The check between two runs on one network (`Network.snapshot`) reads every node's
-ruleset, and the kernel data plane loads a ruleset into each switch at its build and at
+ruleset, and the nftables plane loads a ruleset into each switch at its build and at
 every change of switching mode. Through the `nft` program each is a process start (about
 47 ms in the lab kernel; 36 nodes at k=4, 16 switches with an up group); here the library
 the program is made of (libnftables, through ctypes) does it from this process: the

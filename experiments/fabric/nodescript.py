@@ -168,5 +168,5 @@ def run_scripts(scripts: list[tuple[str, Any, Path, NodeScript]]) -> None:
 
 def batch_commands(program: str, text: str) -> list[list[str]]:
     """The argv lists a `program -batch` file stands for (the inverse of `batch_text`,
-    for batches generated as text, e.g. the kernel data plane's routes)."""
+    for batches generated as text, e.g. the nftables plane's routes)."""
     return [[program, *line.split()] for line in text.splitlines() if line.strip()]

@@ -10,7 +10,7 @@ per link.
   RetransSegs, subflows included) per host from `/proc/<host pid>/net/{netstat,snmp}`,
   and the kernel input-backlog drops from `/proc/net/softnet_stat`, at start and stop;
 - for switches: the CPU time of every process in the switch's namespace (a software
-  switch such as bmv2's `simple_switch`; none on the kernel data plane, whose forwarding
+  switch such as bmv2's `simple_switch`; none on the nftables plane, whose forwarding
   is softirq work no process is charged for), the link captures (tcpdump, which
   run there too, or the one linkcap of all links) counted apart: the namespaces'
   processes are found again at start, every SCAN_S during the run and at stop, and each

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pathdiv.experiments.config.load import Config
-from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError, parse_proc_net_dev
+from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError
 from pathdiv.experiments.fabric.conditions import node_commands, program_queues
 from pathdiv.experiments.fabric.cpuacct import HostCgroups
 from pathdiv.experiments.fabric.environment import (
@@ -231,14 +231,9 @@ class Network(StartStop):
 
     # ---- measurements ------------------------------------------------------------
     def counters(self, switch: str) -> dict[str, Any]:
-        """The switch's port counters. The kernel plane's ports are the namespace's
-        interfaces: read from /proc/<its shell>/net/dev here, not by a process run in
-        the switch (wait_quiet asks every switch several times per run, and a process
-        start costs tens of milliseconds in the lab kernel)."""
+        """The switch's port counters, as its data plane reads them (the nftables and
+        p4-ebpf planes: the namespace's interfaces, read from /proc without a process)."""
         try:
-            if getattr(self.plane, "name", "") == "kernel":
-                return parse_proc_net_dev(
-                    Path(f"/proc/{self.node(switch).pid}/net/dev").read_text())
             return self.plane.port_counters(switch)
         except OSError as exc:
             raise NetworkError(f"{switch}: cannot read its interface counters: {exc}") from exc

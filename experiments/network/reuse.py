@@ -146,7 +146,8 @@ class NetworkReuse:
         net = self.net
         table = net.tables.get(name)
         return variant_state(net.topo, name, host_spec(net.cfg), net.cfg.mode,
-                             self.defaults, has_up=bool(table and table.up))
+                             self.defaults, has_up=bool(table and table.up),
+                             plane=net.plane.name)
 
     def take_reference(self) -> list[str]:
         """Snapshot every node of the network just built: what every reset is checked
@@ -181,6 +182,9 @@ class NetworkReuse:
                                         f"first loaded for mode {plane.mode}"]
             if found:
                 out[name] = found
+        for name, what in plane.state_problems().items():  # e.g. p4-ebpf's maps
+            if names is None or name in names:
+                out.setdefault(name, {})["program"] = what
         return out
 
     def reset_for(self, cfg: Config, workdir: Path) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 A run's wall time on this machine is modelled as a fixed part and a traffic part:
 
     fixed   = fixed_s x (NODE_SHARE x nodes / 36 + (1 - NODE_SHARE) x links / 48)
-              + per_round_s x rounds
+              + per_round_s x rounds  [+ per_switch_s x switches, on a plane's build]
     traffic = per_mb_s x payload MB + per_sim_s x simulated traffic seconds
+              [+ per_switch_mb_s x switch-MB, on the virtual clock]
 
 `fixed_s` is the per-run cost at k=4 (36 nodes, 48 links: build, reachability check,
 capture start and drain, teardown), `per_round_s` starting a round's transfer
@@ -18,6 +19,14 @@ time: the rounds' busiest-client bytes over the slowest link rate times the frac
 transfer reaches (`Work.sim_s`, `Rate.rate_fraction`). On the lab kernel's virtual clock
 CPU work takes no guest time and the wall time follows the packets, whatever the link
 rate: it costs per MB of payload moved (`Work.payload_mb`).
+
+The rates are the nftables plane's. Another data plane adds what its registry entry says
+it pays (`config/planes.py`, `PlaneCost`): per switch of a run that builds its network
+(every run, on a plane whose networks are not reused), and per MB of payload through one
+switch (`Work.switch_mb`: each transfer's payload times the switches on its path), which
+on the virtual clock is wall time. A single factor per plane cannot do this: on the lab
+kernel bmv2 costs 11x the nftables plane on the probe (mostly build) and 64x on a long
+run (mostly packets).
 
 `DEFAULT_RATES` are documented figures of the 2-core reference VM (docs/benchmarks.md,
 "Run time estimates"). `calibrate` fits, per kernel x clock x data plane, two scales
@@ -42,9 +51,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pathdiv.experiments.config.load import Config
+from pathdiv.experiments.config.planes import BASELINE, PlaneCost, UnknownPlane, lookup
 from pathdiv.experiments.config.workloads import PATTERNS, open_loop
 from pathdiv.experiments.plan.lanes import boots
 from pathdiv.experiments.plan.runs import Run
+from pathdiv.topologies.fattree import FatTree
 
 UNSHAPED_MBPS = 1000.0
 REFERENCE_NODES = 36  # k=4: 20 switches + 16 hosts, what fixed_s is measured at
@@ -52,11 +63,13 @@ REFERENCE_LINKS = 48  # k=4's links
 NODE_SHARE = 0.95
 
 Key = tuple[str, str, str]  # (hosts.kernel, clock, data plane)
+# switches a transfer crosses in a fat tree: hosts under one edge, one pod, two pods
+SWITCHES_ON_PATH = (1, 3, 5)
 
 
 @dataclass(frozen=True)
 class Rate:
-    """Wall-time costs of one kernel x clock on the kernel data plane."""
+    """Wall-time costs of one kernel x clock on the nftables plane."""
 
     fixed_s: float       # per run at k=4, scaled by nodes / REFERENCE_NODES
     per_round_s: float   # per round of transfers
@@ -88,17 +101,12 @@ DEFAULT_RATES: dict[tuple[str, str], Rate] = {
 }
 BOOT_S = 3.0  # one boot of the lab kernel to its runner (docs/benchmarks.md: 2.8-3.0 s)
 
-# (hosts.kernel, data plane) -> wall time over the same run on the kernel data plane;
-# measured on the probe (docs/p4.md): bmv2 in the lab kernel took 15x the kernel plane
-# before switches ran with `--log-level off`, 11.2x after (median of 2 pairs, 9.7-12.8x);
-# p4-ebpf 1.11x on the probe since the release edit (1.19x before) and 1.31x on a
-# noisy long run (docs/p4.md).
-PLANE_FACTORS = {("lab", "bmv2"): 11.0, ("lab", "p4-ebpf"): 1.25}
-
-
-def plane_factor(kernel: str, plane: str | None) -> float:
-    """How much longer a run on `plane` takes than on the kernel plane (1 when unknown)."""
-    return PLANE_FACTORS.get((kernel, plane or "kernel"), 1.0)
+def plane_of(name: str | None) -> str:
+    """The registry name of a plane (an older name resolved; None: the nftables plane)."""
+    try:
+        return lookup(name or BASELINE).name
+    except UnknownPlane:
+        return name or BASELINE
 
 
 def clock_of(cfg: Config) -> str:
@@ -107,7 +115,7 @@ def clock_of(cfg: Config) -> str:
 
 
 def key_of(run: Run, plane: str | None = None) -> Key:
-    return (run.config.host_kernel, clock_of(run.config), plane or "kernel")
+    return (run.config.host_kernel, clock_of(run.config), plane_of(plane))
 
 
 def rate_of(key: Key) -> Rate:
@@ -130,6 +138,8 @@ class Work:
     payload_mb: float   # every transfer's payload, in MB (10^6 bytes)
     sim_s: float        # simulated seconds of traffic at the link rate (fraction 1)
     hosts: int = 16
+    switches: int = 0   # switches of the data plane (none between parallel paths' routers)
+    switch_mb: float = 0.0  # each transfer's payload MB times the switches on its path
 
     @property
     def links(self) -> int:
@@ -138,7 +148,8 @@ class Work:
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "hosts": self.hosts, "rounds": self.rounds,
-                "payload_mb": round(self.payload_mb, 3), "sim_s": round(self.sim_s, 3)}
+                "payload_mb": round(self.payload_mb, 3), "sim_s": round(self.sim_s, 3),
+                "switches": self.switches, "switch_mb": round(self.switch_mb, 3)}
 
 
 def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
@@ -146,13 +157,16 @@ def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
     w = cfg.data["workload"]
     topo = cfg.topology()
     nodes = len(topo.switches) + len(topo.hosts)
+    switches = len(topo.switches) if isinstance(topo, FatTree) else 0
     size = cfg.flow_sizes()[flow_type]
     bps = bottleneck_mbps(cfg) * 1e6
     timeout = float(w["timeout_s"])
     if open_loop(w["pattern"]):  # the arrival window at the offered load, then a drain
         seconds = float(w["duration_s"])
         mb = float(w.get("load", 0.5)) * bps * seconds * len(topo.hosts) / 8 / 1e6
-        return Work(nodes, 1, mb, seconds + min(timeout, 2.0), len(topo.hosts))
+        hops = mean_switches(topo) if isinstance(topo, FatTree) else 0.0
+        return Work(nodes, 1, mb, seconds + min(timeout, 2.0), len(topo.hosts), switches,
+                    mb * hops)
     # in closed form from the pattern's registry entry: every round of a pattern has the
     # same busiest fan-in, so nothing is drawn (a plan's designations may be millions)
     pattern, n = PATTERNS[str(w["pattern"])], len(topo.hosts)
@@ -160,28 +174,67 @@ def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
     count = repeats * pattern.rounds(n)
     sim = count * min(pattern.busiest(n) * size * 8 / bps, timeout)
     transfers = repeats * pattern.transfers(n)
-    return Work(nodes, count, transfers * size / 1e6, sim, n)
+    mb = transfers * size / 1e6
+    # the switches a transfer crosses, as for a host pair drawn at random: a pattern's
+    # pairs are drawn from the seed, so its mean is that of all pairs
+    hops = mean_switches(topo) if isinstance(topo, FatTree) else 0.0
+    return Work(nodes, count, mb, sim, n, switches, mb * hops)
+
+
+def mean_switches(topo: FatTree) -> float:
+    """Switches on the shortest path of a host pair drawn at random from a fat tree, in
+    closed form: of the other hosts, k/2 - 1 share the edge switch (1 switch),
+    k^2/4 - k/2 the pod (3 switches: edge, aggregation, edge), the rest cross a core (5)."""
+    k = topo.k
+    others = k ** 3 // 4 - 1
+    if others <= 0:
+        return 0.0
+    same_edge = k // 2 - 1
+    same_pod = k * k // 4 - k // 2
+    rest = others - same_edge - same_pod
+    return (SWITCHES_ON_PATH[0] * same_edge + SWITCHES_ON_PATH[1] * same_pod
+            + SWITCHES_ON_PATH[2] * rest) / others
 
 
 def reuses(cfg: Config, plane: str | None = None) -> bool:
     """Whether runs of `cfg` after the first of a lane use the network the run before
-    built (network.reuse on the kernel data plane: experiments/execute/keeper.py). A plan
-    whose factors change the topology builds more often than this assumes."""
+    built (network.reuse on a plane whose entry says its networks can be reused:
+    experiments/execute/keeper.py). A plan whose factors change the topology builds more
+    often than this assumes."""
     return bool(cfg.data.get("network", {}).get("reuse", False)) and \
-        (plane or "kernel") == "kernel"
+        _reusable(plane_of(plane))
+
+
+def _reusable(plane: str) -> bool:
+    try:
+        return lookup(plane).reusable
+    except UnknownPlane:
+        return False
 
 
 def parts(work: Work, key: Key, builds: bool = True) -> tuple[float, float]:
     """(fixed, traffic) seconds of a run of `work` by the default rates of `key`;
     `builds`: the run builds its network (else it reuses the one before, reset)."""
     rate = rate_of(key)
-    factor = plane_factor(key[0], key[2])
     size = (NODE_SHARE * work.nodes / REFERENCE_NODES
             + (1 - NODE_SHARE) * work.links / REFERENCE_LINKS)
     fixed = (rate.fixed_s + (rate.build_s if builds else 0.0)) * size \
         + rate.per_round_s * work.rounds
     traffic = rate.per_mb_s * work.payload_mb + rate.per_sim_s * work.sim_s / rate.rate_fraction
-    return fixed * factor, traffic * factor
+    extra = plane_cost(key)
+    if builds:
+        fixed += extra.per_switch_s * work.switches
+    if key[1] == "virtual":
+        traffic += extra.per_switch_mb_s * work.switch_mb
+    return fixed, traffic
+
+
+def plane_cost(key: Key) -> PlaneCost:
+    """What the key's plane pays beyond the nftables plane on its kernel (none if unknown)."""
+    try:
+        return lookup(key[2]).cost(key[0])
+    except UnknownPlane:
+        return PlaneCost()
 
 
 @dataclass(frozen=True)
@@ -227,7 +280,7 @@ def fit_scales(samples: Sequence[tuple[float, float, float]]) -> Fit:
 
 def record_key(rec: dict[str, Any]) -> Key | None:
     try:
-        return (str(rec["kernel"]), str(rec["clock"]), str(rec.get("plane") or "kernel"))
+        return (str(rec["kernel"]), str(rec["clock"]), plane_of(rec.get("plane")))
     except KeyError:
         return None
 
@@ -235,12 +288,18 @@ def record_key(rec: dict[str, Any]) -> Key | None:
 def record_work(rec: dict[str, Any]) -> Work | None:
     try:
         hosts = int(rec.get("hosts") or int(rec.get("k", 4)) ** 3 // 4)
-        return Work(int(rec["nodes"]), int(rec["rounds"]), float(rec["payload_mb"]),
-                    float(rec["sim_s"]), hosts)
+        k = int(rec.get("k", 4))
+        # older records: a k-ary fat tree's switches, and its mean path (noisy and silent
+        # plans cross about 4 switches per transfer)
+        switches = int(rec.get("switches", 5 * k * k // 4))
+        payload = float(rec["payload_mb"])
+        return Work(int(rec["nodes"]), int(rec["rounds"]), payload, float(rec["sim_s"]), hosts,
+                    switches, float(rec.get("switch_mb", payload * OLD_RECORD_SWITCHES)))
     except (KeyError, TypeError, ValueError):
         return None
 
 
+OLD_RECORD_SWITCHES = 4.0
 RECENT_RUNS = 60  # per key: the machine and the code change, so only the newest count
 # A config's own fit: from its runs among the newest CONFIG_WINDOW of its key, when there
 # are at least MIN_CONFIG_RUNS. The model leaves out what sets one config apart from
@@ -306,9 +365,9 @@ class Estimator:
 
     def fit_of(self, key: Key, config: str | None = None) -> Fit | None:
         """The config's own fit on `key`, else the key's, else its kernel and clock's on
-        the kernel plane (another plane's factor then applies to this machine's pace)."""
+        the nftables plane (another plane's own costs then run at this machine's pace)."""
         return (self.config_fits.get((key, config or "")) or self.fits.get(key)
-                or self.fits.get((key[0], key[1], "kernel")))
+                or self.fits.get((key[0], key[1], BASELINE)))
 
     def run_s(self, run: Run, plane: str | None = None) -> float:
         """A run's expected wall seconds; with network reuse, as one that reuses the
@@ -345,11 +404,11 @@ class Estimator:
             names = ", ".join("/".join(k) for k in used)
             return (f"default costs (docs/benchmarks.md): no {names} run recorded on this "
                     "machine yet")
-        n = sum(self.fits[k].runs for k in {*own, *((k[0], k[1], "kernel") for k in borrowed)})
+        n = sum(self.fits[k].runs for k in {*own, *((k[0], k[1], BASELINE) for k in borrowed)})
         text = f"{n} run(s) recorded on this machine"
         if borrowed:
-            text += (f" ({', '.join('/'.join(k) for k in borrowed)}: the kernel plane's "
-                     "pace times the plane's factor)")
+            text += (f" ({', '.join('/'.join(k) for k in borrowed)}: the {BASELINE} plane's "
+                     "pace, with the plane's own costs)")
         rest = [k for k in used if self.fit_of(k) is None]
         if rest:
             text += f", default costs for {', '.join('/'.join(k) for k in rest)}"
@@ -367,7 +426,7 @@ DEFAULT_ESTIMATOR = Estimator()
 def expected_run_s(run: Run, plane: str | None = None) -> float:
     """Expected seconds of `run` by the default costs alone (the same on every machine,
     so shards split a plan alike everywhere), on the data plane named `plane` (None:
-    the kernel plane)."""
+    the nftables plane)."""
     return DEFAULT_ESTIMATOR.run_s(run, plane)
 
 
@@ -393,14 +452,15 @@ def phases_s(phases: Phases, cost: Callable[[Run], float], boot_s: Callable[[Run
     return total
 
 
-def boot_of(run: Run) -> float:
-    """What a boot starting with `run` pays once: the lab kernel's boot, and with network
-    reuse the first build (by the default rates: a run's own estimate leaves it out)."""
+def boot_of(run: Run, plane: str | None = None) -> float:
+    """What a boot starting with `run` on `plane` pays once: the lab kernel's boot, and
+    with network reuse the first build (by the default rates: a run's own estimate leaves
+    it out; on a plane whose networks are not reused every run's estimate has it)."""
     boot = BOOT_S if run.config.host_kernel == "lab" else 0.0
-    if not reuses(run.config):
+    if not reuses(run.config, plane):
         return boot
     work = run_work(run.config, run.flow_type, run.workload_seed)
-    key = key_of(run)
+    key = key_of(run, plane)
     return boot + parts(work, key, True)[0] - parts(work, key, False)[0]
 
 

@@ -4,7 +4,7 @@ One JSON object per line in HISTORY_FILE (under the lab kernel's cache, PATHDIV_
 machine-wide, written by `pathdiv run` as it runs), appended once per complete run:
 
     {"t": ISO time, "host": hostname, "kernel": "lab", "clock": "virtual",
-     "plane": "kernel", "k": 4, "nodes": 36, "rounds": 2, "payload_mb": 0.28,
+     "plane": "nftables", "k": 4, "nodes": 36, "rounds": 2, "payload_mb": 0.28,
      "sim_s": 0.05, "wall_s": 26.1, "jobs": 2, "load": 1.9, "config": "noisy",
      "run_id": ..., "git": ...}
 
@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pathdiv.experiments.plan.estimate import Estimator, clock_of, run_work
+from pathdiv.experiments.plan.estimate import Estimator, clock_of, plane_of, run_work
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.kernels.build import CACHE_DIR
 
@@ -53,7 +53,7 @@ def record(run: Run, wall_s: float, plane: str | None, jobs: int, load: float | 
     cfg = run.config
     return {"t": (now or datetime.now(UTC)).isoformat(timespec="seconds"),
             "host": host or socket.gethostname(), "kernel": cfg.host_kernel,
-            "clock": clock_of(cfg), "plane": plane or "kernel", "k": cfg.k,
+            "clock": clock_of(cfg), "plane": plane_of(plane), "k": cfg.k,
             **run_work(cfg, run.flow_type, run.workload_seed).to_dict(),
             "wall_s": round(wall_s, 2), "jobs": jobs,
             "load": None if load is None else round(load, 2), "config": cfg.name,

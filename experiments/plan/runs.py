@@ -186,12 +186,13 @@ def _refuse_shared_ids(cells: list[tuple[dict[str, str], str]], names: list[str]
 
 
 def describe(runs: list[Run], planes: dict[str, str] | None = None) -> str:
-    """A human-readable table of the plan; `planes` maps a `dataplane:` value to the plane
-    it resolves to here (the column then reads e.g. `bmv2 (auto)`)."""
+    """A human-readable table of the plan; `planes` maps a run id to the data plane it
+    gets here (the column then reads e.g. `p4-ebpf (auto)`)."""
     planes = planes or {}
 
-    def plane(wanted: str) -> str:
-        got = planes.get(wanted, wanted)
+    def plane(run: Run) -> str:
+        wanted = run.config.dataplane
+        got = planes.get(run.run_id, wanted)
         return got if got == wanted else f"{got} ({wanted})"
 
     if not runs:
@@ -202,7 +203,7 @@ def describe(runs: list[Run], planes: dict[str, str] | None = None) -> str:
     rows = [
         [str(r.order + 1), r.run_id, r.flow_type, *(r.factors[n] for n in names),
          r.config.mode, r.config.transport, r.config.scheduler, r.config.host_kernel,
-         plane(r.config.dataplane)]
+         plane(r)]
         for r in runs
     ]
     widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]

@@ -55,7 +55,7 @@ def event_commands(topo: FatTree, event: LinkEvent, conds: Conditions,
                    ecn_threshold_pkts: int | None = None,
                    ) -> tuple[dict[str, list[list[str]]], Conditions]:
     """node -> commands for `event`, and the conditions after it (pure); switches'
-    egress leaves keep marking ECN from `ecn_threshold_pkts` (kernel data plane)."""
+    egress leaves keep marking ECN from `ecn_threshold_pkts` (nftables plane)."""
     link, dirs = parse_link(topo, event.link)
     if event.action is not None:
         return link_state_commands(link, event.action == "up"), conds

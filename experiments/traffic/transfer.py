@@ -337,7 +337,7 @@ def may_wait_in_kernel(mptcp: bool, release: str | None = None) -> bool:
     TCP always. MPTCP only in pathdiv's lab kernel (release ending in "-pathdiv"): on
     this machine's 6.18 kernel a client blocked in an MPTCP receive got none of its
     subflows joined during the transfer (the fat tree probe: 1 subflow of 4, on the
-    kernel plane and p4-ebpf, 2026-11-26; the cause inside the kernel is not known),
+    nftables plane and p4-ebpf, 2026-11-26; the cause inside the kernel is not known),
     while in the lab kernel (6.12) every noisy query transfer kept 4 of 4 (84 of 84).
     """
     release = KERNEL_RELEASE if release is None else release

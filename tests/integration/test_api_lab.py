@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 # class-probe: k=4, 20 Mbit/s links; spraying puts one TCP flow on all four core paths
 CONFIG = str(REPO / "configs" / "class-probe.yaml")
-LAB = {"hosts.kernel": "lab", "dataplane": "kernel", "hosts.transport": "tcp"}
+LAB = {"hosts.kernel": "lab", "dataplane": "nftables", "hosts.transport": "tcp"}
 
 
 def left_behind() -> list[str]:

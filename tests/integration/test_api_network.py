@@ -41,7 +41,7 @@ def network_processes() -> list[int]:
 
 @pytest.mark.parametrize("mode,cores", [("ecmp", 1), ("spray", 4)])
 def test_a_transfer_from_python_reports_fct_goodput_and_paths(root_fabric, mode, cores):
-    with api.network(CONFIG, {"dataplane": "kernel", "switching.mode": mode,
+    with api.network(CONFIG, {"dataplane": "nftables", "switching.mode": mode,
                               "hosts.transport": "tcp", "hosts.kernel": "host"}) as net:
         assert network_processes(), "the nodes should run while the block does"
         assert len(net.hosts) == 16 and "c1" in net.switches
@@ -59,7 +59,7 @@ def test_a_transfer_from_python_reports_fct_goodput_and_paths(root_fabric, mode,
 
 def test_the_network_is_torn_down_when_the_block_raises(root_fabric):
     with pytest.raises(RuntimeError, match="user code failed"):
-        with api.network(CONFIG, {"dataplane": "kernel", "hosts.kernel": "host",
+        with api.network(CONFIG, {"dataplane": "nftables", "hosts.kernel": "host",
                                   "hosts.transport": "tcp"}) as net:
             assert net.cmd("h1", ["true"]) == ""
             raise RuntimeError("user code failed")
@@ -72,7 +72,7 @@ def test_pathdiv_net_draws_the_last_flow(root_fabric, tmp_path):
     picture = tmp_path / "flow.svg"
     proc = subprocess.run(
         [sys.executable, "-m", "pathdiv.experiments.cli", "net", CONFIG,
-         "--set", "dataplane=kernel", "--set", "switching.mode=spray"],
+         "--set", "dataplane=nftables", "--set", "switching.mode=spray"],
         input=f"flow h1 h16 2MB tcp\ndraw {picture}\ndraw nope.txt\nexit\n",
         capture_output=True, text=True, timeout=240, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -91,7 +91,7 @@ def test_a_pattern_registered_from_python_runs_on_the_host_kernel(root_fabric, t
     api.register_pattern("ring-run", "every host fetches from the next at once", ring)
     try:
         cfg = api.load_config({
-            "name": "ring", "dataplane": "kernel",
+            "name": "ring", "dataplane": "nftables",
             "hosts": {"kernel": "host", "transport": "tcp"},
             "topology": {"links": {t: {"bw_mbps": 100} for t in ("host", "edge", "core")}},
             "workload": {"pattern": "ring-run", "iterations": 1,
@@ -115,7 +115,7 @@ def test_a_pattern_registered_from_python_runs_on_the_host_kernel(root_fabric, t
 
 
 def test_capture_holds_the_transfer_on_its_links_only(root_fabric, tmp_path):
-    with api.network(CONFIG, {"dataplane": "kernel", "switching.mode": "ecmp",
+    with api.network(CONFIG, {"dataplane": "nftables", "switching.mode": "ecmp",
                               "hosts.transport": "tcp", "hosts.kernel": "host"}) as net:
         with net.capture(tmp_path / "pcaps") as folder:
             t = net.transfer("h1", "h2", "200KB")

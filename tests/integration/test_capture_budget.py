@@ -24,7 +24,7 @@ PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
 
 def test_no_capture_fills_where_the_old_equal_share_would_have(root_fabric, tmp_path):
     data = {
-        "name": "budget", "seed": 3, "repetitions": 1, "dataplane": "kernel",
+        "name": "budget", "seed": 3, "repetitions": 1, "dataplane": "nftables",
         "hosts": {"transport": "mptcp", "kernel": "host"},
         "switching": {"mode": "spray"},
         "workload": {"pattern": "noisy", "flow_types": {"long": "2MB"}, "iterations": 1,

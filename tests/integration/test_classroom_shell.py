@@ -1,9 +1,11 @@
-"""`pathdiv net` driven on stdin, as a student types it: paths, counters, mode, flow.
+"""`pathdiv net` driven on stdin, as a student types it: paths, counters, mode, flow, p4.
 
 On the k=4 fat tree of configs/class-probe.yaml (20 Mbit/s), a 2 MB TCP flow h1 -> h16
 must ride one core under ECMP and static routing and all four under spraying, and the
-counters and paths must say so. Runs on the kernel data plane, and on bmv2 when its
-tools are installed.
+counters and paths must say so; on bmv2 `p4` shows a switch's table entries and the
+spray program's register (docs/classroom/06-inside-a-p4-switch.md), elsewhere it says the
+plane has no switch command line. Runs on the nftables plane, and on bmv2 when its tools
+are installed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ paths h1 h16
 flow h1 h99 2MB
 flow h1 h16 2XB
 mode warp
+p4 e8 table_dump ipv4_lpm
+p4 a1 register_read PathdivIngress.select_member.spray_policy 0
 h1 echo still-alive
 exit
 """
@@ -54,10 +58,10 @@ def cores_used(chunk: str) -> list[str]:
     return m.group(2).split()
 
 
-@pytest.fixture(params=["kernel", "bmv2"])
+@pytest.fixture(params=["nftables", "bmv2"])
 def dataplane(request, root_fabric) -> str:
     if request.param == "bmv2":
-        from pathdiv.experiments.dataplane.bmv2 import find_p4_tools
+        from pathdiv.experiments.dataplane.bmv2.plane import find_p4_tools
 
         tools, reason = find_p4_tools()
         if tools is None:
@@ -68,7 +72,7 @@ def dataplane(request, root_fabric) -> str:
 def test_lab_cli_shows_paths_counters_modes_and_flows(dataplane: str) -> None:
     out, err = session(dataplane)
     (paths0, ecmp, paths1, counters, idle, static, static_flow, spray, spray_flow,
-     paths2, bad_host, bad_size, bad_mode, *_rest) = out
+     paths2, bad_host, bad_size, bad_mode, p4_table, p4_register, *_rest) = out
 
     # paths before traffic: the four equal-cost paths, one per core
     assert "4 equal-cost path(s) h1 -> h16" in paths0
@@ -98,3 +102,16 @@ def test_lab_cli_shows_paths_counters_modes_and_flows(dataplane: str) -> None:
     assert bad_size.strip().startswith("error: bad size '2XB'")
     assert bad_mode.strip().startswith("error: bad mode 'warp'")
     assert err.count("still-alive") == 1, err[-2000:]
+
+    # inside a switch: e8's routes (its two hosts, the up group) and the spray policy
+    if dataplane == "bmv2":
+        # typed short, the dump is headed by the table's full name (bmv2 prints the
+        # entries alone); /32s for e8's two hosts and its own address, the rest up the group
+        assert p4_table.strip().startswith("table PathdivIngress.ipv4_lpm on e8:"), p4_table
+        assert p4_table.count("/32") == 3, p4_table
+        assert re.search(r"LPM +00000000/0\s+Action entry: PathdivIngress\.set_group - ",
+                         p4_table), p4_table
+        assert re.search(r"spray_policy\[0\]\s*=\s*1", p4_register), p4_register
+    else:
+        assert p4_table.strip().startswith(f"error: the {dataplane} plane has no switch "
+                                           "command line")

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.dataplane.nftables import NftablesDataPlane
+from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 from pathdiv.experiments.fabric.nodeprocs import wait_for_line
 from pathdiv.experiments.network.network import Network
 from pathdiv.kernels.processes import owned_processes

@@ -39,7 +39,7 @@ seed: 7
 topology:
   k: 4
   links: {host: {bw_mbps: 20}, edge: {bw_mbps: 20}, core: {bw_mbps: 20}}
-dataplane: kernel
+dataplane: nftables
 switching: {mode: ecmp}
 hosts: {subflows: 4, kernel: host}
 workload:
@@ -66,7 +66,7 @@ topology:
   links: {host: {bw_mbps: 20, queue_pkts: 3000}, edge: {bw_mbps: 20, queue_pkts: 3000},
           core: {bw_mbps: 20, queue_pkts: 3000}}
   link_overrides: {h1-e1: {loss_pct: 1}}
-dataplane: kernel
+dataplane: nftables
 switching: {mode: ecmp}
 hosts: {subflows: 4, kernel: host}
 workload: {pattern: silent, flow_types: {mid: 4MB}, iterations: 1, requests: 1}

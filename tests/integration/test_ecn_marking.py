@@ -1,7 +1,7 @@
 """ECN-marking switches (`switching.ecn_threshold_pkts`) under DCTCP: two senders into one
 20 Mbit/s port of an edge switch, on the k=4 fat tree (benchmarks/ecn_queue.py).
 
-The kernel plane runs in the lab kernel (virtual clock): it has sch_red and dctcp, this
+The nftables plane runs in the lab kernel (virtual clock): it has sch_red and dctcp, this
 machine's kernel need not. bmv2 marks in its own program, so it runs on both kernels: in
 the lab kernel under DCTCP, and on this machine's kernel (real clock) under DCTCP where
 that kernel has it, else under classic ECN (RFC 3168, cubic answering each round trip

@@ -1,6 +1,6 @@
 """A k=4 fat tree at 20 Mbit/s on each data plane, checked as a user checks it.
 
-The same checks run on the kernel plane and, where their tools are found (PATH or
+The same checks run on the nftables plane and, where their tools are found (PATH or
 P4_PREFIX), on bmv2 and on p4-ebpf: pingall in every mode, the probe's spreading
 criteria, and the switches' port counters against packet captures.
 """
@@ -27,7 +27,7 @@ PORT = 5002
 BYTES = 4_000_000
 
 
-@pytest.fixture(scope="module", params=["kernel", "bmv2", "p4-ebpf"])
+@pytest.fixture(scope="module", params=["nftables", "bmv2", "p4-ebpf"])
 def net(request, root_fabric, tmp_path_factory):
     cfg = load(REPO / "configs/class-probe.yaml")
     with Network(cfg, dataplane_class(request.param), tmp_path_factory.mktemp("lab")) as running:
@@ -141,7 +141,7 @@ def test_probe_cli_json_static_pins_one_flow_to_one_core(root_fabric):
     r = json.loads(out.stdout)
     assert {"dataplane", "mode", "pair", "tcp_flows", "mptcp", "tcp_single",
             "goodput_fraction"} <= set(r)
-    assert (r["dataplane"], r["mode"]) == ("kernel", "static")
+    assert (r["dataplane"], r["mode"]) == ("nftables", "static")
     assert r["pair"] == ["h1", "h16"] and r["mptcp"]["subflows"] == 4
     per_core = r["tcp_single"]["per_core"]
     assert sorted(per_core) == ["c1", "c2", "c3", "c4"]

@@ -2,12 +2,12 @@
 
 The probe of the reference config (configs/noisy.yaml: both host levels on the lab kernel)
 prints the same JSON as on the host kernel, plus where it ran; the Mininet CLI, fed on
-stdin as a student types it, answers from inside the lab kernel; bmv2 joins the lab
-kernel where p4lang's tools are installed. No rate is asserted (benchmarks/ measure them).
+stdin as a student types it, answers from inside the lab kernel. No rate is asserted
+(benchmarks/ measure them).
 
-The reference config says `dataplane: auto`, which picks bmv2 wherever p4lang's tools are
-found; the probe and the first session pin the kernel plane so that a machine with bmv2
-does not run them at bmv2's lab cost (about 11x): bmv2 has its own session below.
+The reference config says `dataplane: auto`, which picks a P4 plane wherever its tools are
+found; both pin the nftables plane so that they cost the same on every machine (the P4
+planes in the lab kernel: tests/integration/test_planes_query.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ exit
 
 def test_probe_of_the_reference_config_runs_in_the_lab_kernel(lab_kernel, root_fabric):
     proc = subprocess.run([*PATHDIV, "probe", "configs/noisy.yaml", "--json",
-                           "--set", "dataplane=kernel"], cwd=REPO,
+                           "--set", "dataplane=nftables"], cwd=REPO,
                           capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)  # one JSON object, nothing else on stdout
@@ -58,7 +58,7 @@ def lab_session(*extra: str) -> list[str]:
 
 
 def test_net_cli_on_stdin_answers_from_the_lab_kernel(lab_kernel, root_fabric):
-    paths, mptcp, static, tcp, bad_host, *_ = lab_session("--set", "dataplane=kernel")
+    paths, mptcp, static, tcp, bad_host, *_ = lab_session("--set", "dataplane=nftables")
     assert "4 equal-cost path(s) h1 -> h16" in paths
     assert "over mptcp: FCT" in mptcp, mptcp
     assert "mode: static" in static

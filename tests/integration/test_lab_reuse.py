@@ -32,13 +32,13 @@ def _run(out: Path, reuse: bool, *only: str) -> dict[str, dict]:
 
 def _plan(out: Path, *args: str) -> dict[str, dict]:
     """noisy.yaml's runs of the vanilla hosts (narrowed by `args`), one repetition of one
-    iteration, in one lane (--jobs 1: its runs one after another), kernel plane."""
+    iteration, in one lane (--jobs 1: its runs one after another), nftables plane."""
     argv = [*PATHDIV, "run", str(REPO / "configs/noisy.yaml"), "--out", str(out),
             "--reps", "1", "--only", "host=vanilla", *args,
             "--set", "workload.iterations=1", "--set", "fidelity.max_repeats=0",
-            # reuse is the kernel plane's: bmv2 and p4-ebpf rebuild their switches every
+            # reuse is the nftables plane's: bmv2 and p4-ebpf rebuild their switches every
             # run, and noisy.yaml's `auto` picks bmv2 wherever it is installed
-            "--set", "dataplane=kernel", "--no-analyze",
+            "--set", "dataplane=nftables", "--no-analyze",
             "--quiet", "--jobs", "1"]  # one lane: a boot's runs after the first reuse
     subprocess.run(argv, check=True, timeout=900)
     out_runs = {}

@@ -35,6 +35,7 @@ PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
 @pytest.fixture
 def config(tmp_path) -> Path:
     data = yaml.safe_load((REPO / "configs/class-rb.yaml").read_text())
+    data["dataplane"] = "nftables"  # the subject is the lab kernel, not the plane
     data["factors"]["host"] = {
         "hostk": {"hosts.kernel": "host", "hosts.scheduler": "default"},
         "vanilla": {"hosts.kernel": "lab", "hosts.scheduler": "default"},
@@ -149,7 +150,8 @@ def test_sigkill_mid_plan_leaves_no_uml_and_a_second_pathdiv_refuses_meanwhile(
     the first leaves no UML process a few seconds later, without `pathdiv clean`."""
     out = tmp_path / "results"
     argv = [*PATHDIV, "run", "configs/class-rb.yaml", "--quick", "--only", "flow_type=query",
-            "--out", str(out), "--quiet", "--no-analyze", "--jobs", "1"]
+            "--set", "dataplane=nftables", "--out", str(out), "--quiet", "--no-analyze",
+            "--jobs", "1"]
     first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     try:

@@ -36,7 +36,7 @@ topology:
   kind: fattree
   k: 4
   links: {host: {bw_mbps: 20}, edge: {bw_mbps: 20}, core: {bw_mbps: 20}}
-dataplane: kernel
+dataplane: nftables
 switching: {mode: ecmp}
 hosts: {transport: tcp, subflows: 4, cc: cubic, kernel: host}
 workload: {pattern: silent, flow_types: {short: 500KB}, iterations: 1, requests: 1}

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pathdiv.experiments.dataplane.bmv2.programs import compile_program
+from pathdiv.experiments.dataplane.bmv2.tools import find_p4_tools
 from pathdiv.experiments.dataplane.p4 import entries as pe
-from pathdiv.experiments.dataplane.p4.programs import DEFAULT_CACHE, compile_program
-from pathdiv.experiments.dataplane.p4.tools import find_p4_tools
+from pathdiv.experiments.dataplane.p4.sources import DEFAULT_CACHE
 
 
 @pytest.fixture(scope="module")

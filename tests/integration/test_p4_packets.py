@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from pathdiv.experiments.dataplane.bmv2.programs import compile_program
+from pathdiv.experiments.dataplane.bmv2.tools import find_p4_tools
 from pathdiv.experiments.dataplane.p4.entries import EntryOptions, switch_entries
 from pathdiv.experiments.dataplane.p4.hashing import ecmp_member
-from pathdiv.experiments.dataplane.p4.programs import compile_program
-from pathdiv.experiments.dataplane.p4.tools import find_p4_tools
 from pathdiv.topologies.forwarding import NextHop, Route, SwitchTable
 from tests.support.p4_harness import OneSwitch
 

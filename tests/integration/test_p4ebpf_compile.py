@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pathdiv.experiments.dataplane.p4 import entries as pe
-from pathdiv.experiments.dataplane.p4.programs import DEFAULT_CACHE
+from pathdiv.experiments.dataplane.p4.sources import DEFAULT_CACHE
 from pathdiv.experiments.dataplane.p4ebpf.entries import map_writes, psa_entries
 from pathdiv.experiments.dataplane.p4ebpf.libbpf import Libbpf
 from pathdiv.experiments.dataplane.p4ebpf.programs import (
@@ -114,11 +114,12 @@ def test_the_plane_fills_every_switch_changes_mode_and_leaves_no_pins(tools, tmp
     """EbpfDataPlane's own steps on all 20 switches, short of tc in namespaces (the
     scripts are written, not run): compile, load, initialise, fill and read back; a mode
     change loads the other program and swaps the filter; a spray policy change writes
-    the register; stop unpins."""
+    the register; the maps read back as written until an entry is changed under the
+    plane (what a reused network's check sees); stop unpins."""
     if os.geteuid() != 0:
         pytest.skip("loading BPF programs needs root")
-    from pathdiv.experiments.dataplane import ebpf
-    from pathdiv.experiments.dataplane.ebpf import EbpfDataPlane
+    from pathdiv.experiments.dataplane.p4ebpf import plane as ebpf
+    from pathdiv.experiments.dataplane.p4ebpf.plane import EbpfDataPlane
     from pathdiv.experiments.fabric.nodescript import write
 
     ran: list[str] = []
@@ -144,6 +145,16 @@ def test_the_plane_fills_every_switch_changes_mode_and_leaves_no_pins(tools, tmp
         assert "clsact" not in swap and str(dp.loaded["e1"].programs["tc_ingress_func"]) in swap
         dp.set_mode("spray", "random")  # same program: one register
         assert dp.mode == "spray" and dp.spray == "random"
+        # what a reused network's check reads: every switch's maps as written (the new
+        # spray policy included), then one entry changed under the plane
+        assert dp.state_problems() == {}
+        write = dp.writes["e1"][0]
+        fd = dp.bpf_.open_pinned(dp.loaded["e1"].maps[write.map_name])
+        try:
+            dp.bpf_.update(fd, write.key, bytes(len(write.value)), "a planted change")
+        finally:
+            os.close(fd)
+        assert list(dp.state_problems()) == ["e1"]
     finally:
         dp.stop()
     assert not dp.pin_root.exists()

@@ -22,7 +22,7 @@ import pytest
 
 from pathdiv.experiments.dataplane.p4 import entries as pe
 from pathdiv.experiments.dataplane.p4.hashing import ecmp_member
-from pathdiv.experiments.dataplane.p4.programs import DEFAULT_CACHE
+from pathdiv.experiments.dataplane.p4.sources import DEFAULT_CACHE
 from pathdiv.experiments.dataplane.p4ebpf.entries import map_writes, psa_entries
 from pathdiv.experiments.dataplane.p4ebpf.libbpf import Libbpf
 from pathdiv.experiments.dataplane.p4ebpf.programs import (

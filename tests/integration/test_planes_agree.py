@@ -1,9 +1,9 @@
-"""Differential test: each P4 plane (bmv2, p4-ebpf) and the kernel data plane forward
+"""Differential test: each P4 plane (bmv2, p4-ebpf) and the nftables plane forward
 the same packets alike.
 
 The same UDP packets (fixed 5-tuples, sent from the hosts' own stacks) go through a
 k=4 fat tree on each plane in turn; each core switch's port counters say which core
-carried them. What a P4 plane and the kernel plane must agree on:
+carried them. What a P4 plane and the nftables plane must agree on:
 
 - static: every (source, destination) pair crosses the same core on both planes (the
   same two-level table, `topologies/forwarding.py`);
@@ -16,7 +16,7 @@ carried them. What a P4 plane and the kernel plane must agree on:
   (round robin), and the two planes' shares within SPRAY_TOLERANCE of each other.
 
 Each P4 plane is one parameter; it skips with the reason when its tools are not found
-(PATH or P4_PREFIX). The kernel plane is observed once for both.
+(PATH or P4_PREFIX). The nftables plane is observed once for both.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def kernel_seen(root_fabric, tmp_path_factory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module", params=P4_PLANES)
 def planes(request, root_fabric, tmp_path_factory) -> dict[str, dict[str, Any]]:
-    """{"kernel": ..., "p4": ...}: the kernel plane's observations and one P4 plane's."""
+    """{"kernel": ..., "p4": ...}: the nftables plane's observations and one P4 plane's."""
     dataplane_class(request.param)  # skips with the reason when the plane's tools are missing
     seen = observe(request.param, tmp_path_factory.mktemp(request.param))
     return {"kernel": request.getfixturevalue("kernel_seen"), "p4": seen}

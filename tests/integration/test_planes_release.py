@@ -85,7 +85,7 @@ def charged_bytes(plane: str, tmp) -> list[int]:
     return samples
 
 
-@pytest.mark.parametrize("plane", ["kernel", "bmv2", "p4-ebpf"])
+@pytest.mark.parametrize("plane", ["nftables", "bmv2", "p4-ebpf"])
 def test_senders_are_not_charged_for_packets_in_switch_queues(plane, root_fabric, tmp_path):
     dataplane_class(plane)  # skips with the reason when the plane's tools are missing
     samples = charged_bytes(plane, tmp_path)

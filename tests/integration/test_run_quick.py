@@ -1,4 +1,4 @@
-"""`pathdiv run configs/noisy.yaml --quick` on the kernel data plane, interrupted and resumed.
+"""`pathdiv run configs/noisy.yaml --quick` on the nftables plane, interrupted and resumed.
 
 The shipped config runs both host levels on the lab kernel (tests/integration/
 test_lab_runs.py covers that). Here only the vanilla level, moved to this machine's
@@ -34,7 +34,7 @@ MANIFEST_KEYS = {"run_id", "factors", "repetition", "flow_type", "seed", "order"
 @pytest.fixture(scope="module")
 def config(tmp_path_factory) -> Path:
     data = yaml.safe_load((REPO / "configs/noisy.yaml").read_text())
-    data["dataplane"] = "kernel"
+    data["dataplane"] = "nftables"
     data["factors"]["switching"] = {k: v for k, v in data["factors"]["switching"].items()
                                     if k in ("ecmp-tcp", "ps-mptcp")}
     del data["factors"]["host"]
@@ -135,7 +135,7 @@ def test_quick_noisy_run_interrupted_and_resumed(root_fabric, config, tmp_path):
 
 def test_silent_pairs_take_turns_over_mptcp(root_fabric, tmp_path):
     data = yaml.safe_load((REPO / "configs/silent.yaml").read_text())
-    data["dataplane"] = "kernel"
+    data["dataplane"] = "nftables"
     data["factors"]["host"]["vanilla"]["hosts.kernel"] = "host"
     config = tmp_path / "silent-host.yaml"
     config.write_text(yaml.safe_dump(data))

@@ -22,7 +22,7 @@ from tests.conftest import REPO
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 PATHDIV = [sys.executable, "-m", "pathdiv.experiments.cli"]
 CONFIG = REPO / "configs" / "class-quick.yaml"
-PLAN = ["--quick", "--set", "workload.requests=1"]
+PLAN = ["--quick", "--set", "workload.requests=1", "--set", "dataplane=nftables"]
 KEYS = ("run_id", "switching", "repetition", "seed", "condition", "group_id", "flow_type",
         "transfers", "payload_bytes")
 

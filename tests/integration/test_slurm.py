@@ -169,7 +169,8 @@ def test_job_array_of_a_small_plan_and_the_analysis_after_it(local_slurm, tmp_pa
         [sys.executable, "-m", "pathdiv.experiments.cli", "slurm",
          str(REPO / "configs/class-quick.yaml"),
          "--out", str(out), "--shards", "2", "--quick", "--only", "switching=ecmp-tcp",
-         "--set", "workload.requests=1", "--mem", "1G", "--partition", PARTITION],
+         "--set", "workload.requests=1", "--set", "dataplane=nftables", "--mem", "1G",
+         "--partition", PARTITION],
         env=local_slurm.env, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert submitted.returncode == 0, submitted.stderr
     found = re.search(r"submitted job array (\d+) \(2 task\(s\)\) and analysis job (\d+)",

@@ -32,7 +32,7 @@ SLOW = 0.4
 def _plan(tmp_path):
     cfg = quick_config(load(REPO / "configs/class-quick.yaml",
                             ["fidelity.max_repeats=1", "capture.enabled=false",
-                             "workload.requests=1"]))
+                             "workload.requests=1", "dataplane=nftables"]))
     runs = expand(cfg, repetitions=1, flow_types=["short"], only={"switching": "ecmp-tcp"})
     assert len(runs) == 1
     return cfg, runs, prepare_folder(cfg, tmp_path / "results")

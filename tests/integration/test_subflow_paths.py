@@ -1,4 +1,4 @@
-"""Subflows that know their paths, on a running k=4 fat tree (kernel plane, ECMP).
+"""Subflows that know their paths, on a running k=4 fat tree (nftables plane, ECMP).
 
 - the hash model names the core every chosen 5-tuple crosses, read from the cores'
   counters; on bmv2 where its tools exist;
@@ -168,7 +168,7 @@ topology:
   kind: fattree
   k: 4
   links: {host: {bw_mbps: 20}, edge: {bw_mbps: 20}, core: {bw_mbps: 20}}
-dataplane: kernel
+dataplane: nftables
 switching: {mode: ecmp}
 hosts: {transport: mptcp, subflows: 4, cc: cubic, kernel: host}
 workload: {pattern: silent, flow_types: {short: 300KB}, iterations: 2, requests: 1}

@@ -16,21 +16,21 @@ import contextlib
 import subprocess
 from pathlib import Path
 
-from pathdiv.experiments.dataplane.p4.cli import (
+from pathdiv.experiments.dataplane.bmv2.cli import (
     CounterValue,
     cli_errors,
     parse_counters,
     readback_commands,
     readback_differences,
 )
-from pathdiv.experiments.dataplane.p4.entries import C_PORT_RX, C_PORT_TX, SwitchEntries
-from pathdiv.experiments.dataplane.p4.switch import (
+from pathdiv.experiments.dataplane.bmv2.switch import (
     offload_argv,
     simple_switch_argv,
     stop_process,
     wait_ready,
 )
-from pathdiv.experiments.dataplane.p4.tools import P4Tools
+from pathdiv.experiments.dataplane.bmv2.tools import P4Tools
+from pathdiv.experiments.dataplane.p4.entries import C_PORT_RX, C_PORT_TX, SwitchEntries
 from pathdiv.experiments.fabric.environment import mark_namespace_argv
 from pathdiv.experiments.fabric.lifecycle import StartStop
 

@@ -18,27 +18,34 @@ def test_check_prints_the_topology_and_plan(capsys):
 
 def test_check_says_which_plane_each_run_uses_and_its_wall_time(capsys, tmp_path,
                                                                  monkeypatch):
-    bindir = tmp_path / "p4" / "bin"  # fake p4lang tools: `auto` resolves to bmv2
+    bindir = tmp_path / "p4" / "bin"  # stand-in p4lang tools: bmv2's, not p4-ebpf's
     bindir.mkdir(parents=True)
     for name in ("simple_switch", "simple_switch_CLI", "p4c-bm2-ss"):
         (bindir / name).write_text("#!/bin/sh\necho fake 1.0\n")
         (bindir / name).chmod(0o755)
     monkeypatch.setenv("P4_PREFIX", str(tmp_path / "p4"))
-    assert main(["check", str(REPO / "configs/noisy.yaml")]) == 0
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    cfg = str(REPO / "configs/noisy.yaml")
+    assert main(["check", cfg, "--set", "dataplane=bmv2"]) == 0
     out = capsys.readouterr().out
     runs = re.search(r"plan: (\d+) run\(s\)", out)
     assert runs, out
     n = int(runs.group(1))
-    assert f"data plane: {n} run(s) on bmv2 (auto: bmv2 data plane" in out
+    assert re.search(rf"data plane: {n} run\(s\) on bmv2 \(as configured; expected "
+                     r"\d+-\d+x the nftables plane's time per run, \d+(-\d+)?x per cell\); "
+                     r"found simple_switch", out), out
     assert f"{n} in the lab kernel, whose P4 programs the host compiles before it boots" in out
-    assert "bmv2 (auto)" in out  # the plan's dataplane column
+    assert "  for P4 at the nftables plane's pace: p4c's eBPF back end" in out
     wall = next(line for line in out.splitlines() if line.startswith("expected wall time"))
-    assert "on the bmv2 data plane" in wall and "on the kernel plane)" in wall
-    monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert main(["check", str(REPO / "configs/noisy.yaml")]) == 0
+    assert "on the bmv2 data plane" in wall and "on the nftables plane)" in wall
+    assert main(["check", cfg]) == 0  # auto: bmv2 is found but far too dear here
     out = capsys.readouterr().out
-    assert re.search(r"data plane: \d+ run\(s\) on kernel \(auto: kernel data plane, because", out)
+    assert "nftables (auto)" in out  # the plan's dataplane column
+    assert re.search(rf"data plane: {n} run\(s\) on nftables \(auto: no P4 plane here "
+                     r"carries it within the bound \(p4-ebpf: p4c-ebpf, clang, llc not "
+                     r"found on .*bmv2: above auto's bound of 1.5x the nftables plane's "
+                     r"time\); bmv2 would take \d+(-\d+)?x per cell\)", out), out
+    assert "scripts/install-p4.sh" in out
 
 
 def test_check_with_override_and_bad_value(capsys):

@@ -107,7 +107,9 @@ def test_netem_keys_name_every_delay_and_jitter():
 
 def test_loss_is_refused_on_bmv2():
     (msg,) = problems({"dataplane": "bmv2", "topology": {"links": {"core": {"loss_pct": 1}}}})
-    assert msg.startswith("loss_pct: loss is dropped by nftables on arrival")
+    assert msg.startswith("dataplane: bmv2: loss_pct: loss into a switch is dropped by "
+                          "nftables on arrival")
+    assert msg.endswith("use dataplane: nftables for lossy links")
 
 
 def test_check_refuses_delay_where_netem_is_missing_naming_the_key(monkeypatch, capsys):

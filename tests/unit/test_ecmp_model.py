@@ -13,15 +13,9 @@ import struct
 
 import pytest
 
-from pathdiv.experiments.dataplane.ecmp_model import (
-    FiveTuple,
-    ModelError,
-    PathModel,
-    jhash,
-    kernel_member,
-    nft_key,
-    p4_member,
-)
+from pathdiv.experiments.dataplane.ecmp_model import FiveTuple, ModelError, PathModel
+from pathdiv.experiments.dataplane.nftables.hashing import jhash, nft_key, nft_member
+from pathdiv.experiments.dataplane.p4.hashing import p4_member
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.forwarding import forwarding_tables
 
@@ -43,15 +37,15 @@ def test_nft_key_pads_every_field_to_a_register() -> None:
     (FiveTuple("10.3.1.3", "10.0.0.34", 6, 8080, 22044), 0xDEADBEEF, 1, 3),
     (FiveTuple("10.1.0.2", "10.2.1.2", 17, 5353, 53), 7, 0, 0),
 ])
-def test_kernel_member_is_the_marks_nft_set(t: FiveTuple, seed: int, n2: int, n4: int) -> None:
-    assert kernel_member(t, seed, 2) == n2
-    assert kernel_member(t, seed, 4) == n4
+def test_nft_member_is_the_marks_nft_set(t: FiveTuple, seed: int, n2: int, n4: int) -> None:
+    assert nft_member(t, seed, 2) == n2
+    assert nft_member(t, seed, 4) == n4
 
 
-def test_kernel_member_is_reciprocal_scale_of_the_hash() -> None:
+def test_nft_member_is_reciprocal_scale_of_the_hash() -> None:
     t = FiveTuple("10.0.0.2", "10.3.1.3", 6, 40000, 8080)
     assert jhash(nft_key(t), 0x1234ABCD) == 0x7D4DE98B
-    assert kernel_member(t, 0x1234ABCD, 4) == (0x7D4DE98B * 4) >> 32
+    assert nft_member(t, 0x1234ABCD, 4) == (0x7D4DE98B * 4) >> 32
 
 
 def _ecmp_p4(t: FiveTuple, seed: int, members: int) -> int:
@@ -73,12 +67,12 @@ def test_p4_member_follows_the_p4_program_on_sample_tuples() -> None:
         assert p4_member(t, seed, 2) == _ecmp_p4(t, seed, 2)
 
 
-@pytest.mark.parametrize("plane", ["kernel", "bmv2"])
+@pytest.mark.parametrize("plane", ["nftables", "bmv2", "p4-ebpf"])
 def test_predicted_paths_are_shortest_paths_with_each_switch_choice(plane: str) -> None:
     topo = FatTree(4, aliases_per_host=3)
     tables = forwarding_tables(topo, run_seed=7)
     model = PathModel(topo, tables, plane)
-    member = kernel_member if plane == "kernel" else p4_member
+    member = nft_member if plane == "nftables" else p4_member
     rng = random.Random(1)
     cores = set()
     for _ in range(300):
@@ -99,5 +93,5 @@ def test_unknown_addresses_and_planes_are_named() -> None:
     topo = FatTree(4)
     with pytest.raises(ModelError, match=r"10\.9\.9\.9 is no host address"):
         PathModel(topo, forwarding_tables(topo)).path(FiveTuple("10.9.9.9", "10.0.0.2", 6, 1, 2))
-    with pytest.raises(ModelError, match="data plane 'ovs' has no hash model"):
+    with pytest.raises(ModelError, match=r"no hash model: data plane .ovs. is not one of nftables"):
         PathModel(topo, {}, "ovs")

@@ -1,4 +1,4 @@
-"""`switching.ecn_threshold_pkts`: the key, the marking qdisc of the kernel plane, bmv2's
+"""`switching.ecn_threshold_pkts`: the key, the marking qdisc of the nftables plane, bmv2's
 egress queues, the hosts' ECN setting and the `ce_pct` metric (pure, no root)."""
 
 from __future__ import annotations
@@ -106,16 +106,23 @@ def test_hosts_ask_for_ecn_where_switches_mark_or_dctcp_runs():
     assert ecn(HostSpec("mptcp", 4, "dctcp")) == "net.ipv4.tcp_ecn=1"
 
 
-def test_a_kernel_without_red_is_refused_on_the_kernel_plane_only():
+def test_a_kernel_without_red_is_refused_on_the_planes_that_mark_in_qdiscs_only():
     cfg = validate({"dataplane": "kernel", "switching": {"ecn_threshold_pkts": 20}})
     bare = KernelAbilities("this machine's kernel 6.18", frozenset({"cubic"}), frozenset(),
                            True, False, red=False)
     (msg,) = config_problems(cfg, bare)
-    assert msg.startswith("switching.ecn_threshold_pkts: 20: the kernel data plane marks "
-                          "ECN with RED (sch_red), which this machine's kernel 6.18 lacks")
-    assert "hosts.kernel: lab" in msg
+    assert msg.startswith("switching.ecn_threshold_pkts: 20: the nftables plane marks ECN "
+                          "with RED (sch_red) in the switches' egress qdiscs, which this "
+                          "machine's kernel 6.18 lacks")
+    assert "hosts.kernel: lab" in msg and "dataplane: bmv2" in msg
     on_bmv2 = cfg.with_overrides([("dataplane", "bmv2")])
     assert config_problems(on_bmv2, bare) == []
+    on_ebpf = cfg.with_overrides([("dataplane", "p4-ebpf")])
+    assert "the p4-ebpf plane marks ECN with RED" in config_problems(on_ebpf, bare)[0]
+    # auto: the plane each run gets here decides
+    auto = cfg.with_overrides([("dataplane", "auto")])
+    assert config_problems(auto, bare, "bmv2") == []
+    assert config_problems(auto, bare, "nftables") == [msg]
     lab = lab_kernel_abilities()
     assert lab.red and "dctcp" in lab.ccs
 

@@ -1,5 +1,5 @@
 """benchmarks/ecn_queue.py reads the queue on bmv2 from ping delays: only the pings sent
-while both senders were past slow start count (the window the kernel plane samples)."""
+while both senders were past slow start count (the window the nftables plane samples)."""
 
 from __future__ import annotations
 

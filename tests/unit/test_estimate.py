@@ -13,7 +13,6 @@ from pathdiv.experiments.plan import history
 from pathdiv.experiments.plan.estimate import (
     BOOT_S,
     MIN_CONFIG_RUNS,
-    PLANE_FACTORS,
     Estimator,
     PlanClock,
     boot_of,
@@ -277,15 +276,26 @@ def test_durations_read_as_people_say_them():
     assert [format_duration(s) for s in (45, 720, 7500)] == ["45 s", "12 min", "2 h 05 min"]
 
 
-def test_bmv2_in_the_lab_kernel_is_expected_to_cost_its_measured_factor():
-    lab = lab_plan(reps=1)[0]
-    host = host_plan()[0]
-    assert expected_run_s(lab, "bmv2") == pytest.approx(
-        expected_run_s(lab) * PLANE_FACTORS[("lab", "bmv2")], rel=1e-3)
-    assert expected_run_s(lab, "kernel") == expected_run_s(lab)
-    assert expected_run_s(lab) < expected_run_s(lab, "p4-ebpf") < expected_run_s(lab, "bmv2")
-    # on the host kernel's real clock the switches' CPU work overlaps the traffic
-    assert expected_run_s(host, "bmv2") == expected_run_s(host)
+def test_a_plane_costs_what_it_pays_per_switch_and_per_packet_not_one_factor():
+    """bmv2 on the lab kernel: a query run mostly builds, a long run mostly forwards, so
+    their costs against the nftables plane differ several times over (measured: 11x and
+    64x, docs/p4.md); p4-ebpf stays near the nftables plane on both."""
+    runs = {r.flow_type: r for r in lab_plan(reps=1)
+            if r.factors == {"switching": "ps-mptcp", "host": "vanilla"}}
+
+    def factor(flow, plane):
+        return expected_run_s(runs[flow], plane) / expected_run_s(runs[flow])
+
+    assert expected_run_s(runs["query"], "kernel") == expected_run_s(runs["query"])  # alias
+    assert factor("long", "bmv2") > 3 * factor("query", "bmv2") > 3 * 1.5
+    assert 1.0 < factor("query", "p4-ebpf") < 1.5 and 1.0 < factor("long", "p4-ebpf") < 1.5
+    work = run_work(runs["long"].config, "long", runs["long"].workload_seed)
+    assert work.switches == 20 and 3 * work.payload_mb < work.switch_mb < 5 * work.payload_mb
+    # on the host kernel's real clock the traffic takes its link time on every plane:
+    # only the switches' start-up differs
+    host = next(r for r in host_plan() if r.flow_type == "long")
+    extra = expected_run_s(host, "bmv2") - expected_run_s(host)
+    assert 0 < extra < 0.1 * expected_run_s(host)
 
 
 def recorded(name):

@@ -20,7 +20,7 @@ from pathdiv.analysis.metrics.table import compute_metrics
 from pathdiv.analysis.readers import FolderError
 from pathdiv.experiments.cluster import planfile, tracking
 from pathdiv.experiments.cluster.status import folder_status
-from pathdiv.experiments.dataplane.p4 import programs as p4programs
+from pathdiv.experiments.dataplane.bmv2 import programs as p4programs
 from pathdiv.experiments.manifest import read_json_dict
 from tests.hostile_configs import LAUGHS
 from tests.unit.test_metrics import run as metrics_run

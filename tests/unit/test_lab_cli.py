@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pathdiv.experiments.dataplane import select
 from pathdiv.experiments.execute.boot import guest_argv
 from pathdiv.experiments.execute.lab_command import CLI_MODULE, command_args
 from pathdiv.kernels import uml
@@ -52,11 +53,14 @@ def test_stdin_of_a_non_interactive_command_comes_from_a_file():
 
 
 def test_path_and_p4_prefix_reach_the_guest():
+    """PATH and the terminal's type pass on their own; what a data plane needs (P4_PREFIX
+    and the like) its registry entry names, and the caller passes it (select.guest_env)."""
     env = {"PATH": "/opt/p4/bin:/usr/bin", "P4_PREFIX": "/opt/p4", "HOME": "/root",
            "TERM": "xterm"}
-    assert uml.passed_env(env) == {"PATH": "/opt/p4/bin:/usr/bin", "P4_PREFIX": "/opt/p4",
-                                   "TERM": "xterm"}
-    script = uml.guest_init(["true"], Path("/"), Path("/r/x"), uml.passed_env(env))
+    assert uml.passed_env(env) == {"PATH": "/opt/p4/bin:/usr/bin", "TERM": "xterm"}
+    assert select.guest_env(env) == {"P4_PREFIX": "/opt/p4"}
+    script = uml.guest_init(["true"], Path("/"), Path("/r/x"),
+                            {**uml.passed_env(env), **select.guest_env(env)})
     # the host's PATH replaces the guest's default one, after it
     assert script.index("export PATH=/usr/local/sbin") < script.index(
         "export PATH=/opt/p4/bin:/usr/bin\n")
@@ -65,7 +69,7 @@ def test_path_and_p4_prefix_reach_the_guest():
 
 def test_where_p4c_ebpfs_runtime_headers_are_reaches_the_guest():
     env = {"P4C_EBPF_RUNTIME": "/opt/rt", "HOME": "/root"}
-    assert uml.passed_env(env) == {"P4C_EBPF_RUNTIME": "/opt/rt"}
+    assert select.guest_env(env) == {"P4C_EBPF_RUNTIME": "/opt/rt"}
 
 
 def test_check_accepts_bmv2_switches_with_lab_kernel_hosts(tmp_path):

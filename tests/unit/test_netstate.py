@@ -74,6 +74,9 @@ def test_every_run_of_the_reference_plan_shares_one_network():
     other["events"] = [{"at_s": 1, "link": "c1-a1", "action": "down"}]
     assert reuse_key(other, "kernel") in keys  # events are undone by the reset
     assert reuse_key(runs[0].config.data, "bmv2") is None  # switch state not checked
+    # p4-ebpf's networks are reused too (its maps read back: DataPlane.state_problems),
+    # never one built on another plane
+    assert reuse_key(runs[0].config.data, "p4-ebpf") not in keys | {None}
 
 
 def test_juggler_hosts_get_a_network_of_their_own():
@@ -177,6 +180,9 @@ def test_a_variant_resets_what_the_previous_one_set():
         {"rule_static": False}
     assert variant_state(topo, edge, host_spec(rb), "ecmp", defaults, has_up=True) == \
         {"rule_static": False}
+    # a p4-ebpf switch routes by no policy rule: its maps are the plane's to check
+    assert variant_state(topo, edge, host_spec(tcp), "static", defaults, has_up=True,
+                         plane="p4-ebpf") == {}
 
 
 def test_endpoints_compare_alike_in_either_json_form_iproute2_prints():

@@ -1,9 +1,9 @@
-"""The kernel data plane's generated routes and nftables rules, per mode."""
+"""The nftables plane's generated routes and nftables rules, per mode."""
 
 import pytest
 
 from pathdiv.experiments.dataplane.base import DataPlaneError, parse_proc_net_dev
-from pathdiv.experiments.dataplane.nftables import nft_ruleset, route_batch
+from pathdiv.experiments.dataplane.nftables.rules import nft_ruleset, route_batch
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.shaping import tc_commands
 from pathdiv.topologies.fattree import FatTree
@@ -28,7 +28,7 @@ def test_spray_marks_every_packet(spray, expr):
 
 def test_static_sets_no_marks_and_bad_modes_fail():
     assert "mark set" not in nft_ruleset(TABLES["e1"], "static", "random")
-    with pytest.raises(DataPlaneError, match="switching mode 'flowlet': the kernel data plane "
+    with pytest.raises(DataPlaneError, match="switching mode 'flowlet': the nftables plane "
                        "keeps no per-flow idle-gap state; use dataplane: bmv2"):
         nft_ruleset(TABLES["e1"], "flowlet", "random")
     with pytest.raises(DataPlaneError, match="switching mode 'bogus' is not one of"):

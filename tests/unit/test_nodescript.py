@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pathdiv.experiments.dataplane.nftables import route_batch
+from pathdiv.experiments.dataplane.nftables.rules import route_batch
 from pathdiv.experiments.fabric.hostsetup import HostSpec, host_commands
 from pathdiv.experiments.fabric.nodescript import (
     FAIL_MARK,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pathdiv.experiments.dataplane.p4.cli import (
+from pathdiv.experiments.dataplane.bmv2.cli import (
     CliOutputError,
     CounterValue,
     cli_errors,
+    dumped_table,
     parse_counters,
     parse_registers,
     parse_table_dumps,
@@ -63,6 +64,16 @@ SET_GROUP = TableEntry(
     T_LPM, (Value(0, "ipv4", 0),), "PathdivIngress.set_group",
     (Value(1), Value(2), Value(0x1234ABCD)),
 )
+
+
+def test_a_table_dump_names_the_full_table_it_reads() -> None:
+    assert dumped_table("table_dump PathdivIngress.ipv4_lpm") == T_LPM
+    assert dumped_table("table_dump  ipv4_lpm") == T_LPM
+    assert dumped_table("table_dump neighbor_mac") == "PathdivEgress.neighbor_mac"
+    assert dumped_table("table_dump lpm") is None  # a suffix must be a whole name part
+    assert dumped_table("table_dump nosuch") is None
+    assert dumped_table("register_read PathdivEgress.ecn_threshold 0") is None
+    assert dumped_table("table_dump x", ("A.x", "B.x")) is None  # ambiguous, as in the CLI
 
 
 def test_table_dump_entries_are_parsed_as_integers() -> None:

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pathdiv.experiments.dataplane.p4.programs import MODE_PROGRAMS
-from pathdiv.experiments.dataplane.p4.tools import CLI, COMPILER, SWITCH
-from pathdiv.experiments.dataplane.select import prepare_for_lab_kernel, resolve_planes
+from pathdiv.experiments.config.load import validate
+from pathdiv.experiments.dataplane.bmv2.programs import MODE_PROGRAMS
+from pathdiv.experiments.dataplane.bmv2.tools import CLI, COMPILER, SWITCH
+from pathdiv.experiments.dataplane.select import choose, prepare_for_lab_kernel
+from pathdiv.experiments.plan.runs import expand
 
 # p4c-bm2-ss's interface as pathdiv calls it: `-o JSON --p4runtime-files P4INFO MAIN.p4`
 FAKE_COMPILER = """#!/bin/sh
@@ -44,7 +46,7 @@ def p4_lines(wanted: list[str]) -> list[str]:
 
 
 def test_the_host_compiles_every_mode_program_once_when_bmv2_will_run(fake_p4: Path) -> None:
-    lines = p4_lines(["auto", "kernel"])
+    lines = p4_lines(["auto", "nftables"])  # auto: every P4 plane found may be chosen
     assert len(lines) == 1 and str(fake_p4 / "cache") in lines[0], lines
     compiled = (fake_p4 / "compiled.log").read_text().splitlines()
     assert sorted(Path(p).stem for p in compiled) == sorted(set(MODE_PROGRAMS.values()))
@@ -52,9 +54,14 @@ def test_the_host_compiles_every_mode_program_once_when_bmv2_will_run(fake_p4: P
     assert len((fake_p4 / "compiled.log").read_text().splitlines()) == len(compiled)
 
 
-def test_nothing_is_compiled_for_the_kernel_plane(fake_p4: Path) -> None:
-    assert p4_lines(["kernel"]) == []
+def test_nothing_is_compiled_for_the_nftables_plane(fake_p4: Path) -> None:
+    assert p4_lines(["nftables"]) == []
+    assert p4_lines(["kernel"]) == []  # its former name
     assert not (fake_p4 / "compiled.log").exists()
+
+
+def _choice(dataplane: str):
+    return choose(expand(validate({"dataplane": dataplane}))[0])
 
 
 def test_check_resolves_each_plane_or_says_why_it_cannot_run(
@@ -62,10 +69,12 @@ def test_check_resolves_each_plane_or_says_why_it_cannot_run(
 ) -> None:
     monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    planes = resolve_planes(["auto", "kernel", "bmv2", "auto"])
-    assert planes["auto"][0] == "kernel" and "simple_switch" in planes["auto"][1]
-    assert planes["kernel"][0] == "kernel"
-    assert planes["bmv2"][0] == "unavailable" and "docs/p4.md" in planes["bmv2"][1]
+    auto = _choice("auto")
+    assert auto.plane == "nftables" and "simple_switch" in auto.rule
+    assert "scripts/install-p4.sh" in auto.hint
+    assert _choice("kernel").plane == "nftables"
+    bmv2 = _choice("bmv2")
+    assert bmv2.plane is None and "install-p4.sh" in bmv2.rule
 
 
 def test_p4_ebpf_without_its_tools_is_refused_naming_what_is_missing(
@@ -73,18 +82,18 @@ def test_p4_ebpf_without_its_tools_is_refused_naming_what_is_missing(
 ) -> None:
     monkeypatch.setenv("P4_PREFIX", str(tmp_path / "none"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    planes = resolve_planes(["p4-ebpf"])
-    assert planes["p4-ebpf"][0] == "unavailable"
-    why = planes["p4-ebpf"][1]
-    assert "dataplane: p4-ebpf was asked for" in why
-    assert all(tool in why for tool in ("p4c-ebpf", "clang", "llc")), why
-    assert "docs/p4.md" in why
+    choice = _choice("p4-ebpf")
+    assert choice.plane is None
+    assert "dataplane: p4-ebpf was asked for" in choice.rule
+    assert all(tool in choice.rule for tool in ("p4c-ebpf", "clang", "llc")), choice.rule
+    assert "install-p4.sh" in choice.rule
 
 
 def test_flowlet_and_lossy_links_are_refused_on_p4_ebpf_at_check() -> None:
-    from pathdiv.experiments.config.load import ConfigError, validate
+    from pathdiv.experiments.config.load import ConfigError
 
-    with pytest.raises(ConfigError, match="'flowlet' is not allowed with dataplane: p4-ebpf"):
+    with pytest.raises(ConfigError, match=r"dataplane: p4-ebpf: switching.mode: 'flowlet' "
+                       r"cannot run on p4-ebpf: its P4 program has no PSA version"):
         validate({"dataplane": "p4-ebpf", "switching": {"mode": "flowlet"}})
     with pytest.raises(ConfigError, match="p4-ebpf switches read before"):
         validate({"dataplane": "p4-ebpf",

@@ -7,13 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from pathdiv.experiments.dataplane.bmv2.programs import P4CompileError, program_digest
 from pathdiv.experiments.dataplane.p4.entries import PROGRAMS
-from pathdiv.experiments.dataplane.p4.programs import (
-    P4SRC,
-    P4CompileError,
-    program_digest,
-    program_sources,
-)
+from pathdiv.experiments.dataplane.p4.sources import P4SRC, P4SourceError, program_sources
 
 
 @pytest.fixture
@@ -45,15 +41,15 @@ def test_editing_a_shared_include_changes_every_digest(src: Path) -> None:
 
 
 def test_unknown_program_lists_the_known_ones() -> None:
-    with pytest.raises(P4CompileError, match="'wcmp' is not one of static, ecmp, spray, flowlet"):
+    with pytest.raises(P4SourceError, match="'wcmp' is not one of static, ecmp, spray, flowlet"):
         program_sources("wcmp")
 
 
 def test_an_uncached_program_in_a_read_only_cache_says_to_compile_on_the_host(
     tmp_path: Path,
 ) -> None:
-    from pathdiv.experiments.dataplane.p4.programs import compile_program
-    from pathdiv.experiments.dataplane.p4.tools import P4Tools
+    from pathdiv.experiments.dataplane.bmv2.programs import compile_program
+    from pathdiv.experiments.dataplane.bmv2.tools import P4Tools
 
     echo = Path("/bin/echo")  # answers --version; never asked to compile here
     tools = P4Tools(switch=echo, cli=echo, compiler=echo)

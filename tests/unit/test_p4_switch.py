@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from pathdiv.experiments.dataplane.p4.switch import (
+from pathdiv.experiments.dataplane.bmv2.switch import (
     SwitchStartError,
     listening_tcp_ports,
     offload_argv,
     simple_switch_argv,
     wait_ready,
 )
-from pathdiv.experiments.dataplane.p4.tools import P4Tools
+from pathdiv.experiments.dataplane.bmv2.tools import P4Tools
 
 TOOLS = P4Tools(Path("/opt/p4/bin/simple_switch"), Path("/opt/p4/bin/simple_switch_CLI"),
                 Path("/opt/p4/bin/p4c-bm2-ss"))

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from pathdiv.experiments.dataplane.ebpf import attach_commands, parse_ip_links
 from pathdiv.experiments.dataplane.p4.entries import (
     A_FORWARD,
     A_SET_GROUP,
@@ -40,6 +39,7 @@ from pathdiv.experiments.dataplane.p4ebpf.layout import (
     ProgramLayout,
     action_ids,
 )
+from pathdiv.experiments.dataplane.p4ebpf.plane import attach_commands, parse_ip_links
 from pathdiv.experiments.dataplane.p4ebpf.programs import MODE_PROGRAMS, program_digest
 from pathdiv.experiments.dataplane.p4ebpf.scrub import clear_cb_program
 from pathdiv.experiments.dataplane.p4ebpf.tools import RUNTIME_FILES, find_ebpf_tools
@@ -323,7 +323,7 @@ def test_tools_missing_are_named_and_found_ones_say_where(tmp_path) -> None:
 def test_pins_of_a_killed_run_are_removed_and_a_living_ones_kept(tmp_path) -> None:
     import os
 
-    from pathdiv.experiments.dataplane.ebpf import remove_stale_pins
+    from pathdiv.experiments.dataplane.p4ebpf.plane import remove_stale_pins
     alive = tmp_path / f"{os.getpid()}-abcd1234"
     dead = tmp_path / "999999999-abcd1234"
     for d in (alive, dead):

@@ -16,12 +16,13 @@ from pathdiv.experiments.config.schema import SCHEMA
 from pathdiv.experiments.config.switching import MODES
 from pathdiv.experiments.config.workloads import PATTERNS
 from pathdiv.experiments.dataplane import select
+from pathdiv.experiments.dataplane.bmv2.programs import MODE_PROGRAMS
 from pathdiv.experiments.dataplane.p4.entries import (
     R_FLOWLET_GAP,
     EntryOptions,
     network_entries,
 )
-from pathdiv.experiments.dataplane.p4.programs import MODE_PROGRAMS, P4SRC, program_sources
+from pathdiv.experiments.dataplane.p4.sources import P4SRC, program_sources
 from pathdiv.experiments.plan.designations import SHAPES
 from pathdiv.experiments.plan.runs import expand
 from pathdiv.kernels.abilities import LAB_ONLY_CCS, LAB_SCHEDULERS, lab_kernel_abilities
@@ -55,11 +56,12 @@ def _options(switching):
     return EntryOptions(switching["spray"], switching["flowlet_gap_us"])
 
 
-def test_flowlet_on_the_kernel_data_plane_is_refused_at_check_naming_the_key():
+def test_flowlet_on_the_nftables_plane_is_refused_at_check_naming_the_key():
     with pytest.raises(ConfigError) as err:
-        validate({"dataplane": "kernel", "switching": {"mode": "flowlet"}})
-    assert "switching.mode: 'flowlet' is not allowed with dataplane: kernel; the kernel " \
-           "data plane keeps no per-flow idle-gap state; use dataplane: bmv2" in str(err.value)
+        validate({"dataplane": "nftables", "switching": {"mode": "flowlet"}})
+    assert "dataplane: nftables: switching.mode: 'flowlet' cannot run on nftables: the " \
+           "nftables plane keeps no per-flow idle-gap state; use dataplane: bmv2" in \
+           str(err.value)
     with pytest.raises(ConfigError, match=r"switching.flowlet_gap_us: 0 .*>= 1"):
         validate({"dataplane": "bmv2", "switching": {"mode": "flowlet", "flowlet_gap_us": 0}})
     with pytest.raises(ConfigError, match=r"switching.flowlet_gap_us: 10000001 .*<= 10000000"):
@@ -67,25 +69,32 @@ def test_flowlet_on_the_kernel_data_plane_is_refused_at_check_naming_the_key():
                   "switching": {"mode": "flowlet", "flowlet_gap_us": 10_000_001}})
 
 
-def test_flowlet_with_auto_and_no_bmv2_is_refused_before_a_run(monkeypatch):
-    monkeypatch.setattr(select, "_bmv2", lambda: (None, "simple_switch not found"))
+def test_flowlet_with_auto_and_no_bmv2_is_refused_before_a_run():
+    found = {"nftables": (True, "Linux"), "bmv2": (False, "simple_switch not found"),
+             "p4-ebpf": (True, "p4c-ebpf at /opt/p4/bin")}
     runs = expand(validate({"dataplane": "auto", "switching": {"mode": "flowlet"}}))
-    assert select.mode_problems(runs) == [
-        "switching.mode: 'flowlet' cannot run on the auto: kernel data plane, because "
-        "simple_switch not found: the kernel data plane keeps no per-flow idle-gap state; "
-        "use dataplane: bmv2"]
-    assert select.mode_problems(expand(validate({"dataplane": "auto"}))) == []
+    (problem,) = select.plane_problems(runs, found)
+    assert problem.startswith(
+        "dataplane: auto: no plane here can run it: switching.mode: 'flowlet' cannot run on "
+        "nftables: the nftables plane keeps no per-flow idle-gap state; use dataplane: "
+        "bmv2; p4-ebpf: switching.mode: 'flowlet' cannot run on p4-ebpf: its P4 program "
+        "has no PSA version")
+    assert "bmv2: simple_switch not found" in problem
+    assert select.plane_problems(expand(validate({"dataplane": "auto"})), found) == []
 
 
 PLANTED_ENTRY = '''
 MODES["sportpin"] = SwitchingMode(
     "sportpin", "the source port alone picks the path", "sportpin", up_group=True,
-    kernel_rules=lambda group, switching: [
-        f"meta l4proto tcp meta mark set jhash th sport mod {group.members} "
-        f"seed {switching.get('sportpin_seed', 7)} offset 1"],
     registers=lambda switching: {"sport_seed": int(switching.get("sportpin_seed", 7))},
     params=(Param("sportpin_seed", 7, "hash seed of mode sportpin"),),
 )
+'''
+
+PLANTED_RULES = '''
+MODE_RULES["sportpin"] = lambda group, switching: [
+    f"meta l4proto tcp meta mark set jhash th sport mod {group.members} "
+    f"seed {switching.get('sportpin_seed', 7)} offset 1"]
 '''
 
 PLANTED_CHECKS = '''
@@ -95,9 +104,10 @@ import pathdiv.experiments.config.switching as sw
 assert sw.__file__.startswith(sys.argv[1]), sw.__file__
 from pathdiv.experiments.config.load import validate
 from pathdiv.experiments.config.schema import SCHEMA
-from pathdiv.experiments.dataplane.nftables import nft_ruleset
+from pathdiv.experiments.dataplane.nftables.rules import nft_ruleset
 from pathdiv.experiments.dataplane.p4.entries import EntryOptions, network_entries
-from pathdiv.experiments.dataplane.p4.programs import MODE_PROGRAMS, program_sources
+from pathdiv.experiments.dataplane.bmv2.programs import MODE_PROGRAMS
+from pathdiv.experiments.dataplane.p4.sources import program_sources
 from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.forwarding import forwarding_tables
 
@@ -105,17 +115,17 @@ cfg = validate({"switching": {"mode": "sportpin", "sportpin_seed": 11}})
 print("choices", SCHEMA.fields["switching"].fields["mode"].choices)
 topo = FatTree(4)
 tables = forwarding_tables(topo)
-print("kernel", nft_ruleset(tables["e1"], "sportpin", "random").count("jhash th sport"))
+print("nftables", nft_ruleset(tables["e1"], "sportpin", "random").count("jhash th sport"))
 entries = network_entries(topo, tables, MODE_PROGRAMS["sportpin"])
 print("registers", sorted({r.register for e in entries.values() for r in e.registers}))
 print("program", program_sources("sportpin")[0].name)
 '''
 
 
-def test_a_planted_mode_needs_only_a_registry_entry_and_a_p4_file(tmp_path):
-    """A copy of the product gets a new mode: an entry appended to the registry and
-    p4src/sportpin.p4; no other file changes. Config, kernel rules, P4 entries and the
-    program's sources all take it."""
+def test_a_planted_mode_needs_only_a_registry_entry_a_p4_file_and_its_nftables_rules(tmp_path):
+    """A copy of the product gets a new mode: an entry appended to the registry,
+    p4src/sportpin.p4, and its rules appended to the nftables plane's; no other file
+    changes. Config, the nftables rules, P4 entries and the program's sources all take it."""
     pkg = tmp_path / "pathdiv"
     for folder in ("topologies", "experiments", "analysis", "kernels", "p4src"):
         shutil.copytree(REPO / folder, pkg / folder,
@@ -123,6 +133,8 @@ def test_a_planted_mode_needs_only_a_registry_entry_and_a_p4_file(tmp_path):
     (pkg / "__init__.py").write_text("")
     registry = pkg / "experiments" / "config" / "switching.py"
     registry.write_text(registry.read_text() + PLANTED_ENTRY)
+    rules = pkg / "experiments" / "dataplane" / "nftables" / "rules.py"
+    rules.write_text(rules.read_text() + PLANTED_RULES)
     (pkg / "p4src" / "sportpin.p4").write_text(
         (REPO / "p4src" / "ecmp.p4").read_text().replace("pathdiv ecmp", "pathdiv sportpin"))
     res = subprocess.run([sys.executable, "-c", textwrap.dedent(PLANTED_CHECKS), str(tmp_path)],
@@ -130,7 +142,7 @@ def test_a_planted_mode_needs_only_a_registry_entry_and_a_p4_file(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     out = dict(line.split(" ", 1) for line in res.stdout.splitlines())
     assert out["choices"] == "('static', 'ecmp', 'spray', 'flowlet', 'sportpin')"
-    assert out["kernel"] == "1"
+    assert out["nftables"] == "1"
     assert "'PathdivIngress.select_member.sport_seed'" in out["registers"]
     assert out["program"] == "sportpin.p4"
 

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pathdiv.experiments.dataplane.p4.switch import threads_first_in_first_out
+from pathdiv.experiments.dataplane.bmv2.switch import threads_first_in_first_out
 from pathdiv.experiments.fidelity.monitor import Monitor
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.traffic import clockgrid
@@ -70,7 +70,7 @@ def _workload(tmp_path: Path, monkeypatch, start_ns: int | None, late_ns: int = 
     plan = rounds("noisy", topo.hosts, seed=3, iterations=3, requests=1)
     instants: list[dict[str, int]] = []
     traffic = Traffic("query", 10_000, "tcp", 8080, 30.0)
-    if start_ns is not None:  # the virtual clock, the kernel data plane
+    if start_ns is not None:  # the virtual clock, the nftables plane
         traffic = at_instant(traffic, start_ns)
     rows = run_workload(net, plan, traffic, tmp_path, instants=instants)
     assert len(rows) == 42 and all(r.ok for r in rows)

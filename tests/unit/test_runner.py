@@ -9,6 +9,7 @@ import pytest
 from pathdiv.experiments import runner
 from pathdiv.experiments.cluster.planfile import plan_document
 from pathdiv.experiments.config.load import load, validate
+from pathdiv.experiments.dataplane.select import Choice
 from pathdiv.experiments.execute import keeper
 from pathdiv.experiments.execute import run as one_run
 from pathdiv.experiments.execute.guest_runs import find_run
@@ -202,7 +203,7 @@ def test_a_network_that_cannot_be_built_fails_its_run_and_the_plan_goes_on(
             return None
 
     monkeypatch.setattr(one_run, "preflight", lambda cfg: None)
-    monkeypatch.setattr(one_run, "select_dataplane", lambda wanted: (object, "kernel (test)"))
+    monkeypatch.setattr(one_run, "choose", lambda run: Choice("auto", "nftables", "test"))
     monkeypatch.setattr(keeper, "Network", BrokenNetwork)
     cfg, runs = _runs()
     folder = runner.prepare_folder(cfg, tmp_path / "out")
@@ -211,7 +212,7 @@ def test_a_network_that_cannot_be_built_fails_its_run_and_the_plan_goes_on(
     manifest = json.loads((folder / "runs" / runs[0].run_id / "manifest.json").read_text())
     assert manifest["status"] == "failed"
     assert manifest["error"] == "NetworkError: e1: `tc qdisc add` failed (exit 2): no such device"
-    assert manifest["dataplane"] == {"selected": "kernel (test)"}
+    assert manifest["dataplane"] == {"selected": "nftables: test", "asked": "auto"}
     assert not (folder / "runs" / runs[0].run_id / "transfers.csv").exists()
 
 

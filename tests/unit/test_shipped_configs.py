@@ -10,7 +10,7 @@ import pytest
 from pathdiv.experiments.cli import main
 from pathdiv.experiments.cluster.shards import partition
 from pathdiv.experiments.config.load import load
-from pathdiv.experiments.dataplane.p4.tools import find_p4_tools
+from pathdiv.experiments.dataplane.bmv2.tools import find_p4_tools
 from pathdiv.experiments.plan.runs import expand
 from tests.conftest import REPO
 
@@ -20,9 +20,9 @@ REFERENCE = [p for p in CONFIGS if load(p).data["analysis"]["reference"]]
 
 def check_argv(config) -> list[str]:
     """`check CONFIG`; for a config that asks for bmv2 on a machine without p4lang's tools
-    (which check refuses, naming them) the rest of it is checked on the kernel plane."""
+    (which check refuses, naming them) the rest of it is checked on the nftables plane."""
     if load(config).data.get("dataplane") == "bmv2" and find_p4_tools()[0] is None:
-        return ["check", str(config), "--set", "dataplane=kernel"]
+        return ["check", str(config), "--set", "dataplane=nftables"]
     return ["check", str(config)]
 
 

@@ -3,7 +3,7 @@
 Pure: from a switch's `SwitchTable` (topologies/forwarding.py), the MAC addresses of
 its ports and their neighbours and the program it runs, produce the entries as data with fully
 qualified P4 names; render them as simple_switch_CLI commands. The same data is
-compared with what the switch reports back (see `pathdiv.experiments.dataplane.p4.cli`).
+compared with what the switch reports back (see `pathdiv.experiments.dataplane.bmv2.cli`).
 
   ingress  arp_responder  (port, switch address) -> arp_reply(port MAC)
            ipv4_lpm       down routes -> forward(port); static: remote host /32s ->

@@ -12,7 +12,7 @@ layout the compiler chose (`layout.py`):
                 `u.<action>.<param>`, in declaration order, host byte order;
   register      index -> value (an array map).
 
-The PSA programs have no ECN register (the egress qdiscs mark, as on the kernel plane).
+The PSA programs have no ECN register (the egress qdiscs mark, as on the nftables plane).
 """
 
 from __future__ import annotations

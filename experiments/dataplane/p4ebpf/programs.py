@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pathdiv.experiments.config.planes import PLANES
 from pathdiv.experiments.config.switching import MODES
-from pathdiv.experiments.dataplane.p4.programs import (
+from pathdiv.experiments.dataplane.p4.sources import (
     P4SRC,
     cache_root,
     cached_problems,
@@ -41,8 +42,10 @@ CLANG_FLAGS = ("-O2", "-g", "-c", "-emit-llvm", "-D__KERNEL__", "-D__ASM_SYSREG_
                "-Wno-tautological-compare", "-Wno-unknown-warning-option")
 # BPF ISA v3 (32-bit jumps and ALU): Linux >= 5.1, both the host's and the lab kernel
 LLC_FLAGS = ("-march=bpf", "-mcpu=v3", "-filetype=obj")
-# the modes whose programs have a PSA top level (experiments/config/switching.py)
-MODE_PROGRAMS = {m.name: m.program for m in MODES.values() if m.psa}
+# the modes whose programs have a PSA top level: all but those the plane's entry refuses
+# (experiments/config/planes.py)
+MODE_PROGRAMS = {m.name: m.program for m in MODES.values()
+                 if m.name not in PLANES["p4-ebpf"].refused_modes}
 PSA_PROGRAMS = tuple(dict.fromkeys(MODE_PROGRAMS.values()))
 TC_PROGRAM = "tc_ingress_func"
 INITIALIZER = "map_initializer"
@@ -137,7 +140,7 @@ def compile_program(name: str, tools: EbpfTools, cache: Path | None = None,
 
 def _refuse_unsafe(prog: CompiledEbpf, cache: Path, folder: Path) -> None:
     """The object root loads into the kernel, from a cache only root could have written
-    (p4/programs.py `cached_problems`)."""
+    (p4/sources.py `cached_problems`)."""
     problems = cached_problems([prog.obj, prog.layout_file], cache)
     if problems:
         raise EbpfCompileError(f"the compiled program in {folder} is not safe to load as "

@@ -5,7 +5,7 @@ or handed over (`skb_orphan`): TCP Small Queues then holds back a socket that ha
 than about two packets (or a millisecond of its pacing rate) not yet let go of, which on
 a real host means "still in my own qdisc or NIC ring". Between network namespaces the
 packet buffer itself travels: veth does not let go of the socket, and neither does a tc
-program's `bpf_redirect`. On the kernel plane the first switch's IP stack does
+program's `bpf_redirect`. On the nftables plane the first switch's IP stack does
 (`ip_rcv_core` orphans every packet it receives), and bmv2 copies each packet out of the
 kernel; but on the p4-ebpf plane a packet stayed charged to its sender across the whole
 fabric until the receiving host took it, so every sender throttled itself by what waited
@@ -13,8 +13,8 @@ in remote switch queues: a back-pressure no wire gives.
 
 Measured on this machine's kernel (docs/p4.md, "Why the noisy plan differed at first";
 benchmarks/incast_fairness.py): in a 7-to-1 incast with synchronised starts, senders
-were charged 18-50 KB each on p4-ebpf and 0 on the kernel plane, and the receivers'
-shares were less even (Jain's index 0.55-0.95 against 0.88-0.99); the kernel plane's
+were charged 18-50 KB each on p4-ebpf and 0 on the nftables plane, and the receivers'
+shares were less even (Jain's index 0.55-0.95 against 0.88-0.99); the nftables plane's
 routes forwarded by a plain `bpf_redirect` program showed the same (9 KB, 0.54-0.74), so
 the redirect, not P4, was the cause.
 
@@ -22,7 +22,7 @@ The edit: where the PSA ingress hands a packet to its egress port, a packet that
 belongs to a local socket (only at the first switch after its sender; not the dummy
 socket of a test run) is cloned to the port instead (a clone belongs to no socket) and
 the original is dropped at ingress, which frees it and releases the sender, as the
-kernel plane's IP stack does. The drop is the ingress hook's, not a queue's: it is
+nftables plane's IP stack does. The drop is the ingress hook's, not a queue's: it is
 counted by the clsact qdisc, which the fidelity monitor does not read (it reads root
 qdiscs), and a switch still sends exactly what it received less its queue drops.
 """

@@ -29,8 +29,6 @@ RUNTIME_SUBDIR = Path("share/p4c/ebpf/runtime")
 RUNTIME_FILES = ("psa.h", "ebpf_kernel.h", "install/libbpf/include/bpf/bpf_helpers.h",
                  "contrib/bpftool/include/uapi/linux/bpf.h")
 LLVM_VERSIONS = tuple(range(19, 13, -1))  # clang-19 .. clang-14, after the plain names
-INSTALL_HINT = ("see docs/p4.md (p4c's eBPF back end: p4c-ebpf and its runtime headers; "
-                "Debian's clang, llvm, libbpf1 and iproute2)")
 
 
 @dataclass(frozen=True)
@@ -103,7 +101,7 @@ def find_ebpf_tools(env: Mapping[str, str] | None = None) -> tuple[EbpfTools | N
     missing = [name for name, path in ((COMPILER, compiler), ("clang", clang), ("llc", llc),
                                        ("tc", tc), ("nsenter", nsenter)) if path is None]
     if missing:
-        return None, f"{', '.join(missing)} not found on {where}: {INSTALL_HINT}"
+        return None, f"{', '.join(missing)} not found on {where}"
     runtime = None
     looked = runtime_candidates(env, compiler)
     for folder in looked:
@@ -113,11 +111,11 @@ def find_ebpf_tools(env: Mapping[str, str] | None = None) -> tuple[EbpfTools | N
     if runtime is None:
         return None, (f"p4c-ebpf's runtime headers ({RUNTIME_FILES[0]}, "
                       f"{RUNTIME_FILES[2]}, ...) are in none of "
-                      f"{', '.join(str(d) for d in looked)}; set {RUNTIME_ENV} or "
-                      f"{INSTALL_HINT}")
+                      f"{', '.join(str(d) for d in looked)} (set {RUNTIME_ENV} to "
+                      "the folder holding them)")
     libbpf = find_libbpf()
     if libbpf is None:
-        return None, f"libbpf.so.1 cannot be loaded: {INSTALL_HINT}"
+        return None, "libbpf.so.1 cannot be loaded (Debian's libbpf1)"
     assert compiler and clang and llc and tc  # narrowed by `missing` above
     tools = EbpfTools(compiler, runtime, clang, llc, libbpf, tc)
     return tools, (f"found {COMPILER} at {compiler} (via {where}), its runtime at "

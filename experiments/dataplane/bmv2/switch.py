@@ -1,6 +1,6 @@
 """One `simple_switch` process: its command line, readiness and stop (no Mininet here).
 
-Both the Mininet switch node (experiments/dataplane/bmv2.py) and the one-switch
+Both the Mininet switch node (experiments/dataplane/bmv2/plane.py) and the one-switch
 harness (tests/support/p4_harness.py) start bmv2 through these functions.
 """
 
@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from pathdiv.experiments.dataplane.p4.tools import P4Tools
+from pathdiv.experiments.dataplane.bmv2.tools import P4Tools
 
 READY_TIMEOUT_S = 30.0
 POLL_S = 0.05

@@ -23,14 +23,45 @@ from typing import Any
 
 from mininet.node import Node
 
+from pathdiv.experiments.config.planes import PLANES
 from pathdiv.experiments.config.switching import SwitchingMode
-from pathdiv.experiments.dataplane.base import DataPlane, DataPlaneError, PortCounters, check_mode
-from pathdiv.experiments.dataplane.p4.cli import (
+from pathdiv.experiments.dataplane.base import (
+    DataPlane,
+    DataPlaneError,
+    PlaneImplementation,
+    PortCounters,
+    check_mode,
+)
+from pathdiv.experiments.dataplane.bmv2.cli import (
+    clean_lines,
     cli_errors,
+    dumped_table,
     parse_counters,
     parse_registers,
     readback_commands,
     readback_differences,
+)
+from pathdiv.experiments.dataplane.bmv2.programs import (
+    MODE_PROGRAMS,
+    CompiledProgram,
+    P4CompileError,
+    compile_program,
+    compile_programs,
+)
+from pathdiv.experiments.dataplane.bmv2.switch import (
+    READY_TIMEOUT_S,
+    SwitchStartError,
+    offload_argv,
+    simple_switch_argv,
+    stop_process,
+    threads_first_in_first_out,
+    wait_ready,
+)
+from pathdiv.experiments.dataplane.bmv2.tools import (
+    P4Tools,
+    P4ToolsError,
+    find_p4_tools,
+    require_p4_tools,
 )
 from pathdiv.experiments.dataplane.p4.entries import (
     C_PORT_RX,
@@ -43,23 +74,12 @@ from pathdiv.experiments.dataplane.p4.entries import (
     switch_entries,
     switch_ports,
 )
-from pathdiv.experiments.dataplane.p4.programs import (
-    MODE_PROGRAMS,
-    CompiledProgram,
-    compile_program,
-)
-from pathdiv.experiments.dataplane.p4.switch import (
-    READY_TIMEOUT_S,
-    SwitchStartError,
-    offload_argv,
-    simple_switch_argv,
-    stop_process,
-    threads_first_in_first_out,
-    wait_ready,
-)
-from pathdiv.experiments.dataplane.p4.tools import P4Tools, find_p4_tools
+from pathdiv.experiments.dataplane.p4.hashing import p4_member
+from pathdiv.experiments.dataplane.p4.sources import P4SourceError
 
-__all__ = ["Bmv2DataPlane", "Bmv2Switch", "find_p4_tools"]
+__all__ = ["IMPLEMENTATION", "Bmv2DataPlane", "Bmv2Switch", "find_p4_tools"]
+
+NAME = "bmv2"
 
 THRIFT_BASE = 9090
 CLI_TIMEOUT_S = 120.0
@@ -116,8 +136,7 @@ class Bmv2Switch(Node):
 
 
 class Bmv2DataPlane(DataPlane):
-    name = "bmv2"
-    marks_in_program = True  # include/egress.p4 marks from enq_qdepth
+    name = NAME
 
     def __init__(
         self,
@@ -132,7 +151,8 @@ class Bmv2DataPlane(DataPlane):
         if tools is None:
             found, reason = find_p4_tools()
             if found is None:
-                raise DataPlaneError(f"the bmv2 data plane cannot run: {reason}")
+                raise DataPlaneError(f"the bmv2 data plane cannot run: {reason}; install: "
+                                     f"{PLANES[NAME].install}")
             tools = found
         self.tools = tools
         self.options = options or EntryOptions()
@@ -308,6 +328,21 @@ class Bmv2DataPlane(DataPlane):
             raise DataPlaneError(" | ".join(failures[:3]))
         return outputs
 
+    def switch_cli(self, switch: str, command: str) -> str:
+        """simple_switch_CLI's answer to one command on `switch` (`table_dump T`,
+        `counter_read C INDEX`, `register_read R INDEX`, `help`, ...). A table dump is
+        headed by the table's full name and the switch: the CLI prints the entries alone."""
+        if self.net is None or switch not in self.tables:
+            raise DataPlaneError(f"{switch!r} is not a running switch; switches are "
+                                 f"{', '.join(self.topo.switches)}")
+        out = self._cli_all({switch: [command]}, "shell")[switch]
+        lines = [ln for ln in clean_lines(out)
+                 if ln and not ln.startswith(("Obtaining JSON", "Control utility"))]
+        table = dumped_table(command)
+        if table is not None and "TABLE ENTRIES" in lines:
+            lines.insert(0, f"table {table} on {switch}:")
+        return "\n".join(lines)
+
     # ---- measurements ------------------------------------------------------------
     def port_counters(self, switch: str) -> dict[str, PortCounters]:
         if self.net is None:
@@ -352,3 +387,19 @@ class Bmv2DataPlane(DataPlane):
                 "ecn_threshold_pkts": self.options.ecn_threshold_pkts,
             },
         }
+
+
+def prepare_for_lab_kernel() -> str:
+    """Every mode's program compiled into the cache on the host (the guest reads it)."""
+    try:
+        programs = compile_programs(require_p4_tools())
+    except (P4CompileError, P4SourceError, P4ToolsError) as exc:
+        raise DataPlaneError(f"the P4 programs could not be compiled on the host: "
+                             f"{exc}") from exc
+    where = {str(p.json.parent.parent) for p in programs.values()}
+    return (f"P4 programs {', '.join(programs)} compiled for bmv2 on the host "
+            f"(cache {', '.join(sorted(where))})")
+
+
+IMPLEMENTATION = PlaneImplementation(Bmv2DataPlane, find_p4_tools, p4_member,
+                                     prepare_for_lab_kernel)

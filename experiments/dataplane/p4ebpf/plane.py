@@ -5,8 +5,8 @@ p4c-ebpf; `p4ebpf/programs.py`) run as eBPF in the kernel of each switch's netwo
 namespace: one program per switch and mode, attached at tc ingress of every port, which
 parses, looks up the tables, rewrites the MACs and redirects the packet to its port
 (`bpf_redirect`), where the port's egress qdiscs (shaping, RED marking) take it as on
-the kernel plane. No process runs per switch and no packet leaves the kernel, so on the
-lab kernel's virtual clock a P4 switch costs what a kernel-plane switch costs
+the nftables plane. No process runs per switch and no packet leaves the kernel, so on the
+lab kernel's virtual clock a P4 switch costs what a nftables-plane switch costs
 (docs/p4.md), where bmv2 costs about 11x.
 
 Per switch: the object is loaded through libbpf with its maps pinned under
@@ -34,13 +34,15 @@ from typing import Any
 
 from mininet.node import Node
 
+from pathdiv.experiments.config.planes import PLANES
 from pathdiv.experiments.config.switching import MODES as MODE_REGISTRY
 from pathdiv.experiments.dataplane.base import (
     DataPlane,
     DataPlaneError,
+    PlaneImplementation,
     PortCounters,
     check_mode,
-    parse_proc_net_dev,
+    namespace_counters,
 )
 from pathdiv.experiments.dataplane.p4.entries import (
     SELECT,
@@ -49,6 +51,7 @@ from pathdiv.experiments.dataplane.p4.entries import (
     port_macs,
     switch_ports,
 )
+from pathdiv.experiments.dataplane.p4.hashing import p4_member
 from pathdiv.experiments.dataplane.p4ebpf.entries import (
     MapWrite,
     map_writes,
@@ -64,13 +67,22 @@ from pathdiv.experiments.dataplane.p4ebpf.programs import (
     CompiledEbpf,
     EbpfCompileError,
     compile_program,
+    compile_programs,
 )
 from pathdiv.experiments.dataplane.p4ebpf.scrub import NAME as SCRUB_NAME
 from pathdiv.experiments.dataplane.p4ebpf.scrub import clear_cb_program
-from pathdiv.experiments.dataplane.p4ebpf.tools import EbpfTools, find_ebpf_tools
+from pathdiv.experiments.dataplane.p4ebpf.tools import (
+    EbpfTools,
+    EbpfToolsError,
+    find_ebpf_tools,
+    require_ebpf_tools,
+)
 from pathdiv.experiments.fabric.nodescript import NodeScript, failure_message, render, write
 
-__all__ = ["EbpfDataPlane", "EbpfSwitch", "find_ebpf_tools", "parse_ip_links"]
+__all__ = ["IMPLEMENTATION", "EbpfDataPlane", "EbpfSwitch", "find_ebpf_tools",
+           "parse_ip_links"]
+
+NAME = "p4-ebpf"
 
 BPFFS = Path("/sys/fs/bpf")
 PIN_ROOT = BPFFS / "pathdiv"
@@ -109,8 +121,7 @@ SWITCH_SYSCTLS = ["net.ipv4.ip_forward=0", "net.ipv6.conf.all.disable_ipv6=1",
 
 
 class EbpfDataPlane(DataPlane):
-    name = "p4-ebpf"
-    marks_in_program = False  # ECN: the egress qdiscs mark (RED), as on the kernel plane
+    name = NAME
 
     def __init__(self, topo: Any, tables: dict[str, Any], workdir: Path,
                  tools: EbpfTools | None = None, options: EntryOptions | None = None) -> None:
@@ -118,7 +129,8 @@ class EbpfDataPlane(DataPlane):
         if tools is None:
             found, reason = find_ebpf_tools()
             if found is None:
-                raise DataPlaneError(f"the p4-ebpf data plane cannot run: {reason}")
+                raise DataPlaneError(f"the p4-ebpf data plane cannot run: {reason}; install: "
+                                     f"{PLANES[NAME].install}")
             tools = found
         self.tools = tools
         self.options = options or EntryOptions()
@@ -142,9 +154,8 @@ class EbpfDataPlane(DataPlane):
 
     def _program(self, mode: str) -> CompiledEbpf:
         if mode not in MODE_PROGRAMS:
-            raise DataPlaneError(
-                f"switching mode {mode!r} has no PSA program; the p4-ebpf data plane runs "
-                f"{', '.join(MODE_PROGRAMS)} (use dataplane: bmv2 for {mode})")
+            why = PLANES[NAME].refused_modes.get(mode, "it has no PSA program")
+            raise DataPlaneError(f"switching mode {mode!r} cannot run on {NAME}: {why}")
         name = MODE_PROGRAMS[mode]
         if name not in self.compiled:
             try:
@@ -260,8 +271,7 @@ class EbpfDataPlane(DataPlane):
                         f"switch {sw}: map {w.map_name}")
                 self._guard(lambda w=w: self.bpf_.update(fds[w.map_name], w.key, w.value,
                                                          w.what), f"switch {sw}")
-            wrong = [w.what for w in writes
-                     if self.bpf_.lookup(fds[w.map_name], w.key, len(w.value)) != w.value]
+            wrong = self._differing(fds, writes)
             if wrong:
                 shown = "; ".join(wrong[:5]) + (f" (and {len(wrong) - 5} more)"
                                                 if len(wrong) > 5 else "")
@@ -271,6 +281,32 @@ class EbpfDataPlane(DataPlane):
         finally:
             for fd in fds.values():
                 os.close(fd)
+
+    def _differing(self, fds: dict[str, int], writes: list[MapWrite]) -> list[str]:
+        """What of `writes` the maps (open as `fds`) do not hold, byte for byte."""
+        return [w.what for w in writes
+                if self.bpf_.lookup(fds[w.map_name], w.key, len(w.value)) != w.value]
+
+    def state_problems(self) -> dict[str, list[str]]:
+        """Every switch's maps read back against every entry and register this plane
+        wrote for its current program and spray policy (a reused network's check)."""
+        out: dict[str, list[str]] = {}
+        for sw, loaded in self.loaded.items():
+            fds: dict[str, int] = {}
+            try:
+                for w in self.writes.get(sw, []):
+                    if w.map_name not in fds:
+                        fds[w.map_name] = self.bpf_.open_pinned(loaded.maps[w.map_name])
+                wrong = self._differing(fds, self.writes.get(sw, []))
+            except (LibbpfError, KeyError, OSError) as exc:
+                wrong = [f"its maps cannot be read ({exc})"]
+            finally:
+                for fd in fds.values():
+                    os.close(fd)
+            if wrong:
+                out[sw] = [f"{len(wrong)} map entr(y/ies) differ from what was written: "
+                           + "; ".join(wrong[:3])]
+        return out
 
     def _record(self, sw: str, program: str, writes: list[MapWrite]) -> None:
         self.switch_dir.mkdir(parents=True, exist_ok=True)
@@ -290,6 +326,9 @@ class EbpfDataPlane(DataPlane):
             writes = [self._guard(lambda n=n, v=v: register_write(layout, f"{SELECT}.{n}", 0, v),
                                   f"switch {sw}") for n, v in new.items()]
             self._write(sw, loaded, writes)
+            written = {(w.map_name, w.key) for w in writes}  # what the maps now hold
+            self.writes[sw] = [w for w in self.writes.get(sw, [])
+                               if (w.map_name, w.key) not in written] + writes
 
     def _attach(self, scrub: Path | None, first: bool) -> None:
         scripts = []
@@ -308,8 +347,7 @@ class EbpfDataPlane(DataPlane):
         if self.net is None:
             raise DataPlaneError(f"switch {switch}: counters asked for, but the p4-ebpf "
                                  "plane is not running")
-        out = self.net[switch].cmd("cat /proc/net/dev")
-        return parse_proc_net_dev(out)
+        return namespace_counters(self.net[switch].pid)  # the PSA programs keep none
 
     def describe(self) -> dict[str, Any]:
         if self._versions is None:
@@ -370,3 +408,19 @@ def _mount_bpffs() -> None:
     if done.returncode != 0:
         raise DataPlaneError(f"p4-ebpf: {BPFFS} is not a BPF file system and mounting one "
                              f"failed: {done.stderr.strip()}")
+
+
+def prepare_for_lab_kernel() -> str:
+    """Every PSA program compiled for eBPF into the cache on the host (the guest reads it)."""
+    try:
+        psa = compile_programs(require_ebpf_tools())
+    except (EbpfCompileError, EbpfToolsError) as exc:
+        raise DataPlaneError(f"the PSA programs could not be compiled on the host: "
+                             f"{exc}") from exc
+    where = {str(p.obj.parent.parent) for p in psa.values()}
+    return (f"PSA programs {', '.join(psa)} compiled for eBPF on the host "
+            f"(cache {', '.join(sorted(where))})")
+
+
+IMPLEMENTATION = PlaneImplementation(EbpfDataPlane, find_ebpf_tools, p4_member,
+                                     prepare_for_lab_kernel)

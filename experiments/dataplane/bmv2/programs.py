@@ -1,9 +1,8 @@
-"""The P4 programs in p4src/ and their compilation, cached by content hash.
+"""The bmv2 plane's programs: p4src/<name>.p4 compiled by p4c-bm2-ss, cached by content hash.
 
-A program is `p4src/<name>.p4` plus the shared `p4src/include/*.p4`. Its digest
-covers those sources, the compiler's version and the compiler flags, so a fresh
-clone on the same machine reuses `/var/cache/pathdiv/p4/<digest>/` (override with
-`PATHDIV_P4_CACHE`) and an edited include recompiles every program.
+A program's digest covers its sources (`p4/sources.py`), the compiler's version and the
+compiler flags, so a fresh clone on the same machine reuses `/var/cache/pathdiv/p4/<digest>/`
+(override with `PATHDIV_P4_CACHE`) and an edited include recompiles every program.
 
 Inside the lab kernel the host's files are read-only, the cache too: the host compiles
 what a plan may load (`compile_programs`) before it boots the guest, which then only
@@ -13,7 +12,6 @@ reads the cache.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 import tempfile
@@ -21,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pathdiv.experiments.config.switching import MODES
-from pathdiv.experiments.dataplane.p4.entries import PROGRAMS
-from pathdiv.experiments.dataplane.p4.tools import P4Tools, require_p4_tools
-from pathdiv.kernels.build import unsafe_paths
+from pathdiv.experiments.dataplane.bmv2.tools import P4Tools, require_p4_tools
+from pathdiv.experiments.dataplane.p4.sources import (
+    P4SRC,
+    cache_root,
+    cached_problems,
+    program_sources,
+)
 
-P4SRC = Path(__file__).resolve().parents[3] / "p4src"
-DEFAULT_CACHE = Path("/var/cache/pathdiv/p4")
-CACHE_ENV = "PATHDIV_P4_CACHE"
 COMPILER_FLAGS = ("--std", "p4-16", "--arch", "v1model")
 # data plane mode -> program that implements it
 MODE_PROGRAMS = {m.name: m.program for m in MODES.values()}
@@ -52,37 +51,12 @@ class CompiledProgram:
         return [ln for ln in text.splitlines() if ln.strip()]
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE)
-
-
-def cached_problems(files: list[Path], cache: Path) -> list[str]:
-    """Why compiled files root is about to load (a bmv2 JSON, an eBPF object) could have
-    been replaced by someone but root or this user: a link, another owner, group or other
-    write permission on the files or the folders from the cache down (the checks linkcap
-    and the kernel image get, kernels/build.py `unsafe_paths`). Empty when none."""
-    found: list[str] = []
-    for path in files:
-        found += [p for p in unsafe_paths(path, cache, os.geteuid()) if p not in found]
-    return found
-
-
 def refuse_unsafe(files: list[Path], cache: Path, folder: Path) -> None:
     problems = cached_problems(files, cache)
     if problems:
         raise P4CompileError(f"the compiled program in {folder} is not safe to load as "
                              f"root: {'; '.join(problems)}; remove {folder} and it is "
                              "compiled again")
-
-
-def program_sources(name: str, root: Path = P4SRC) -> list[Path]:
-    """The program's main file then the shared includes, in a stable order."""
-    if name not in PROGRAMS:
-        raise P4CompileError(f"P4 program {name!r} is not one of {', '.join(PROGRAMS)}")
-    main = root / f"{name}.p4"
-    if not main.exists():
-        raise P4CompileError(f"{main} does not exist; is {root} a pathdiv p4src folder?")
-    return [main, *sorted((root / "include").glob("*.p4"))]
 
 
 def program_digest(name: str, compiler_version: str, root: Path = P4SRC) -> str:
@@ -116,7 +90,7 @@ def compile_program(
             f"cannot be written here ({exc.strerror}); inside the lab kernel the host's "
             "files are read-only, so the host compiles the programs before it boots the "
             "guest: compile them on the host with the same tools "
-            "(`python -m pathdiv.experiments.dataplane.p4.programs`)"
+            "(`python -m pathdiv.experiments.dataplane.bmv2.programs`)"
         ) from exc
     work.chmod(0o755)
     try:
@@ -153,7 +127,7 @@ def compile_programs(
 
 
 def main() -> int:
-    """`python -m pathdiv.experiments.dataplane.p4.programs`: fill the cache, print it."""
+    """`python -m pathdiv.experiments.dataplane.bmv2.programs`: fill the cache, print it."""
     for prog in compile_programs(require_p4_tools()).values():
         print(f"{prog.name}: {prog.json}")
     return 0

@@ -106,6 +106,18 @@ def parse_counters(text: str) -> dict[tuple[str, int], CounterValue]:
     return out
 
 
+def dumped_table(command: str, tables: Iterable[str] = TABLES) -> str | None:
+    """The program table a `table_dump NAME` command reads: NAME itself, or the one table
+    whose name ends in `.NAME` (simple_switch_CLI takes that short form too); None for
+    another command or a name the program does not have (the CLI's answer says so)."""
+    words = command.split()
+    if len(words) != 2 or words[0] != "table_dump":
+        return None
+    name = words[1]
+    known = [t for t in tables if t == name or t.endswith(f".{name}")]
+    return known[0] if len(known) == 1 else None
+
+
 def readback_commands(expected: SwitchEntries) -> list[str]:
     """CLI commands whose output `readback_differences` checks."""
     cmds = [f"table_dump {t}" for t in TABLES]

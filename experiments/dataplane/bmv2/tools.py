@@ -19,10 +19,6 @@ CLI = "simple_switch_CLI"
 COMPILER = "p4c-bm2-ss"
 # simple_switch_CLI imports Debian's python3-thrift; a venv's python may lack it.
 CLI_PYTHON = "/usr/bin/python3"
-INSTALL_HINT = (
-    "install p4lang's packages p4lang-bmv2 and p4lang-p4c (see docs/p4.md), "
-    "or set P4_PREFIX to a prefix whose bin/ holds them"
-)
 
 
 class P4ToolsError(RuntimeError):
@@ -79,7 +75,8 @@ def find_p4_tools(env: Mapping[str, str] | None = None) -> tuple[P4Tools | None,
     found = {name: _which(name, dirs) for name in (SWITCH, CLI, COMPILER)}
     missing = [name for name, path in found.items() if path is None]
     if missing:
-        return None, f"{', '.join(missing)} not found on {where}: {INSTALL_HINT}"
+        return None, (f"{', '.join(missing)} not found on {where} (P4_PREFIX names an "
+                      "install prefix whose bin/ is searched first)")
     if not Path(CLI_PYTHON).exists():
         return None, f"{CLI} needs {CLI_PYTHON} with Debian's python3-thrift, which is missing"
     switch, cli, compiler = found[SWITCH], found[CLI], found[COMPILER]
