@@ -235,13 +235,19 @@ class Network(StartStop):
         interfaces: read from /proc/<its shell>/net/dev here, not by a process run in
         the switch (wait_quiet asks every switch several times per run, and a process
         start costs tens of milliseconds in the lab kernel)."""
+        return self.counters_of([switch])[switch]
+
+    def counters_of(self, switches: list[str]) -> dict[str, dict[str, Any]]:
+        """Switch -> `counters` of each of `switches`, read at once where the plane can
+        (bmv2: one CLI process per switch, all started together)."""
         try:
             if getattr(self.plane, "name", "") == "kernel":
-                return parse_proc_net_dev(
-                    Path(f"/proc/{self.node(switch).pid}/net/dev").read_text())
-            return self.plane.port_counters(switch)
+                return {sw: parse_proc_net_dev(
+                    Path(f"/proc/{self.node(sw).pid}/net/dev").read_text()) for sw in switches}
+            return dict(self.plane.ports_counters(list(switches)))
         except OSError as exc:
-            raise NetworkError(f"{switch}: cannot read its interface counters: {exc}") from exc
+            raise NetworkError(f"{', '.join(switches)}: cannot read their interface counters: "
+                               f"{exc}") from exc
         except DataPlaneError as exc:
             raise NetworkError(str(exc)) from exc
 
@@ -254,7 +260,7 @@ class Network(StartStop):
 
         def snapshot() -> dict[str, tuple[int, int]]:
             return {f"{n}:{i}": (c.rx_packets, c.tx_packets)
-                    for n in names for i, c in self.counters(n).items()}
+                    for n, ports in self.counters_of(names).items() for i, c in ports.items()}
 
         deadline = time.monotonic() + timeout_s
         last = snapshot()
@@ -276,8 +282,8 @@ class Network(StartStop):
         self.reach = check_reach(
             self.topo, {h: int(self.node(h).pid) for h in hosts},
             {h: self.topo.nodes[h].address for h in hosts},
-            lambda: {s: {i: (c.rx_packets, c.tx_packets)
-                         for i, c in self.counters(s).items()} for s in self.topo.switches},
+            lambda: {s: {i: (c.rx_packets, c.tx_packets) for i, c in ports.items()}
+                     for s, ports in self.counters_of(self.topo.switches).items()},
             timeout_s, self.cfg.seed)
         log.info("reachability: %d echoes in %d round(s) (+%d aimed), %d links both ways",
                  self.reach.echoes, self.reach.rounds, self.reach.topup_rounds,
