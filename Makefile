@@ -45,8 +45,15 @@ $(STAMP): setup.py scripts/install-deps.sh | need-root
 
 setup: $(STAMP)
 
+# The unit tests run in UNIT_WORKERS processes (pytest-xdist; each worker has temporary
+# folders of its own), then the integration tests one at a time (one emulation per
+# machine); both always run, and either failing fails the target.
+UNIT_WORKERS ?= 2
 test: need-root $(STAMP)
-	$(SUDO) $(PY) -m pytest $(ARGS)
+	@u=0; $(SUDO) $(PY) -m pytest tests/unit -n $(UNIT_WORKERS) $(ARGS) || u=$$?; \
+	i=0; $(SUDO) $(PY) -m pytest tests/integration $(ARGS) || i=$$?; \
+	if [ $$u -ne 0 ] || [ $$i -ne 0 ]; then \
+	  echo "make test: unit tests exit $$u, integration tests exit $$i"; exit 1; fi
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit $(ARGS)

@@ -36,7 +36,8 @@ setup(
         "tqdm>=4.66",
     ],
     # nbclient/nbformat/ipykernel: the test suite executes docs/notebooks/
-    extras_require={"dev": ["pytest>=7.4", "ruff>=0.6", "mypy>=1.10", "nbclient>=0.10",
-                            "nbformat>=5.9", "ipykernel>=6.29"]},
+    # pytest-xdist: `make test` runs the unit tests in two processes
+    extras_require={"dev": ["pytest>=7.4", "pytest-xdist>=3.5", "ruff>=0.6", "mypy>=1.10",
+                            "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6.29"]},
     entry_points={"console_scripts": ["pathdiv=pathdiv.experiments.cli:main"]},
 )

@@ -73,7 +73,8 @@ def path_rate_mbps(topo: FatTree, client: str, server: str) -> float | None:
 
 
 def _core_tx(net: Network, ports: dict[str, str]) -> dict[str, int]:
-    return {core: net.counters(core)[intf].tx_packets for core, intf in ports.items()}
+    counters = net.counters_of(list(ports))
+    return {core: counters[core][intf].tx_packets for core, intf in ports.items()}
 
 
 def _settled_core_tx(net: Network, ports: dict[str, str]) -> dict[str, int]:

@@ -97,6 +97,11 @@ class DataPlane(ABC):
     def port_counters(self, switch: str) -> dict[str, PortCounters]:
         """Interface name -> counters, for every port of `switch`."""
 
+    def ports_counters(self, switches: list[str]) -> dict[str, dict[str, PortCounters]]:
+        """Switch -> `port_counters` of each of `switches`: one switch after another here;
+        a plane that asks each switch through a process of its own asks them all at once."""
+        return {sw: self.port_counters(sw) for sw in switches}
+
     @abstractmethod
     def stop(self) -> None:
         """Stop whatever `start` started; idempotent."""

@@ -233,10 +233,16 @@ class Network(StartStop):
     def counters(self, switch: str) -> dict[str, Any]:
         """The switch's port counters, as its data plane reads them (the nftables and
         p4-ebpf planes: the namespace's interfaces, read from /proc without a process)."""
+        return self.counters_of([switch])[switch]
+
+    def counters_of(self, switches: list[str]) -> dict[str, dict[str, Any]]:
+        """Switch -> `counters` of each of `switches`, read at once where the plane can
+        (bmv2: one CLI process per switch, all started together)."""
         try:
-            return self.plane.port_counters(switch)
+            return dict(self.plane.ports_counters(list(switches)))
         except OSError as exc:
-            raise NetworkError(f"{switch}: cannot read its interface counters: {exc}") from exc
+            raise NetworkError(f"{', '.join(switches)}: cannot read their interface counters: "
+                               f"{exc}") from exc
         except DataPlaneError as exc:
             raise NetworkError(str(exc)) from exc
 
@@ -249,7 +255,7 @@ class Network(StartStop):
 
         def snapshot() -> dict[str, tuple[int, int]]:
             return {f"{n}:{i}": (c.rx_packets, c.tx_packets)
-                    for n in names for i, c in self.counters(n).items()}
+                    for n, ports in self.counters_of(names).items() for i, c in ports.items()}
 
         deadline = time.monotonic() + timeout_s
         last = snapshot()
@@ -271,8 +277,8 @@ class Network(StartStop):
         self.reach = check_reach(
             self.topo, {h: int(self.node(h).pid) for h in hosts},
             {h: self.topo.nodes[h].address for h in hosts},
-            lambda: {s: {i: (c.rx_packets, c.tx_packets)
-                         for i, c in self.counters(s).items()} for s in self.topo.switches},
+            lambda: {s: {i: (c.rx_packets, c.tx_packets) for i, c in ports.items()}
+                     for s, ports in self.counters_of(self.topo.switches).items()},
             timeout_s, self.cfg.seed)
         log.info("reachability: %d echoes in %d round(s) (+%d aimed), %d links both ways",
                  self.reach.echoes, self.reach.rounds, self.reach.topup_rounds,

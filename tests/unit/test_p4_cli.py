@@ -142,3 +142,42 @@ def test_missing_extra_and_register_differences_are_all_reported() -> None:
 def test_truncated_output_is_an_error_not_an_empty_table() -> None:
     with pytest.raises(CliOutputError, match="expected 4 table dumps, found 1"):
         readback_differences(expected([]), LPM_DUMP)
+
+
+def test_bmv2_reads_the_counters_of_several_switches_in_one_batch(tmp_path) -> None:
+    # Network.wait_quiet reads the switches it watches several times a second: each read
+    # of a switch is a simple_switch_CLI process, so one batch starts them all together
+    from pathlib import Path
+
+    from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane
+    from pathdiv.experiments.dataplane.p4.entries import C_PORT_RX, C_PORT_TX, switch_ports
+    from pathdiv.experiments.dataplane.p4.tools import P4Tools
+    from pathdiv.topologies.fattree import FatTree
+    from pathdiv.topologies.forwarding import forwarding_tables
+
+    topo = FatTree(4)
+    tables = forwarding_tables(topo)
+    tools = P4Tools(Path("/nonexistent/simple_switch"), Path("/nonexistent/cli"), Path("/x"))
+    plane = Bmv2DataPlane(topo, tables, tmp_path, tools=tools)
+    plane.net = object()  # running; the CLI is replaced below
+    batches: list[dict[str, list[str]]] = []
+
+    def cli_all(commands: dict[str, list[str]], label: str) -> dict[str, str]:
+        batches.append(commands)
+        return {sw: "".join(f"RuntimeCmd: {c}[{h.port}]=  ({100 * h.port} bytes, {h.port}"
+                            f"{'' if c == C_PORT_RX else '0'} packets)\n"
+                            for h in switch_ports(tables[sw]) for c in (C_PORT_RX, C_PORT_TX))
+                for sw in commands}
+
+    plane._cli_all = cli_all  # type: ignore[method-assign]
+    wanted = topo.cores[:3]
+    read = plane.ports_counters(wanted)
+    assert len(batches) == 1 and sorted(batches[0]) == sorted(wanted)
+    assert sorted(read) == sorted(wanted)
+    for sw in wanted:
+        hops = switch_ports(tables[sw])
+        assert sorted(read[sw]) == sorted(h.intf for h in hops)
+        for h in hops:
+            c = read[sw][h.intf]
+            assert (c.rx_packets, c.tx_packets, c.rx_bytes) == (h.port, 10 * h.port, 100 * h.port)
+    assert plane.port_counters(wanted[0]) == read[wanted[0]] and len(batches) == 2

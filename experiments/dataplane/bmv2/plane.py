@@ -345,11 +345,22 @@ class Bmv2DataPlane(DataPlane):
 
     # ---- measurements ------------------------------------------------------------
     def port_counters(self, switch: str) -> dict[str, PortCounters]:
+        return self.ports_counters([switch])[switch]
+
+    def ports_counters(self, switches: list[str]) -> dict[str, dict[str, PortCounters]]:
+        """One simple_switch_CLI per switch, all at once: a CLI's start-up (a Python
+        process and its Thrift connection) is most of a read, and `Network.wait_quiet`
+        reads every switch it watches several times."""
         if self.net is None:
-            raise DataPlaneError(f"switch {switch}: counters asked for, but bmv2 is not running")
+            raise DataPlaneError(f"switches {', '.join(switches)}: counters asked for, but "
+                                 "bmv2 is not running")
+        commands = {sw: [f"counter_read {c} {h.port}" for h in switch_ports(self.tables[sw])
+                         for c in (C_PORT_RX, C_PORT_TX)] for sw in switches}
+        texts = self._cli_all(commands, "counters")
+        return {sw: self._port_counters_of(sw, texts[sw]) for sw in switches}
+
+    def _port_counters_of(self, switch: str, text: str) -> dict[str, PortCounters]:
         hops = switch_ports(self.tables[switch])
-        cmds = [f"counter_read {c} {h.port}" for h in hops for c in (C_PORT_RX, C_PORT_TX)]
-        text = self._cli_all({switch: cmds}, "counters")[switch]
         values = parse_counters(text)
         out: dict[str, PortCounters] = {}
         for h in hops:
