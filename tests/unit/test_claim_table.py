@@ -45,9 +45,9 @@ def test_the_table_merges_the_folders_and_every_claim_has_a_row(folders):
         ["condition=noisy"] * 3 + ["condition=silent"] * 3
     assert set(utilisation.verdict) == {"agree"} and set(utilisation.seeds) == {"one seed"}
     assert len(table[table.kind == "excess"]) == 24  # every cell of Table IV
-    # the Juggler claims are not comparable (the reorder hold stands in), one row per pair
+    # the Juggler claims: no juggler level in these folders, one row per pair
     juggler = table[table.claim_id == "ve-goodput-noisy-short"]
-    assert len(juggler) == 1 and juggler.iloc[0]["verdict"] == "not comparable"
+    assert len(juggler) == 1 and juggler.iloc[0]["verdict"] == "not measured"
     text = render(folders)
     assert "| V.D | spray-raises-utilisation | direction | 3 tests, Holm | 6 |" in text
     assert "`ve-throughput-noisy-short`: Noisy short flows" in text
