@@ -3,7 +3,8 @@ effect, CI and p in the summary's sentences ("noisy / short, ps-mptcp vs ecmp-mp
 goodput -3.4 % [-5.0, -1.7], p < .001 ...") is the figure of each claim row that makes
 the same comparison: the same cluster, levels and observations (stats.json says how many
 the sentence's comparison had; the RB design's switching claims take the vanilla hosts
-only, where its switching test runs, while the sentence pools both hosts)."""
+only, where its switching test runs, while the sentence pools both hosts; the Juggler
+folders' sentences pool the reorder hold, which seed 001 leaves out)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,11 @@ def test_the_summarys_sentences_say_the_reference_rows_figures(folder):
                 else:
                     assert abs(r["p"] - float(p)) <= 0.0005 + 1e-12, where
                 checked += 1
-    if folder.name.startswith(("study001-noisy", "study001-silent")):
+    if folder.name.startswith(("study001-noisy", "study001-silent")) \
+            and "-juggler-" not in folder.name:
         # the study's own design: each cluster's switching comparison is the claim rows'
-        # (spraying better on noisy networks, never significantly worse), every metric
+        # (spraying better on noisy networks, never significantly worse), every metric.
+        # The Juggler folders' switching sentences pool the reorder hold too, which
+        # seed001 leaves out, and their host claims are scoped within the MPTCP levels:
+        # no sentence is a claim row's comparison there.
         assert checked >= 8
