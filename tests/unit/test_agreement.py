@@ -1,7 +1,8 @@
 """Seed 001's claims judged on a planted dataset: an effect planted in the claimed
 direction agrees, one planted against the study disagrees, a no-difference claim agrees
 only where equivalence is shown, Table IV cells agree within the tolerance and disagree
-below it, and the Juggler claims are not comparable (the reorder hold stands in)."""
+below it, the Juggler claims are judged at the juggler level (the reorder hold is outside
+the study), and a level we only stand in for makes its claims not comparable."""
 
 import numpy as np
 import pandas as pd
@@ -20,14 +21,14 @@ from pathdiv.analysis.stats.verdicts import (
 from tests.support.study_data import synthetic_metrics
 
 SWITCHING = ("static-tcp", "ps-tcp", "ecmp-mptcp", "ps-mptcp")
-HOSTS = ("vanilla", "reorder-resilient")
+HOSTS = ("vanilla", "juggler")
 
 
 @pytest.fixture(scope="module")
 def planted():
     metrics = synthetic_metrics(3, repetitions=10, switching=SWITCHING, hosts=HOSTS, effects={
         "switching": {"ps-mptcp": {"utilization": 5.0}},
-        "host": {"reorder-resilient": {"fct_s": 4.0, "utilization": 3.0}},  # slower, spreads more
+        "host": {"juggler": {"fct_s": 4.0, "utilization": 3.0}},  # slower, spreads more
     })
     # silent network: ECMP clearly better goodput than spraying (against V.D)
     silent_ps = (metrics.condition == "silent") & (metrics.switching == "ps-mptcp")
@@ -70,15 +71,39 @@ def test_a_planted_effect_against_the_claim_disagrees(planted):
     assert set(noisy.verdict) == {INCONCLUSIVE}
 
 
-def test_juggler_claims_are_not_comparable_and_never_counted(planted):
-    for claim in ("juggler-slower-silent", "fct-better-without-juggler",
-                  "ve-goodput-noisy-short", "noisy-spray-juggler-best"):
-        rows = _rows(planted, claim)
-        assert set(rows.verdict) == {NOT_COMPARABLE}, claim
-        assert not rows.counted.any() and rows.why.str.contains("stands in for Juggler").all()
+def test_juggler_claims_are_judged_at_the_juggler_level(planted):
     rows = _rows(planted, "juggler-slower-silent", metric="fct_s")
-    # still measured, for a reader: within ecmp-mptcp and ps-mptcp, 2 x 10 a side
+    # planted: Juggler 4 sd slower; within ecmp-mptcp and ps-mptcp, 2 x 10 a side
+    assert set(rows.verdict) == {AGREE} and rows.counted.all()
     assert set(rows.n_a) == {20} and set(rows.n_b) == {20}
+    rows = _rows(planted, "fct-better-without-juggler")
+    assert set(rows.verdict) == {AGREE}
+    silent = rows[rows.cluster.str.contains("silent")]
+    assert not silent.counted.any()  # the same comparisons counted under the first claim
+    assert set(silent.counted_under) == {"juggler-slower-silent"}
+
+
+def test_the_reorder_hold_is_outside_seed001():
+    metrics = synthetic_metrics(1, repetitions=5, switching=("ecmp-mptcp", "ps-mptcp"),
+                                hosts=("vanilla", "reorder-resilient", "juggler"))
+    rows = _rows(mark_claims(load_reference("seed001"), metrics), "juggler-slower-silent")
+    assert set(rows.n_a) == {10} and set(rows.n_b) == {10}  # vanilla vs juggler only
+    assert set(rows.b) == {"juggler"}
+
+
+def test_a_level_we_only_stand_in_for_is_not_comparable_and_never_counted():
+    metrics = synthetic_metrics(1, repetitions=5, switching=("ecmp-mptcp", "ps-mptcp"),
+                                hosts=("vanilla", "reorder-resilient"))
+    claim = {"id": "j", "section": "x", "kind": "better", "claim": "x", "where": {},
+             "compare": [[{"host": "vanilla"}, {"host": "juggler"}]], "metrics": ["fct_s"]}
+    ref = parse_reference({"name": "s", "study": "s", "source": "s", "claims": [claim],
+                           "levels": {"host": {"vanilla": "vanilla", "juggler": {
+                               "ours": "reorder-resilient",
+                               "stands_in": "the reorder hold stands in for Juggler"}}}})
+    rows = _rows(mark_claims(ref, metrics), "j")
+    assert len(rows) == 6 and set(rows.verdict) == {NOT_COMPARABLE}
+    assert not rows.counted.any() and rows.why.str.contains("stands in for Juggler").all()
+    assert set(rows.n_a) == {10}  # still measured, for a reader
 
 
 def test_no_difference_claims_agree_only_where_equivalence_is_shown(planted):
@@ -126,7 +151,7 @@ def test_claims_on_levels_we_did_not_run_are_not_measured():
     metrics = synthetic_metrics(1, repetitions=3, switching=SWITCHING, hosts=("vanilla",))
     table = mark_claims(load_reference("seed001"), metrics)
     rows = _rows(table, "tcp-spray-juggler-gains")
-    assert set(rows.verdict) == {NOT_COMPARABLE}  # names Juggler: apart before measured
+    assert set(rows.verdict) == {NOT_MEASURED}  # no juggler level in these observations
     rows = _rows(table, "mptcp-raises-throughput")
     assert set(rows.verdict) <= {AGREE, NEGLIGIBLE, INCONCLUSIVE, DISAGREE}
     assert tally(table)[NOT_MEASURED] == int((table.verdict == NOT_MEASURED).sum())

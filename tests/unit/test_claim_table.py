@@ -1,6 +1,7 @@
-"""docs/reproduction.md's claim table is generated from the reports' reference.json, not
-typed: the generator merges folders and keeps one row for a claim nobody measured, and the
-committed page holds exactly what it generates from the committed folders."""
+"""docs/reproduction.md's claim table (and the Juggler folders' page) is generated from the
+reports' reference.json, not typed: the generator merges folders and keeps one row for a
+claim nobody measured, and the committed page holds exactly what it generates from the
+committed folders."""
 
 import json
 import re
@@ -45,9 +46,9 @@ def test_the_table_merges_the_folders_and_every_claim_has_a_row(folders):
         ["condition=noisy"] * 3 + ["condition=silent"] * 3
     assert set(utilisation.verdict) == {"agree"} and set(utilisation.seeds) == {"one seed"}
     assert len(table[table.kind == "excess"]) == 24  # every cell of Table IV
-    # the Juggler claims are not comparable (the reorder hold stands in), one row per pair
+    # the Juggler claims: no juggler level in these folders, one row per pair
     juggler = table[table.claim_id == "ve-goodput-noisy-short"]
-    assert len(juggler) == 1 and juggler.iloc[0]["verdict"] == "not comparable"
+    assert len(juggler) == 1 and juggler.iloc[0]["verdict"] == "not measured"
     text = render(folders)
     assert "| V.D | spray-raises-utilisation | direction | 3 tests, Holm | 6 |" in text
     assert "`ve-throughput-noisy-short`: Noisy short flows" in text
@@ -127,3 +128,27 @@ def test_an_old_reference_json_is_refused_with_the_command_that_rewrites_it(tmp_
     with pytest.raises(ValueError, match="predates the verdicts by claim kind; rewrite it "
                                          "with `pathdiv analyze"):
         collect([tmp_path])
+
+
+def test_the_juggler_claim_page_holds_the_generated_tables(monkeypatch):
+    monkeypatch.chdir(REPO)
+    page = (REPO / "docs" / "reproduction" / "juggler-claims.md").read_text()
+    block = page.split(BEGIN, 1)[1].split(END, 1)[0]
+    folders, reruns = _command(block)
+    assert Path("docs/reproduction/study001-silent-juggler-qs") in folders
+    assert reruns[Path("docs/reproduction/study001-noisy-juggler-qs")] == Path(
+        "docs/reproduction/study001-noisy-juggler-qs-seed201")
+    command = ("python -m pathdiv.analysis.report.claim_table " + " ".join(map(str, folders))
+               + "".join(f" --rerun {a} {b}" for a, b in reruns.items())
+               + " --write docs/reproduction/juggler-claims.md"
+               + " --rows docs/reproduction/juggler-claims.md")
+    assert block.strip() == render(folders, reruns).strip(), (
+        f"docs/reproduction/juggler-claims.md is stale: run {command}")
+    rows = page.split(ROWS_BEGIN, 1)[1].split(ROWS_END, 1)[0]
+    assert _command(rows) == (folders, reruns)
+    assert rows.strip() == render_rows(folders, reruns).strip(), (
+        f"docs/reproduction/juggler-claims.md is stale: run {command}")
+    # the Juggler claims are judged there, none stands in
+    table = collect(folders, reruns)["seed001"]
+    juggler = table[table.claim_id == "juggler-slower-silent"]
+    assert len(juggler) and (juggler.verdict != "not comparable").all()

@@ -4,7 +4,8 @@ goodput -3.4 % [-5.0, -1.7], p < .001 ...") is the figure of each claim row that
 the same comparison: the same cluster, levels and observations (stats.json says how many
 the sentence's comparison had). The RB design compares its switching levels on the
 vanilla hosts only, where its switching test runs and its switching claims are judged,
-and its sentences say so ("at host=vanilla"): its figures are checked too."""
+and its sentences say so ("at host=vanilla"): its figures are checked too. The Juggler
+folders' sentences pool the reorder hold, which seed 001 leaves out: not checked."""
 
 from __future__ import annotations
 
@@ -62,8 +63,12 @@ def test_the_summarys_sentences_say_the_reference_rows_figures(folder):
                 else:
                     assert abs(r["p"] - float(p)) <= 0.0005 + 1e-12, where
                 checked += 1
-    if folder.name.startswith(("study001-noisy", "study001-silent")) or folder.name in (
+    if (folder.name.startswith(("study001-noisy", "study001-silent"))
+            and "-juggler-" not in folder.name) or folder.name in (
             "noisy", "noisy-seed2", "silent", "silent-seed2"):
         # the study's own design and the RB design: each cluster's switching comparison is
-        # the claim rows' (spraying better on noisy networks, never significantly worse)
+        # the claim rows' (spraying better on noisy networks, never significantly worse).
+        # The Juggler folders' switching sentences pool the reorder hold too, which
+        # seed001 leaves out, and their host claims are scoped within the MPTCP levels:
+        # no sentence is a claim row's comparison there.
         assert checked >= 8

@@ -28,7 +28,7 @@ from tests.conftest import REPO
 from tests.support.study_data import synthetic_metrics
 
 SWITCHING = ("ecmp-mptcp", "ps-mptcp")
-HOSTS = ("vanilla", "reorder-resilient")
+HOSTS = ("vanilla", "juggler")
 
 
 def _run(seed, against_study):
