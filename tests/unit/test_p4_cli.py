@@ -149,9 +149,9 @@ def test_bmv2_reads_the_counters_of_several_switches_in_one_batch(tmp_path) -> N
     # of a switch is a simple_switch_CLI process, so one batch starts them all together
     from pathlib import Path
 
-    from pathdiv.experiments.dataplane.bmv2 import Bmv2DataPlane
+    from pathdiv.experiments.dataplane.bmv2.plane import Bmv2DataPlane
     from pathdiv.experiments.dataplane.p4.entries import C_PORT_RX, C_PORT_TX, switch_ports
-    from pathdiv.experiments.dataplane.p4.tools import P4Tools
+    from pathdiv.experiments.dataplane.bmv2.tools import P4Tools
     from pathdiv.topologies.fattree import FatTree
     from pathdiv.topologies.forwarding import forwarding_tables
 
