@@ -150,8 +150,8 @@ def test_bmv2_reads_the_counters_of_several_switches_in_one_batch(tmp_path) -> N
     from pathlib import Path
 
     from pathdiv.experiments.dataplane.bmv2.plane import Bmv2DataPlane
-    from pathdiv.experiments.dataplane.p4.entries import C_PORT_RX, C_PORT_TX, switch_ports
     from pathdiv.experiments.dataplane.bmv2.tools import P4Tools
+    from pathdiv.experiments.dataplane.p4.entries import C_PORT_RX, C_PORT_TX, switch_ports
     from pathdiv.topologies.fattree import FatTree
     from pathdiv.topologies.forwarding import forwarding_tables
 
