@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from pathdiv.experiments.dataplane.select import guest_env
 from pathdiv.experiments.fabric.environment import available_cc
 from pathdiv.kernels import uml
 from tests.conftest import REPO, dataplane_class, namespaces_usable
@@ -29,8 +30,9 @@ THRESHOLD = 20  # packets; the port's queue holds 100
 def in_lab(lab_kernel, tmp_path, *args: str) -> dict:
     share = tmp_path / "share"
     share.mkdir(exist_ok=True)
+    # the guest finds a plane's tools (P4_PREFIX and the like) where the host has them
     res = uml.run_in_uml([sys.executable, str(SCRIPT), *args], share=share,
-                         kernel=lab_kernel, timeout_s=1800, cwd=REPO)
+                         kernel=lab_kernel, timeout_s=1800, cwd=REPO, env=guest_env())
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout.strip().splitlines()[-1])
 

@@ -27,7 +27,8 @@ from pathdiv.kernels import uml
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
-PRODUCT = ("pathdiv", "topologies", "experiments", "analysis", "kernels", "configs", "setup.py")
+PRODUCT = ("pathdiv", "topologies", "experiments", "analysis", "kernels", "configs", "p4src",
+           "setup.py")  # p4src: dataplane: auto compiles P4 where p4lang's tools are
 
 
 def _private_checkout(home: Path) -> Path:

@@ -99,7 +99,7 @@ def test_quick_noisy_run_interrupted_and_resumed(root_fabric, config, tmp_path):
         run_dir = out / "runs" / run_id
         manifest = json.loads((run_dir / "manifest.json").read_text())
         assert MANIFEST_KEYS <= set(manifest)
-        assert manifest["dataplane"]["dataplane"] == "kernel"
+        assert manifest["dataplane"]["dataplane"] == "nftables"  # formerly "kernel"
         assert manifest["sysctls"]["net.mptcp.enabled"] == \
             ("1" if manifest["factors"]["switching"] == "ps-mptcp" else "0")
         assert all(v is not None for v in manifest["timings"].values())
