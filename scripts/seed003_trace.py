@@ -47,11 +47,16 @@ def read(path: Path) -> dict[str, list[dict[str, Any]]]:
     return dict(out)
 
 
-def cycles(samples: Sequence[dict[str, Any]], from_s: float = 0.0) -> dict[str, Any]:
-    """The PROBE_BW cycles of one socket's samples (see the module's description)."""
-    s = [d for d in samples if d["t"] >= from_s and d.get("bbr_pacing_gain") is not None]
-    starts, probe_ms, run_start = [], [], None
-    for prev, d in zip([None, *s[:-1]], s, strict=True):
+def _in_bw(samples: Sequence[dict[str, Any]], from_s: float) -> list[dict[str, Any]]:
+    return [d for d in samples if d["t"] >= from_s and d.get("bbr_pacing_gain") is not None]
+
+
+def _cycle_starts(s: Sequence[dict[str, Any]]) -> tuple[list[float], list[float]]:
+    """Where each PROBE_BW cycle starts (the gain turns 1.25) and each probe's length."""
+    starts: list[float] = []
+    probe_ms: list[float] = []
+    run_start = None
+    for prev, d in zip([None, *s[:-1]], s, strict=True) if s else ():
         probing = d["bbr_pacing_gain"] == PROBE_GAIN
         if probing and (prev is None or prev["bbr_pacing_gain"] != PROBE_GAIN):
             starts.append(d["t"])
@@ -60,11 +65,26 @@ def cycles(samples: Sequence[dict[str, Any]], from_s: float = 0.0) -> dict[str, 
                 and prev["bbr_pacing_gain"] == PROBE_GAIN:
             probe_ms.append(1000 * (d["t"] - run_start))
             run_start = None
+    return starts, probe_ms
+
+
+def cycle_ratios(samples: Sequence[dict[str, Any]], from_s: float = 0.0) -> list[float]:
+    """Per PROBE_BW cycle after `from_s`: its largest delivery-rate sample over the
+    bandwidth estimate at its start (a socket with no samples then has none)."""
+    s = _in_bw(samples, from_s)
     ratios = []
-    for a, b in itertools.pairwise(starts):
+    for a, b in itertools.pairwise(_cycle_starts(s)[0]):
         seg = [d for d in s if a <= d["t"] < b]
         if seg and seg[0]["bbr_bw_mbps"] > 0:
             ratios.append(max(d["delivery_mbps"] for d in seg) / seg[0]["bbr_bw_mbps"])
+    return ratios
+
+
+def cycles(samples: Sequence[dict[str, Any]], from_s: float = 0.0) -> dict[str, Any]:
+    """The PROBE_BW cycles of one socket's samples (see the module's description)."""
+    s = _in_bw(samples, from_s)
+    probe_ms = _cycle_starts(s)[1]
+    ratios = cycle_ratios(samples, from_s)
     idle = [d for d in s if d["notsent_bytes"] == 0 and d["unacked"] == 0]
     return {
         "cc": s[0]["cc"] if s else "",
