@@ -78,16 +78,19 @@ def folder_plan(folder: Path) -> dict[str, Any] | None:
         return None
     options = plan.get("options") or {}
     run_txt = folder / "run.txt"
-    recorded = ""
+    recorded, command = "", "see README.md beside it"
     if run_txt.is_file():
         lines = run_txt.read_text().splitlines()
-        recorded = next((x.split(":", 1)[1].strip()[:40] for x in lines
-                         if x.startswith("commit:")), "")
+        commit = next((x.split(":", 1)[1] for x in lines if x.startswith("commit:")), "")
+        recorded = commit.replace("runs at", "").replace("runs", "").strip()[:7]
+        command = next((x.split(":", 1)[1].split(" (")[0].replace(
+            "flock -x /tmp/pathdiv-cpu.lock ", "").strip() for x in lines
+            if x.startswith("command:")), command)
     return {"plan": str(folder.relative_to(REPO)), "config": str(config.relative_to(REPO)),
             "reps": options.get("reps"),
             "runs": sorted(r["run_id"] for r in done),
             "measured_s": round(sum(float(r["wall_s"]) for r in done), 1),
-            "recorded": recorded}
+            "recorded": recorded, "command": command}
 
 
 def replay(entry: dict[str, Any]) -> tuple[int, float]:
@@ -105,21 +108,25 @@ def main(argv: list[str] | None = None) -> int:
                                       *(REPO / "docs/reproduction/permutation").glob("*/")])
     entries = [e for e in (folder_plan(f.resolve()) for f in folders) if e]
     print("| plan | runs | estimate (one at a time) | measured (sum of wall_s) | "
-          "measured / estimate | recorded at |")
-    print("| --- | ---: | ---: | ---: | ---: | --- |")
+          "measured / estimate | commit | command |")
+    print("| --- | ---: | ---: | ---: | ---: | --- | --- |")
     for e in entries:
         try:
             found, est = replay(e)
         except Exception as exc:  # an old config the code no longer reads
             print(f"| {e['plan']} | {len(e['runs'])} | - ({type(exc).__name__}) | "
-                  f"{format_duration(e['measured_s'])} | - | {e['recorded']} |")
+                  f"{format_duration(e['measured_s'])} | - | {e['recorded']} | "
+                  f"`{e['command']}` |")
             continue
         ratio = f"{e['measured_s'] / est:.2f}" if found == len(e["runs"]) and est else \
             f"- ({found} of {len(e['runs'])} runs expand)"
         print(f"| {e['plan']} | {len(e['runs'])} | {est / 60:.1f} min | "
-              f"{e['measured_s'] / 60:.1f} min | {ratio} | {e['recorded']} |")
+              f"{e['measured_s'] / 60:.1f} min | {ratio} | {e['recorded']} | "
+              f"`{e['command']}` |")
     if args.fixture:
-        args.fixture.write_text(json.dumps(entries, indent=1) + "\n")
+        for e in entries:
+            e.pop("command")
+        args.fixture.write_text(json.dumps(entries, separators=(",", ":")) + "\n")
         print(f"wrote {len(entries)} plan(s) to {args.fixture}", file=sys.stderr)
     return 0
 
