@@ -89,7 +89,7 @@ def test_interleave_fraction_skips_the_time_before_all_subflows_joined():
 def test_wire_interleave_fraction_follows_the_capture_order_not_the_dsns():
     a, b, c = ("a",), ("b",), ("c",)
     # DSNs dealt round robin, but each subflow sent its share as one run (the lab kernel's
-    # rb before the autocork fix): interleaved by DSN, not on the wire
+    # rb in the noisy experiment): interleaved by DSN, not on the wire
     dealt = [(k * 1400, (a, b, c)[k % 3], 1400) for k in range(12)]
     by_subflow = sorted(dealt, key=lambda p: ((a, b, c).index(p[1]), p[0]))
     assert mptcp_lab.interleave_fraction(by_subflow) == (1.0, 9)
