@@ -46,12 +46,17 @@ $(STAMP): setup.py scripts/install-deps.sh | need-root
 setup: $(STAMP)
 
 # The unit tests run in UNIT_WORKERS processes (pytest-xdist; each worker has temporary
-# folders of its own), then the integration tests one at a time (one emulation per
-# machine); both always run, and either failing fails the target.
+# folders of its own), then the integration tests in INTEGRATION_WORKERS lanes: one
+# lane runs every test that touches this machine's network state, one at a time; the
+# lab-kernel tests (virtual clock, network inside the guest) share the other lane
+# (tests/integration/conftest.py; INTEGRATION_WORKERS=0 runs them all one at a time).
+# Both suites always run, and either failing fails the target.
 UNIT_WORKERS ?= 2
+INTEGRATION_WORKERS ?= 2
 test: need-root $(STAMP)
 	@u=0; $(SUDO) $(PY) -m pytest tests/unit -n $(UNIT_WORKERS) $(ARGS) || u=$$?; \
-	i=0; $(SUDO) $(PY) -m pytest tests/integration $(ARGS) || i=$$?; \
+	i=0; $(SUDO) $(PY) -m pytest tests/integration -n $(INTEGRATION_WORKERS) --dist loadgroup \
+	  $(ARGS) || i=$$?; \
 	if [ $$u -ne 0 ] || [ $$i -ne 0 ]; then \
 	  echo "make test: unit tests exit $$u, integration tests exit $$i"; exit 1; fi
 
