@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -136,8 +138,22 @@ def transfer_retrans(sent: pd.DataFrame) -> dict[str, float]:
             "largest_subflow_share": max(per_sf.values()) / total if total else math.nan}
 
 
-def retrans(folder: Path, flow_types: Sequence[str] = ()) -> str:
-    rows = []
+@dataclass(frozen=True)
+class MptcpTransfer:
+    """One transfer of an MPTCP run with captures, and the packets it is read from."""
+
+    run_dir: Path
+    factors: dict[str, Any]
+    topo: Any
+    run_packets: pd.DataFrame  # every captured packet of the run, by subflow
+    transfer: Any  # its row of the run's transfers
+    geo: PairGeometry
+    packets: pd.DataFrame  # its subflows' packets, in capture order
+
+
+def mptcp_transfers(folder: Path, flow_types: Sequence[str] = ()) -> Iterator[MptcpTransfer]:
+    """Each transfer with subflows in the folder's MPTCP runs that kept their captures
+    (only `flow_types`' runs where given)."""
     for run_dir in sorted((folder / "runs").iterdir()):
         manifest = load_manifest(run_dir)
         factors = manifest.get("factors", {})
@@ -152,18 +168,24 @@ def retrans(folder: Path, flow_types: Sequence[str] = ()) -> str:
         index = pk.groupby("subflow").indices
         for tr in transfers.itertuples(index=False):
             sfs = [s for s in members.get(int(tr.transfer_id), []) if s in index]
-            if not sfs:
-                continue
-            geo = PairGeometry.of(topo, str(tr.client), str(tr.server))
-            tp = pk.iloc[np.sort(np.concatenate([index[s] for s in sfs]))]
-            server_addrs = {int(a) for a in tp[tp["sport"] == tr.server_port]["src"]}
-            sent = tp[(tp["link"].to_numpy() == geo.server_link)
-                      & tp["src"].isin(server_addrs).to_numpy() & (tp["payload"] > 0)]
-            if sent.empty:
-                continue
-            rows.append({"switching": factors["switching"], "host": factors.get("host"),
-                         "flow_type": tr.flow_type,
-                         **transfer_retrans(sent)})
+            if sfs:
+                yield MptcpTransfer(
+                    run_dir, factors, topo, pk, tr,
+                    PairGeometry.of(topo, str(tr.client), str(tr.server)),
+                    pk.iloc[np.sort(np.concatenate([index[s] for s in sfs]))])
+
+
+def retrans(folder: Path, flow_types: Sequence[str] = ()) -> str:
+    rows = []
+    for t in mptcp_transfers(folder, flow_types):
+        tr, tp = t.transfer, t.packets
+        server_addrs = {int(a) for a in tp[tp["sport"] == tr.server_port]["src"]}
+        sent = tp[(tp["link"].to_numpy() == t.geo.server_link)
+                  & tp["src"].isin(server_addrs).to_numpy() & (tp["payload"] > 0)]
+        if sent.empty:
+            continue
+        rows.append({"switching": t.factors["switching"], "host": t.factors.get("host"),
+                     "flow_type": tr.flow_type, **transfer_retrans(sent)})
     t = pd.DataFrame(rows)
     if t.empty:
         return "(no MPTCP run with captures)"
@@ -220,50 +242,34 @@ def transfer_wire(sent: pd.DataFrame, sent_at: np.ndarray, rate_mbps: float,
 
 def wire(folder: Path, flow_types: Sequence[str] = ()) -> str:
     rows = []
-    for run_dir in sorted((folder / "runs").iterdir()):
-        manifest = load_manifest(run_dir)
-        factors = manifest.get("factors", {})
-        if (factors.get("switching") not in MPTCP_LEVELS
-                or (flow_types and manifest.get("flow_type") not in flow_types)
-                or not (run_dir / "captures").is_dir()):
+    segments: dict[tuple[Path, str, int], list[Segment]] = {}
+    for t in mptcp_transfers(folder, flow_types):
+        tr, tp, pk, geo, topo = t.transfer, t.packets, t.run_packets, t.geo, t.topo
+        rate = float(geo.server_mbps or math.nan)
+        server_addrs = {int(a) for a in tp[tp["sport"] == tr.server_port]["src"]}
+        at_server = (pk["link"].to_numpy() == geo.server_link) & pk["src"].isin(
+            {ip_to_int(a) for a in topo.host_addresses(str(tr.server))}).to_numpy()
+        frames = pk[at_server]
+        sent_at = pd.Series(serialised(frames["ts"].to_numpy(),
+                                       frames["wire_len"].to_numpy(), rate),
+                            index=frames.index)
+        mine = (tp["link"].to_numpy() == geo.server_link) & tp["src"].isin(
+            server_addrs).to_numpy() & (tp["payload"] > 0).to_numpy()
+        sent = tp[mine]
+        if len(sent) < 2:
             continue
-        topo = topology_of(manifest["config"])
-        transfers = load_transfers(run_dir)
-        pk, table = split_subflows(read_link_captures(run_dir / "captures", topo))
-        members = match_transfers(transfers, group_connections(table), topo)
-        index = pk.groupby("subflow").indices
-        segments: dict[tuple[str, int], list[Segment]] = {}
-        for tr in transfers.itertuples(index=False):
-            sfs = [s for s in members.get(int(tr.transfer_id), []) if s in index]
-            if not sfs:
-                continue
-            geo = PairGeometry.of(topo, str(tr.client), str(tr.server))
-            rate = float(geo.server_mbps or math.nan)
-            tp = pk.iloc[np.sort(np.concatenate([index[s] for s in sfs]))]
-            server_addrs = {int(a) for a in tp[tp["sport"] == tr.server_port]["src"]}
-            at_server = (pk["link"].to_numpy() == geo.server_link) & pk["src"].isin(
-                {ip_to_int(a) for a in topo.host_addresses(str(tr.server))}).to_numpy()
-            frames = pk[at_server]
-            sent_at = pd.Series(serialised(frames["ts"].to_numpy(),
-                                           frames["wire_len"].to_numpy(), rate),
-                                index=frames.index)
-            mine = (tp["link"].to_numpy() == geo.server_link) & tp["src"].isin(
-                server_addrs).to_numpy() & (tp["payload"] > 0).to_numpy()
-            sent = tp[mine]
-            if len(sent) < 2:
-                continue
-            intf = topo.links[geo.server_link].b.intf
-            if (intf, tr.server_port) not in segments:
-                segments[(intf, tr.server_port)] = segments_from_pcap(
-                    run_dir / "captures" / f"{intf}.pcap", int(tr.server_port))
-            ports = set(tp[tp["sport"] == tr.server_port]["dport"].astype(int))
-            first, last = float(tp["ts"].min()), float(tp["ts"].max())
-            dsns = [s.dsn for s in segments[(intf, tr.server_port)]
-                    if s.subflow[3] in ports and first <= s.ts <= last]
-            rows.append({"flow_type": tr.flow_type, "switching": factors["switching"],
-                         "host": factors.get("host"),
-                         **transfer_wire(sent, sent_at.loc[sent.index].to_numpy(), rate,
-                                         dsns)})
+        intf = topo.links[geo.server_link].b.intf
+        key = (t.run_dir, intf, int(tr.server_port))
+        if key not in segments:
+            segments[key] = segments_from_pcap(
+                t.run_dir / "captures" / f"{intf}.pcap", int(tr.server_port))
+        ports = set(tp[tp["sport"] == tr.server_port]["dport"].astype(int))
+        first, last = float(tp["ts"].min()), float(tp["ts"].max())
+        dsns = [s.dsn for s in segments[key]
+                if s.subflow[3] in ports and first <= s.ts <= last]
+        rows.append({"flow_type": tr.flow_type, "switching": t.factors["switching"],
+                     "host": t.factors.get("host"),
+                     **transfer_wire(sent, sent_at.loc[sent.index].to_numpy(), rate, dsns)})
     t = pd.DataFrame(rows)
     if t.empty:
         return "(no MPTCP run with captures)"
