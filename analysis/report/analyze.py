@@ -230,6 +230,8 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
     if prov.manifests:
         gen.write_text(fidelity.FIGURES_FILE,
                        fidelity.figures_table(prov.manifests).to_csv(index=False))
+    else:  # no manifests read (--stats-only, a compact folder): the recorded table stays
+        gen.carry(fidelity.FIGURES_FILE)
     log.info("analysis: plotting")
     plots, plot_notes = make_plots(chosen.kept, spec)
     forest = forest_plot(results.comparisons, spec.min_effect_pct)
