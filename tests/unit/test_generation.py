@@ -202,3 +202,34 @@ def test_a_stats_only_reanalysis_keeps_the_recorded_fidelity_table(tmp_path):
     shutil.rmtree(tmp_path / "runs")  # a compact reproduction folder
     analyze.analyze_folder(tmp_path, stats_only=True)
     assert (tmp_path / "fidelity.csv").read_bytes() == recorded
+
+
+def test_a_full_reanalysis_that_cannot_measure_a_recorded_run_again_changes_nothing(
+        tmp_path, monkeypatch):
+    """A run's captures deleted once its metrics were in: measuring the runs again would
+    leave its rows out of metrics.csv. The analysis is refused, naming the run, and the
+    folder keeps its metrics; with every run measured it goes on."""
+    from tests.support.study_data import synthetic_metrics
+
+    metrics = synthetic_metrics(2, repetitions=2, conditions=["noisy"], flow_types=["long"])
+    metrics.to_csv(tmp_path / "metrics.csv", index=False)
+    (tmp_path / "runs").mkdir()
+    recorded = (tmp_path / "metrics.csv").read_bytes()
+    gone = sorted(set(metrics["run_id"]))[0]
+
+    def measure(folder, out, notes, keep=lambda ids: ids != gone):
+        notes.append(f"run {gone} was not measured: CaptureSetError: no capture files")
+        path = Path(out) / "metrics.csv"
+        metrics[metrics["run_id"].map(keep)].to_csv(path, index=False)
+        return path
+
+    monkeypatch.setattr(analyze, "compute_metrics", measure)
+    with pytest.raises(ValueError, match=f"1 run\\(s\\) this analysis could not measure "
+                                         f"again: {gone} \\(run {gone} was not measured"):
+        analyze.analyze_folder(tmp_path)
+    assert (tmp_path / "metrics.csv").read_bytes() == recorded
+    assert not (tmp_path / "stats.json").exists()
+    monkeypatch.setattr(analyze, "compute_metrics",
+                        lambda folder, out, notes: measure(folder, out, [], lambda i: True))
+    analyze.analyze_folder(tmp_path)
+    assert (tmp_path / "stats.json").exists()
