@@ -18,11 +18,12 @@ else
   SUDO := __no_root__
 endif
 
-.PHONY: help setup test unit experiment reproduce lint clean-lab need-root
+.PHONY: help setup test integration unit experiment reproduce lint clean-lab need-root
 
 help:
 	@echo "make setup                         install system packages and the Python venv (idempotent)"
 	@echo "make test                          run the whole test suite (runs setup when needed)"
+	@echo "make integration [ARGS=...]        the integration tests alone (root), in two lanes"
 	@echo "make experiment CONFIG=configs/noisy.yaml [ARGS='--quick']   run an experiment"
 	@echo "make reproduce CONFIG=configs/noisy.yaml [ARGS=--preview]   reproduce the study into docs/reproduction/"
 	@echo "make lint                          ruff on the Python code, mypy on the whole product"
@@ -46,14 +47,32 @@ $(STAMP): setup.py scripts/install-deps.sh | need-root
 setup: $(STAMP)
 
 # The unit tests run in UNIT_WORKERS processes (pytest-xdist; each worker has temporary
-# folders of its own), then the integration tests one at a time (one emulation per
-# machine); both always run, and either failing fails the target.
+# folders of its own), then the integration tests in two lanes side by side: the host
+# lane runs every test that touches this machine's network state, one at a time; the
+# lab lane runs the lab-kernel tests (virtual clock, the network inside the guest) one
+# at a time beside it; its output follows the host lane's (tests/integration/conftest.py
+# says which tests and why). INTEGRATION_LANES=1 runs the whole suite one at a time.
+# Both suites always run, and any failing fails the target.
 UNIT_WORKERS ?= 2
+INTEGRATION_LANES ?= 2
+INTEGRATION := $(SUDO) $(PY) -m pytest tests/integration
 test: need-root $(STAMP)
 	@u=0; $(SUDO) $(PY) -m pytest tests/unit -n $(UNIT_WORKERS) $(ARGS) || u=$$?; \
-	i=0; $(SUDO) $(PY) -m pytest tests/integration $(ARGS) || i=$$?; \
+	i=0; $(MAKE) --no-print-directory integration || i=$$?; \
 	if [ $$u -ne 0 ] || [ $$i -ne 0 ]; then \
 	  echo "make test: unit tests exit $$u, integration tests exit $$i"; exit 1; fi
+
+# A lane that selects no test (ARGS='-k ...' naming tests of the other lane only) exits
+# 5 in pytest: that lane counts as passed.
+integration: need-root $(STAMP)
+	@i=0; if [ "$(INTEGRATION_LANES)" = 1 ]; then $(INTEGRATION) $(ARGS) || i=$$?; else \
+	  lablog=$$(mktemp); \
+	  $(INTEGRATION) -m lab_lane -p no:cacheprovider $(ARGS) >"$$lablog" 2>&1 & lab=$$!; \
+	  $(INTEGRATION) -m "not lab_lane" $(ARGS) || i=$$?; \
+	  echo "integration tests, lab lane (pid $$lab):"; l=0; wait $$lab || l=$$?; \
+	  cat "$$lablog"; rm -f "$$lablog"; \
+	  [ $$i -ne 5 ] || i=0; [ $$l -ne 5 ] || l=0; [ $$i -ne 0 ] || i=$$l; fi; \
+	exit $$i
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit $(ARGS)

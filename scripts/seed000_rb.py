@@ -4,6 +4,7 @@ burstiness and on what its retransmissions are, from a results folder of configs
 
     python scripts/seed000_rb.py bursts results/noisy-burst
     python scripts/seed000_rb.py retrans results/noisy-burst        # needs the captures
+    python scripts/seed000_rb.py wire results/noisy-burst --flow-type short  # captures
 
 `bursts`: per flow type and MPTCP switching level, metrics.csv's burstiness (the
 packet-weighted mean burst at the server's access link), the largest burst and the
@@ -16,14 +17,25 @@ subflow sent nothing for at least MIN_RTO_S before; otherwise fast recovery), th
 share of the data (how evenly the scheduler spread it: the largest subflow's share), and
 the packets sent in the connection's first round trip (slow start's first burst, all
 subflows together); means per cell.
+
+`wire`: per transfer of the MPTCP runs, how its data left the server, from the captures at
+the server's access link (capture order): burstiness as metrics.csv has it; the share of
+the packet pairs inside a burst captured at the same instant (under SAME_INSTANT_S apart:
+segments of one GSO skb, which the emulated link's shaper lets out together); burstiness
+again after re-timing the server's frames on that link as a link of its rate sends them
+(each frame leaves once the one before it is sent); the packet-weighted mean run of
+consecutive packets on one subflow; and the data packets sent behind a higher data
+sequence number already sent (out of DSN order at the sender), in %; means per cell.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,12 +47,20 @@ from pathdiv.analysis.capture.flows import (
     read_link_captures,
     split_subflows,
 )
+from pathdiv.analysis.capture.pcap import ip_to_int
+from pathdiv.analysis.metrics.reorder_queue import Segment, segments_from_pcap
 from pathdiv.analysis.metrics.table import load_manifest, load_transfers
-from pathdiv.analysis.metrics.transfer import PairGeometry, _signed_offset
+from pathdiv.analysis.metrics.transfer import (
+    PairGeometry,
+    _signed_offset,
+    burst_sizes,
+    burstiness,
+)
 from pathdiv.topologies.conditions import topology_of
 
 MPTCP_LEVELS = ("ecmp-mptcp", "ps-mptcp")
 MIN_RTO_S = 0.2  # Linux's TCP_RTO_MIN: a subflow silent this long before a resend timed out
+SAME_INSTANT_S = 50e-6  # a tenth of a full frame's time at 20 Mbit/s: not serialised
 
 
 def welch_ci(a: np.ndarray, b: np.ndarray) -> str:
@@ -86,6 +106,16 @@ def bursts(folder: Path) -> str:
     return "\n".join(out)
 
 
+def markdown(frame: pd.DataFrame) -> str:
+    """A table of `frame` (its index levels first) in Markdown, numbers as they are."""
+    flat = frame.reset_index()
+    lines = ["| " + " | ".join(map(str, flat.columns)) + " |",
+             "| --- " * len(flat.columns) + "|"]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |"
+              for row in flat.itertuples(index=False)]
+    return "\n".join(lines)
+
+
 def transfer_retrans(sent: pd.DataFrame) -> dict[str, float]:
     """One transfer's data packets at the server's link (subflow, seq, payload, ts, in
     capture order): resends after a timeout and in fast recovery, and the largest
@@ -108,12 +138,28 @@ def transfer_retrans(sent: pd.DataFrame) -> dict[str, float]:
             "largest_subflow_share": max(per_sf.values()) / total if total else math.nan}
 
 
-def retrans(folder: Path) -> str:
-    rows = []
+@dataclass(frozen=True)
+class MptcpTransfer:
+    """One transfer of an MPTCP run with captures, and the packets it is read from."""
+
+    run_dir: Path
+    factors: dict[str, Any]
+    topo: Any
+    run_packets: pd.DataFrame  # every captured packet of the run, by subflow
+    transfer: Any  # its row of the run's transfers
+    geo: PairGeometry
+    packets: pd.DataFrame  # its subflows' packets, in capture order
+
+
+def mptcp_transfers(folder: Path, flow_types: Sequence[str] = ()) -> Iterator[MptcpTransfer]:
+    """Each transfer with subflows in the folder's MPTCP runs that kept their captures
+    (only `flow_types`' runs where given)."""
     for run_dir in sorted((folder / "runs").iterdir()):
         manifest = load_manifest(run_dir)
         factors = manifest.get("factors", {})
-        if factors.get("switching") not in MPTCP_LEVELS or not (run_dir / "captures").is_dir():
+        if (factors.get("switching") not in MPTCP_LEVELS
+                or (flow_types and manifest.get("flow_type") not in flow_types)
+                or not (run_dir / "captures").is_dir()):
             continue
         topo = topology_of(manifest["config"])
         transfers = load_transfers(run_dir)
@@ -122,31 +168,129 @@ def retrans(folder: Path) -> str:
         index = pk.groupby("subflow").indices
         for tr in transfers.itertuples(index=False):
             sfs = [s for s in members.get(int(tr.transfer_id), []) if s in index]
-            if not sfs:
-                continue
-            geo = PairGeometry.of(topo, str(tr.client), str(tr.server))
-            tp = pk.iloc[np.sort(np.concatenate([index[s] for s in sfs]))]
-            server_addrs = {int(a) for a in tp[tp["sport"] == tr.server_port]["src"]}
-            sent = tp[(tp["link"].to_numpy() == geo.server_link)
-                      & tp["src"].isin(server_addrs).to_numpy() & (tp["payload"] > 0)]
-            if sent.empty:
-                continue
-            rows.append({"switching": factors["switching"], "host": factors.get("host"),
-                         "flow_type": tr.flow_type,
-                         **transfer_retrans(sent)})
+            if sfs:
+                yield MptcpTransfer(
+                    run_dir, factors, topo, pk, tr,
+                    PairGeometry.of(topo, str(tr.client), str(tr.server)),
+                    pk.iloc[np.sort(np.concatenate([index[s] for s in sfs]))])
+
+
+def retrans(folder: Path, flow_types: Sequence[str] = ()) -> str:
+    rows = []
+    for t in mptcp_transfers(folder, flow_types):
+        tr, tp = t.transfer, t.packets
+        server_addrs = {int(a) for a in tp[tp["sport"] == tr.server_port]["src"]}
+        sent = tp[(tp["link"].to_numpy() == t.geo.server_link)
+                  & tp["src"].isin(server_addrs).to_numpy() & (tp["payload"] > 0)]
+        if sent.empty:
+            continue
+        rows.append({"switching": t.factors["switching"], "host": t.factors.get("host"),
+                     "flow_type": tr.flow_type, **transfer_retrans(sent)})
     t = pd.DataFrame(rows)
     if t.empty:
         return "(no MPTCP run with captures)"
     means = t.groupby(["flow_type", "switching", "host"]).mean(numeric_only=True)
-    return means.round(3).to_markdown()
+    return markdown(means.round(3))
+
+
+def serialised(ts: np.ndarray, wire_bytes: np.ndarray, rate_mbps: float) -> np.ndarray:
+    """When frames captured at times `ts` (s, in order) would leave a link of `rate_mbps`
+    that sends one frame at a time: each starts once it arrived and the one before it
+    has been sent."""
+    out = np.empty(len(ts))
+    free = -math.inf
+    for i, (t, w) in enumerate(zip(ts, wire_bytes, strict=True)):
+        free = max(float(t), free) + float(w) * 8 / (rate_mbps * 1e6)
+        out[i] = free
+    return out
+
+
+def run_lengths(values: np.ndarray) -> float:
+    """Packet-weighted mean length of the runs of equal consecutive `values`."""
+    if not len(values):
+        return math.nan
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    n = np.diff(np.r_[starts, len(values)]).astype(float)
+    return float((n * n).sum() / n.sum())
+
+
+def behind_pct(dsns: Sequence[int]) -> float:
+    """Data packets sent after a higher data sequence number was sent, in % (capture
+    order; a resend counts too)."""
+    d = np.asarray(dsns, dtype=float)
+    if len(d) < 2:
+        return math.nan
+    return float(100 * (d[1:] < np.maximum.accumulate(d)[:-1]).mean())
+
+
+def transfer_wire(sent: pd.DataFrame, sent_at: np.ndarray, rate_mbps: float,
+                  dsns: Sequence[int]) -> dict[str, float]:
+    """One transfer's data packets at the server's link (ts, wire_len, subflow, capture
+    order), their times on a serialising link (`sent_at`) and their DSNs."""
+    ts, wire = sent["ts"].to_numpy(), sent["wire_len"].to_numpy()
+    gaps = np.diff(ts)
+    inside = gaps <= 1.5 * wire[1:] * 8 / (rate_mbps * 1e6)
+    return {
+        "burstiness": burstiness(burst_sizes(ts, wire, rate_mbps))[0],
+        "same_instant_pct": float(100 * (gaps[inside] < SAME_INSTANT_S).mean())
+        if inside.any() else math.nan,
+        "burstiness_serialised": burstiness(burst_sizes(sent_at, wire, rate_mbps))[0],
+        "subflow_run": run_lengths(sent["subflow"].to_numpy()),
+        "dsn_behind_pct": behind_pct(dsns),
+    }
+
+
+def wire(folder: Path, flow_types: Sequence[str] = ()) -> str:
+    rows = []
+    segments: dict[tuple[Path, str, int], list[Segment]] = {}
+    for t in mptcp_transfers(folder, flow_types):
+        tr, tp, pk, geo, topo = t.transfer, t.packets, t.run_packets, t.geo, t.topo
+        rate = float(geo.server_mbps or math.nan)
+        server_addrs = {int(a) for a in tp[tp["sport"] == tr.server_port]["src"]}
+        at_server = (pk["link"].to_numpy() == geo.server_link) & pk["src"].isin(
+            {ip_to_int(a) for a in topo.host_addresses(str(tr.server))}).to_numpy()
+        frames = pk[at_server]
+        sent_at = pd.Series(serialised(frames["ts"].to_numpy(),
+                                       frames["wire_len"].to_numpy(), rate),
+                            index=frames.index)
+        mine = (tp["link"].to_numpy() == geo.server_link) & tp["src"].isin(
+            server_addrs).to_numpy() & (tp["payload"] > 0).to_numpy()
+        sent = tp[mine]
+        if len(sent) < 2:
+            continue
+        intf = topo.links[geo.server_link].b.intf
+        key = (t.run_dir, intf, int(tr.server_port))
+        if key not in segments:
+            segments[key] = segments_from_pcap(
+                t.run_dir / "captures" / f"{intf}.pcap", int(tr.server_port))
+        ports = set(tp[tp["sport"] == tr.server_port]["dport"].astype(int))
+        first, last = float(tp["ts"].min()), float(tp["ts"].max())
+        dsns = [s.dsn for s in segments[key]
+                if s.subflow[3] in ports and first <= s.ts <= last]
+        rows.append({"flow_type": tr.flow_type, "switching": t.factors["switching"],
+                     "host": t.factors.get("host"),
+                     **transfer_wire(sent, sent_at.loc[sent.index].to_numpy(), rate, dsns)})
+    t = pd.DataFrame(rows)
+    if t.empty:
+        return "(no MPTCP run with captures)"
+    means = t.groupby(["flow_type", "switching", "host"]).mean(numeric_only=True)
+    means["transfers"] = t.groupby(["flow_type", "switching", "host"]).size()
+    return markdown(means.round(2))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("bursts", "retrans"))
+    parser.add_argument("what", choices=("bursts", "retrans", "wire"))
     parser.add_argument("results", type=Path)
+    parser.add_argument("--flow-type", action="append", default=[],
+                        help="retrans, wire: only runs of this flow type (repeatable)")
     args = parser.parse_args(argv)
-    print(bursts(args.results) if args.what == "bursts" else retrans(args.results))
+    if args.what == "bursts":
+        print(bursts(args.results))
+    elif args.what == "retrans":
+        print(retrans(args.results, args.flow_type))
+    else:
+        print(wire(args.results, args.flow_type))
     return 0
 
 

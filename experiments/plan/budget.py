@@ -214,6 +214,18 @@ def disk_shortfall(budget_mb: float, free_mb: float, where: str) -> str | None:
             "from it")
 
 
+def _access_hint(run: Run) -> str:
+    """'set capture.links: access (N MB), ' when capturing the hosts' links alone would fit
+    MAX_BUDGET_MB where every link does not (a bigger fat tree's core carries the most)."""
+    if run.config.data["capture"]["links"] == "access":
+        return ""
+    cfg = run.config.with_overrides([("capture.links", "access")])
+    mb = run_need(cfg, run.flow_type, run.workload_seed).total_mb
+    if mb > MAX_BUDGET_MB:
+        return ""
+    return f"set capture.links: access (the hosts' links alone: {math.ceil(mb)} MB), "
+
+
 def budget_problems(runs: Iterable[Run]) -> list[str]:
     """The runs whose fixed capture.budget_mb cannot hold their captures, in one line
     naming the key, its value and the size needed (empty when every run fits)."""
@@ -227,8 +239,8 @@ def budget_problems(runs: Iterable[Run]) -> list[str]:
             return [f"capture.budget_mb: the captures of run {run.run_id} would need "
                     f"{math.ceil(need.total_mb)} MB; at most {MAX_BUDGET_MB} MB per run fit "
                     "a machine's disk: make the flows smaller or fewer (workload.flow_types, "
-                    "iterations, requests), lower capture.snaplen, or set capture.enabled: "
-                    "false"]
+                    "iterations, requests), lower capture.snaplen, "
+                    f"{_access_hint(run)}or set capture.enabled: false"]
         if capture["budget_mb"] == "auto":
             continue
         if float(capture["budget_mb"]) < need.total_mb:

@@ -7,7 +7,9 @@ The scheduler under test is the server's ``net.mptcp.scheduler``.
 
 Modes (each prints one JSON object on stdout):
   check    per scheduler: one transfer captured with tcpdump; reports completion, the
-           fraction of consecutive data sequence numbers sent on different subflows and
+           fraction of consecutive data sequence numbers sent on different subflows, the
+           fraction of consecutive packets on the wire on different subflows (the order
+           they left the sender: with --rate-mbit, through a queue of its own) and
            the share of data segments that repeat a DSN (copies; --cc sets the
            congestion control of both namespaces, also for goodput and fct)
   goodput  one N-subflow transfer, no shaping: goodput in Mbit/s
@@ -175,6 +177,31 @@ def interleave_fraction(packets: Sequence[tuple[int, tuple, int]]) -> tuple[floa
         return 0.0, 0
     switches = sum(1 for (_, a), (_, b) in pairs if a != b)
     return switches / len(pairs), len(pairs)
+
+
+def wire_interleave_fraction(packets: Sequence[tuple[int, tuple, int]]) -> tuple[float, int]:
+    """Share of consecutive data packets, in the order they were captured, on different
+    subflows: how interleaved the data left the sender (one link, no reordering on it).
+
+    A packet whose DSN an earlier one carried (a retransmission, a copy) is left out, and
+    counting starts at the first packet of the last subflow to appear. Returns (fraction,
+    number of packet pairs counted)."""
+    seen_dsn: set[int] = set()
+    flows = []
+    for dsn, flow, _ in packets:
+        if dsn not in seen_dsn:
+            seen_dsn.add(dsn)
+            flows.append(flow)
+    first: dict[tuple, int] = {}
+    for k, flow in enumerate(flows):
+        first.setdefault(flow, k)
+    if not first:
+        return 0.0, 0
+    pairs = list(zip(flows[max(first.values()):], flows[max(first.values()) + 1:],
+                     strict=False))
+    if not pairs:
+        return 0.0, 0
+    return sum(a != b for a, b in pairs) / len(pairs), len(pairs)
 
 
 def copied_share(packets: Sequence[tuple[int, tuple, int]]) -> float:
@@ -498,7 +525,9 @@ def transfer(scheduler: str, size: int, flows: int, subflows: int,
         report["capture_dropped"] = int(dropped[0].split()[0]) if dropped else None
         packets = data_packets(capture)
         frac, pairs = interleave_fraction(packets)
+        wire, _ = wire_interleave_fraction(packets)
         report.update(interleave_fraction=round(frac, 4), packet_pairs=pairs,
+                      wire_interleave_fraction=round(wire, 4),
                       subflows_seen=len({flow for _, flow, _ in packets}),
                       copied_share=round(copied_share(packets), 4))
     return report

@@ -82,6 +82,19 @@ def test_a_budget_below_the_need_is_refused_naming_key_value_and_size():
     assert budget_problems(expand(cfg(budget="auto"))) == []
 
 
+def test_captures_past_a_disk_name_the_access_links_when_they_would_fit():
+    """A k=16 noisy long run: every link's captures need more than a run may write, the
+    hosts' links alone do not; the refusal names that setting and its size."""
+    c = load("configs/noisy.yaml", ["topology.k=16", "workload.iterations=1"])
+    long = next(r for r in expand(c, repetitions=1) if r.flow_type == "long")
+    (problem,) = budget_problems([long])
+    access = c.with_overrides([("capture.links", "access")])
+    mb = math.ceil(run_need(access, "long", long.workload_seed).total_mb)
+    assert f"set capture.links: access (the hosts' links alone: {mb} MB)" in problem
+    assert budget_problems([r for r in expand(access, repetitions=1)
+                            if r.run_id == long.run_id]) == []
+
+
 def test_budget_accepts_auto_or_a_positive_integer_only():
     with pytest.raises(ConfigError, match=r"capture.budget_mb: 'lots' is not allowed; expected "
                        r"an integer number of MB from 1 to 50000, or auto"):

@@ -32,7 +32,8 @@ def test_check_says_which_plane_each_run_uses_and_its_wall_time(capsys, tmp_path
     assert runs, out
     n = int(runs.group(1))
     assert re.search(rf"data plane: {n} run\(s\) on bmv2 \(as configured; expected "
-                     r"\d+-\d+x the nftables plane's time per run, \d+(-\d+)?x per cell\); "
+                     r"[\d.]+-[\d.]+x the nftables plane's time per run, [\d.]+(-[\d.]+)?x per "
+                     r"cell\); "
                      r"found simple_switch", out), out
     assert f"{n} in the lab kernel, whose P4 programs the host compiles before it boots" in out
     assert "  for P4 at the nftables plane's pace: p4c's eBPF back end" in out

@@ -86,6 +86,26 @@ def test_interleave_fraction_skips_the_time_before_all_subflows_joined():
     assert (frac, pairs) == (1.0, 10)
 
 
+def test_wire_interleave_fraction_follows_the_capture_order_not_the_dsns():
+    a, b, c = ("a",), ("b",), ("c",)
+    # DSNs dealt round robin, but each subflow sent its share as one run (the lab kernel's
+    # rb in the noisy experiment): interleaved by DSN, not on the wire
+    dealt = [(k * 1400, (a, b, c)[k % 3], 1400) for k in range(12)]
+    by_subflow = sorted(dealt, key=lambda p: ((a, b, c).index(p[1]), p[0]))
+    assert mptcp_lab.interleave_fraction(by_subflow) == (1.0, 9)
+    # counting from c's first packet (index 8): c c c c, three pairs, no change
+    assert mptcp_lab.wire_interleave_fraction(by_subflow) == (0.0, 3)
+    assert mptcp_lab.wire_interleave_fraction(dealt) == (1.0, 9)
+
+
+def test_wire_interleave_fraction_leaves_resends_out():
+    a, b = ("a",), ("b",)
+    sent = [(k, a if k % 2 else b, 1) for k in range(6)]
+    # a resend of DSN 4 on subflow a, between b's and a's packets, changes nothing
+    assert mptcp_lab.wire_interleave_fraction([*sent[:5], (4, a, 1), sent[5]]) == (1.0, 4)
+    assert mptcp_lab.wire_interleave_fraction([]) == (0.0, 0)
+
+
 def test_copied_share_counts_segments_that_repeat_a_dsn():
     a, b = ("a",), ("b",)
     sent = [(k * 1400, a, 1400) for k in range(6)]

@@ -135,7 +135,7 @@ def test_auto_picks_the_p4_plane_it_can_afford_for_each_set_of_tools(
         assert lab.hint.endswith(PLANES["p4-ebpf"].install) and INSTALL in lab.hint
     if bmv2 and not ebpf:
         assert "bmv2: above auto's bound" in lab.rule
-        assert lab.too_dear[0][0] == "bmv2" and lab.too_dear[0][1] > 10 * AUTO_BOUND
+        assert lab.too_dear[0][0] == "bmv2" and lab.too_dear[0][1] > 5 * AUTO_BOUND
         assert host.cell_ratio <= AUTO_BOUND and INSTALL in host.hint
 
 
@@ -293,7 +293,10 @@ def test_a_planted_plane_needs_only_its_module_and_a_registry_entry(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     out = dict(line.split(" ", 1) for line in res.stdout.splitlines())
     assert out["choices"] == "('nftables', 'p4-ebpf', 'bmv2', 'mirror', 'kernel', 'auto')"
-    assert out["without"] == "nftables | for P4 at the nftables plane's pace: set MIRROR_TOOL"
+    # without its tool: the nftables plane, and the hint names the cheapest P4 plane for
+    # the cell, p4-ebpf (it reuses its network; the planted plane builds one every run)
+    without, hint = out["without"].split(" | ", 1)
+    assert without == "nftables" and hint.endswith(PLANES["p4-ebpf"].install)
     assert out["with"] == "mirror | mirror at /opt/mirror"
     assert out["spray"] == "nftables"  # refused by its entry: the run stays on nftables
     assert out["explicit"] == "mirror"

@@ -13,6 +13,7 @@ import json
 import re
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
 
@@ -63,6 +64,14 @@ def test_the_summarys_sentences_say_the_reference_rows_figures(folder):
                 else:
                     assert abs(r["p"] - float(p)) <= 0.0005 + 1e-12, where
                 checked += 1
+    hosts = (yaml.safe_load((folder / "config.yaml").read_text()).get("factors") or {}).get(
+        "host") or {}
+    if "reorder-resilient" in hosts:
+        # the reorder hold is no level of the study's since Juggler itself ran: seed001
+        # judges these folders' claims on the vanilla hosts alone, while the summary's
+        # switching sentence pools both host levels (a main effect), so its n is not a
+        # claim row's. What is checked above still holds for any row that matches.
+        return
     if (folder.name.startswith(("study001-noisy", "study001-silent"))
             and "-juggler-" not in folder.name) or folder.name in (
             "noisy", "noisy-seed2", "silent", "silent-seed2"):
