@@ -116,7 +116,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(describe(runs, {rid: c.plane or "none" for rid, c in choices.items()}))
     _print_planes(runs, choices)
     _print_time(runs, jobs, choices)
-    for line in plan_power.lines(runs, args.pilot):
+    for line in plan_power.lines(runs, args.pilot, cfg.data):
         print(line)
     lab_runs = sum(1 for r in runs if r.config.host_kernel == "lab")
     if lab_runs:

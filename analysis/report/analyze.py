@@ -230,6 +230,8 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
     if prov.manifests:
         gen.write_text(fidelity.FIGURES_FILE,
                        fidelity.figures_table(prov.manifests).to_csv(index=False))
+    else:  # no manifests read (--stats-only, a compact folder): the recorded table stays
+        gen.carry(fidelity.FIGURES_FILE)
     log.info("analysis: plotting")
     plots, plot_notes = make_plots(chosen.kept, spec)
     forest = forest_plot(results.comparisons, spec.min_effect_pct)
@@ -256,6 +258,29 @@ def write_report(folder: Path, spec: AnalysisSpec | None = None, stats_only: boo
     return folder / "report.html"
 
 
+def _run_ids(path: Path) -> set[str]:
+    try:
+        table = readers.read_table(path, usecols=lambda c: c == "run_id")
+    except (OSError, readers.FolderError):
+        return set()
+    return set(table["run_id"].astype(str)) if "run_id" in table else set()
+
+
+def refuse_lost_runs(folder: Path, measured: Path, notes: list[str]) -> None:
+    """A full analysis measures the runs again from their captures; runs the folder's
+    metrics.csv holds and this one could not measure (their captures deleted once their
+    metrics were in, say) would leave the table with it: refused, before anything is
+    committed, so the recorded rows stay."""
+    lost = sorted(_run_ids(folder / "metrics.csv") - _run_ids(measured))
+    if lost:
+        shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+        why = f" ({notes[0]})" if notes else ""
+        raise ValueError(f"{folder}/metrics.csv holds {len(lost)} run(s) this analysis could "
+                         f"not measure again: {shown}{why}; nothing was changed. Analyse "
+                         "the recorded metrics with `pathdiv analyze --stats-only`, or "
+                         "remove those runs' rows from metrics.csv to drop them")
+
+
 def analyze_folder(folder: Path, stats_only: bool = False, include_invalid: bool = False,
                    spec: AnalysisSpec | None = None, design: str | None = None) -> Path:
     """Metrics from the captures (unless stats_only), then statistics and the report,
@@ -276,6 +301,7 @@ def analyze_folder(folder: Path, stats_only: bool = False, include_invalid: bool
         if not stats_only:
             path = compute_metrics(folder, out=gen.staging, notes=notes)
             log.info("metrics: %s", path)
+            refuse_lost_runs(folder, path, notes)
         return write_report(folder, spec=spec, stats_only=stats_only,
                             include_invalid=include_invalid, design=design, gen=gen,
                             notes=notes)

@@ -208,7 +208,8 @@ def expected_time(runs: list[Run], jobs: int, est: Estimator | None = None,
     base = [lanes for _, lanes in phases(runs, jobs, on_baseline)]
     return PlanTime(phases_s(par, cost, boot), phases_s(one, cost, boot),
                     phases_s(base, on_baseline, boot_of), jobs,
-                    est.source((key_of(r, plane(r)) for r in runs),
+                    est.source([*(key_of(r, plane(r)) for r in runs),
+                                *(key_of(r) for r in runs)],  # the nftables figure's too
                                runs[0].config.name if runs else None))
 
 

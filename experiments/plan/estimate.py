@@ -41,6 +41,16 @@ and the code as they are now; `calibrate_configs` fits the same per config where
 enough recent runs, since the model leaves out what sets configs apart. Where nothing is
 recorded the defaults stand, and every estimate says which source it used.
 
+One calibration sets the pace of a run on every plane of its kernel and clock
+(`Estimator.pace`): the config's own on the nftables plane, else the config's own on the
+run's plane, else the kernel and clock's on the nftables plane, else on the run's plane.
+A run on another plane than the calibration's costs that estimate times its per-run
+ratio by the model (the planes' registry costs, measured side by side: what `dataplane:
+auto` judges and `check` states). Each plane calibrated on its own records would set
+one plane's runs recorded on a busy machine against another's on an idle one (`check`
+once put noisy at 23 min on p4-ebpf and 36 min on nftables while stating p4-ebpf costs
+1.1x nftables per run).
+
 `PlanClock` turns the estimate into an ETA: the runs left in each lane (runs executed
 one after another: one lab kernel, or this machine's kernel), lanes of a phase at once
 (`pathdiv.experiments.plan.lanes`), scaled by how the finished runs compared with their
@@ -375,18 +385,37 @@ class Estimator:
         """Calibrated on `records` (oldest first): per key, and per key and config."""
         return cls(calibrate(records), history, calibrate_configs(records))
 
-    def fit_of(self, key: Key, config: str | None = None) -> Fit | None:
-        """The config's own fit on `key`, else the key's, else its kernel and clock's on
-        the nftables plane (another plane's own costs then run at this machine's pace)."""
-        return (self.config_fits.get((key, config or "")) or self.fits.get(key)
-                or self.fits.get((key[0], key[1], BASELINE)))
+    def pace(self, key: Key, config: str | None = None) -> tuple[Key, Fit, bool] | None:
+        """The one calibration estimates on `key` (of the config named `config`) use, the
+        same for every plane of the key's kernel and clock: (the key it was fitted on,
+        the fit, whether it is the config's own); the config's own on the nftables plane,
+        else on the plane where it has most runs, else the kernel and clock's on the
+        nftables plane, else on the plane with most runs; None when nothing is recorded
+        (module docstring)."""
+        base = (key[0], key[1], BASELINE)
+        name = config or ""
+
+        def best(fits: dict[Key, Fit]) -> tuple[Key, Fit] | None:
+            alike = {k: f for k, f in fits.items() if k[:2] == key[:2]}
+            if base in alike:
+                return base, alike[base]
+            return min(alike.items(), key=lambda kf: (-kf[1].runs, kf[0]), default=None)
+
+        mine = best({k: f for (k, n), f in self.config_fits.items() if n == name})
+        if mine is not None:
+            return mine[0], mine[1], True
+        found = best(self.fits)
+        return (found[0], found[1], False) if found is not None else None
 
     def run_s(self, run: Run, plane: str | None = None) -> float:
         """A run's expected wall seconds; with network reuse, as one that reuses the
         network (a boot's first run builds it: `boot_of`)."""
         work = run_work(run.config, run.flow_type, run.workload_seed)
-        return round(self._expected(work, key_of(run, plane), not reuses(run.config, plane),
-                                    run.config.name), 3)
+        key = key_of(run, plane)
+        found = self.pace(key, run.config.name)
+        builds_on = not reuses(run.config, found[0][2]) if found else True
+        return round(self._expected(work, key, not reuses(run.config, plane),
+                                    run.config.name, builds_on), 3)
 
     def record_s(self, rec: dict[str, Any]) -> float | None:
         """The expected wall seconds of a recorded run (history line), as `run_s` would
@@ -394,41 +423,55 @@ class Estimator:
         key, work = record_key(rec), record_work(rec)
         if key is None or work is None:
             return None
-        return self._expected(work, key, bool(rec.get("built", True)),
-                              str(rec.get("config") or ""))
+        built = bool(rec.get("built", True))
+        return self._expected(work, key, built, str(rec.get("config") or ""), built)
 
-    def _expected(self, work: Work, key: Key, builds: bool, config: str) -> float:
-        fixed, traffic = parts(work, key, builds)
-        fit = self.fit_of(key, config)
-        return fit.apply(fixed, traffic) if fit else fixed + traffic
+    def _expected(self, work: Work, key: Key, builds: bool, config: str,
+                  builds_on: bool) -> float:
+        """`work` on `key`: the pace's fit on the model of the plane it was fitted on,
+        times the model's ratio of `key` to that plane (`builds_on`: whether the run
+        would build its network there)."""
+        found = self.pace(key, config)
+        if found is None:
+            return sum(parts(work, key, builds))
+        on, fit, _ = found
+        paced = fit.apply(*parts(work, on, builds_on))
+        if on == key:
+            return paced
+        model = sum(parts(work, on, builds_on))
+        return paced * sum(parts(work, key, builds)) / model if model > 0 else paced
 
     def source(self, keys: Iterable[Key], config: str | None = None) -> str:
-        """Which source estimates of `keys` (of the config named `config`) use, in words."""
+        """Which calibration estimates of `keys` (of the config named `config`) use, and
+        how the planes it was not fitted on follow it, in words."""
         used = sorted(set(keys))
-        name = config or ""
-        mine = [self.config_fits[(k, name)] for k in used if (k, name) in self.config_fits]
-        if mine and len(mine) == len(used):
-            return (f"{sum(f.runs for f in mine)} run(s) of {config} recorded on this "
-                    "machine")
-        own = [k for k in used if k in self.fits]
-        borrowed = [k for k in used if k not in self.fits and self.fit_of(k)]
-        if not own and not borrowed:
+        paces = {k: p for k in used if (p := self.pace(k, config)) is not None}
+        texts = []
+        for on in sorted({p[0] for p in paces.values()}):
+            mates = [k for k in used if k in paces and paces[k][0] == on]
+            _, fit, mine = paces[mates[0]]
+            text = f"{fit.runs} run(s){f' of {config}' if mine else ''}"
+            if mates != [on]:
+                text += f" on the {on[2]} plane"
+            text += " recorded on this machine"
+            others = [k[2] for k in mates if k != on]
+            if others:
+                text += (f"; {', '.join(others)} from it by each run's cost ratio to the "
+                         f"{on[2]} plane (the planes' costs, as auto judges them)")
+            texts.append(text)
+        rest = [k for k in used if k not in paces]
+        if not texts:
             names = ", ".join("/".join(k) for k in used)
             return (f"default costs (docs/benchmarks.md): no {names} run recorded on this "
                     "machine yet")
-        n = sum(self.fits[k].runs for k in {*own, *((k[0], k[1], BASELINE) for k in borrowed)})
-        text = f"{n} run(s) recorded on this machine"
-        if borrowed:
-            text += (f" ({', '.join('/'.join(k) for k in borrowed)}: the {BASELINE} plane's "
-                     "pace, with the plane's own costs)")
-        rest = [k for k in used if self.fit_of(k) is None]
         if rest:
-            text += f", default costs for {', '.join('/'.join(k) for k in rest)}"
-        return text
+            texts.append(f"default costs for {', '.join('/'.join(k) for k in rest)}")
+        return "; ".join(texts)
 
     def short_source(self, keys: Iterable[Key], config: str | None = None) -> str:
-        fits = {self.fit_of(k, config) for k in set(keys)} - {None}
-        n = sum(f.runs for f in fits if f is not None)
+        found = {(p[0], p[2]): p[1] for k in set(keys)
+                 if (p := self.pace(k, config)) is not None}
+        n = sum(f.runs for f in found.values())
         return f"from {n} recorded runs" if n else "from default costs"
 
 

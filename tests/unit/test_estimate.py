@@ -352,3 +352,33 @@ def test_calibration_reads_which_recorded_runs_built_their_network():
     fit = calibrate(recs)[key_of(runs[0])]
     assert fit.fixed_scale == pytest.approx(0.5, rel=0.05)
 
+
+
+def test_every_plane_runs_at_one_calibrations_pace_so_check_agrees_with_its_ratio():
+    """noisy's own runs were recorded on p4-ebpf on a quiet machine, the nftables plane's
+    (another config's) on a busy one, 4x dearer per part: check's two wall times still
+    differ by the per-run ratio auto states (the planes' costs), not by the two loads;
+    both follow noisy's own pace, and the source says so."""
+    from types import SimpleNamespace
+
+    from pathdiv.experiments.api.plans import expected_time
+    from pathdiv.experiments.dataplane.select import ratio
+
+    noisy, silent = lab_plan("noisy", reps=2), lab_plan("silent", reps=2)
+    quiet = [history.record(r, machine(r, fixed=20.0), "p4-ebpf", 2, 1.0, host="lab1")
+             for r in noisy]
+    busy = [history.record(r, machine(r, fixed=80.0, per_mb=0.2), "nftables", 2, 1.0,
+                           host="lab1") for r in silent * 2]
+    est = Estimator.from_records(quiet + busy)
+    for run in noisy:
+        assert est.run_s(run, "p4-ebpf") == pytest.approx(
+            machine(run, fixed=20.0), rel=0.05)  # noisy's own pace on its own plane
+        assert est.run_s(run, "p4-ebpf") / est.run_s(run) == pytest.approx(
+            ratio(run, "p4-ebpf"), rel=1e-3)
+    t = expected_time(noisy, 2, est, {r.run_id: SimpleNamespace(plane="p4-ebpf")
+                                      for r in noisy})
+    ratios = [ratio(r, "p4-ebpf") for r in noisy]
+    assert min(ratios) <= t.seconds / t.nftables_seconds <= max(ratios)
+    assert t.source == (f"{len(noisy)} run(s) of noisy on the p4-ebpf plane recorded on "
+                        "this machine; nftables from it by each run's cost ratio to the "
+                        "p4-ebpf plane (the planes' costs, as auto judges them)")

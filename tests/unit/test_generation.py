@@ -175,3 +175,61 @@ def test_an_interrupted_analyze_leaves_one_complete_generation(tmp_path):
         gen.write_text("stats.json", "{}")
     assert generation.committed(folder)["id"] != first["id"] and verify(folder) == []
     assert not [p for p in folder.iterdir() if p.name.startswith(".analysis-")]
+
+
+def test_a_stats_only_reanalysis_keeps_the_recorded_fidelity_table(tmp_path):
+    """A results folder analysed in full (fidelity.csv from the runs' manifests), then
+    again with --stats-only (no manifest read): the recorded table stays, byte for byte,
+    and the new generation records it; so does a compact folder (no runs/ at all)."""
+    from tests.support.study_data import synthetic_metrics
+
+    metrics = synthetic_metrics(2, repetitions=2, conditions=["noisy"], flow_types=["long"])
+    metrics["fidelity"] = "ok"
+    metrics.to_csv(tmp_path / "metrics.csv", index=False)
+    for run in sorted(set(metrics["run_id"])):
+        (tmp_path / "runs" / run).mkdir(parents=True)
+        (tmp_path / "runs" / run / "manifest.json").write_text(json.dumps({
+            "run_id": run, "flow_type": "long", "repetition": 1, "status": "complete",
+            "clock": "real", "fidelity": {"verdict": "ok", "clock": "real",
+                                          "figures": {"steal_pct": 1.5}}}))
+    analyze.write_report(tmp_path)
+    recorded = (tmp_path / "fidelity.csv").read_bytes()
+    assert recorded.count(b"\n") == 1 + len(set(metrics["run_id"]))
+    analyze.analyze_folder(tmp_path, stats_only=True)
+    assert (tmp_path / "fidelity.csv").read_bytes() == recorded
+    assert "fidelity.csv" in generation.committed(tmp_path)["files"]
+    assert verify(tmp_path) == []
+    shutil.rmtree(tmp_path / "runs")  # a compact reproduction folder
+    analyze.analyze_folder(tmp_path, stats_only=True)
+    assert (tmp_path / "fidelity.csv").read_bytes() == recorded
+
+
+def test_a_full_reanalysis_that_cannot_measure_a_recorded_run_again_changes_nothing(
+        tmp_path, monkeypatch):
+    """A run's captures deleted once its metrics were in: measuring the runs again would
+    leave its rows out of metrics.csv. The analysis is refused, naming the run, and the
+    folder keeps its metrics; with every run measured it goes on."""
+    from tests.support.study_data import synthetic_metrics
+
+    metrics = synthetic_metrics(2, repetitions=2, conditions=["noisy"], flow_types=["long"])
+    metrics.to_csv(tmp_path / "metrics.csv", index=False)
+    (tmp_path / "runs").mkdir()
+    recorded = (tmp_path / "metrics.csv").read_bytes()
+    gone = sorted(set(metrics["run_id"]))[0]
+
+    def measure(folder, out, notes, keep=lambda ids: ids != gone):
+        notes.append(f"run {gone} was not measured: CaptureSetError: no capture files")
+        path = Path(out) / "metrics.csv"
+        metrics[metrics["run_id"].map(keep)].to_csv(path, index=False)
+        return path
+
+    monkeypatch.setattr(analyze, "compute_metrics", measure)
+    with pytest.raises(ValueError, match=f"1 run\\(s\\) this analysis could not measure "
+                                         f"again: {gone} \\(run {gone} was not measured"):
+        analyze.analyze_folder(tmp_path)
+    assert (tmp_path / "metrics.csv").read_bytes() == recorded
+    assert not (tmp_path / "stats.json").exists()
+    monkeypatch.setattr(analyze, "compute_metrics",
+                        lambda folder, out, notes: measure(folder, out, [], lambda i: True))
+    analyze.analyze_folder(tmp_path)
+    assert (tmp_path / "stats.json").exists()

@@ -139,3 +139,43 @@ def test_every_figure_check_prints_is_the_noncentral_t_recomputed_from_the_csv(
                 assert int(reps) == math.ceil(need / per_rep), (cell, metric)
                 checked += 1
     assert checked >= 15  # repetitions recomputed too, not only the effects
+
+
+def test_runs_of_the_same_design_under_another_name_give_the_spreads(
+        capsys, monkeypatch, tmp_path):
+    """A config with no runs under its own name: check finds the folder whose config.yaml
+    differs from it only in name, seed and repetitions (and says it did), never the newer
+    one that differs in a design key."""
+    import os
+
+    import yaml
+
+    from pathdiv.experiments.config.load import load
+
+    monkeypatch.chdir(tmp_path)
+    data = load(REPO / "configs/noisy.yaml").data
+    mine = {**data, "name": "trial-design"}
+    (tmp_path / "trial.yaml").write_text(yaml.safe_dump(mine, sort_keys=False))
+    same = tmp_path / "results" / "other-seed-20261129-010000"
+    other = tmp_path / "results" / "other-gap-20261129-020000"
+    for folder, cfg, csv in (
+            (same, {**data, "name": "other-seed", "seed": 7, "repetitions": 2},
+             "noisy-seed2"),
+            (other, {**data, "name": "other-gap",
+                     "switching": {**data["switching"], "flowlet_gap_us": 100}}, "noisy")):
+        folder.mkdir(parents=True)
+        (folder / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+        pd.read_csv(REPO / f"docs/reproduction/{csv}/metrics.csv").to_csv(
+            folder / "metrics.csv", index=False)
+    os.utime(other / "metrics.csv", (2e9, 2e9))  # the newest folder, of another design
+    assert main(["check", "trial.yaml"]) == 0
+    head = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("power"))
+    assert head.startswith(f"power (spreads of 168 recorded observations in results/{same.name}"
+                           "/metrics.csv, runs of the same design under another name "
+                           "(configs equal but for name, seed, repetitions, analysis);"), head
+    (same / "metrics.csv").unlink()  # left: only the folder of another design
+    assert main(["check", "trial.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "other-gap" not in out
+    assert ("power: no recorded runs of this config (results/trial-design-*/ or "
+            "docs/reproduction/trial-design/, nor of its design under another name)") in out
