@@ -8,8 +8,11 @@ at the other factors' levels both sides have (a level that acts on some levels o
 `applies_to`, is compared where it acts), pooled over those levels. With `applies_to`
 a factor's levels are compared where its own test runs (pathdiv.analysis.stats.scope):
 the RB design's switching levels on the vanilla hosts only, as its switching MANOVA and
-the claims about switching use them; the row's `held` says so ("host=vanilla"; empty
-when the other factors keep every level both sides have).
+the claims about switching use them. A pair may also hold other factors' levels itself,
+`[ps-mptcp, ecmp-mptcp, {host: [vanilla, juggler]}]`: the study design's switching
+levels on the study's own host levels, as its reference's claims use them (levels the
+data lacks are passed over). The row's `held` says which levels a comparison kept
+("host=vanilla"; empty when the other factors keep every level both sides have).
 
 Per cluster the comparisons x metrics are one family: Welch's p-values and the TOST
 p-values (equivalence within ± `analysis.min_effect_pct`) are Holm-adjusted within it.
@@ -35,7 +38,7 @@ import pandas as pd
 from pathdiv.analysis.stats import verdicts as v
 from pathdiv.analysis.stats.posthoc import holm
 from pathdiv.analysis.stats.scope import analysis_tests
-from pathdiv.analysis.stats.spec import AnalysisSpec
+from pathdiv.analysis.stats.spec import AnalysisSpec, Held
 
 BETTER, WORSE, NEGLIGIBLE, EQUIVALENT, INCONCLUSIVE = (
     "better", "worse", "negligible", "equivalent", "inconclusive")
@@ -44,24 +47,25 @@ COLUMNS = ["cluster", "factor", "a", "b", "held", "metric", "n_a", "n_b", "mean_
            "p_equiv_adj", "detectable_pct", "finding"]
 
 
-def pairs_of_interest(spec: AnalysisSpec, metrics: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(factor, a, b) of every comparison of interest: `spec.compare`, or each IV's levels
-    against its first (in the order the data first shows them)."""
-    out = []
+def pairs_of_interest(spec: AnalysisSpec,
+                      metrics: pd.DataFrame) -> list[tuple[str, str, str, Held]]:
+    """(factor, a, b, held) of every comparison of interest: `spec.compare`, or each IV's
+    levels against its first (in the order the data first shows them), none held."""
+    out: list[tuple[str, str, str, Held]] = []
     if spec.compare:
-        for a, b in spec.compare:
+        for a, b, held in spec.compare:
             for factor in spec.ivs:
                 if factor in metrics.columns:
                     seen = set(metrics[factor].astype(str))
                     if a in seen and b in seen:
-                        out.append((factor, a, b))
+                        out.append((factor, a, b, held))
                         break
         return out
     for factor in spec.ivs:
         if factor not in metrics.columns:
             continue
         levels = list(dict.fromkeys(metrics[factor].astype(str)))
-        out += [(factor, level, levels[0]) for level in levels[1:]]
+        out += [(factor, level, levels[0], ()) for level in levels[1:]]
     return out
 
 
@@ -134,11 +138,12 @@ def compare(metrics: pd.DataFrame, spec: AnalysisSpec) -> pd.DataFrame:
     for label, frame in groups:
         family: list[dict[str, Any]] = []
         where = factor_levels(frame, spec)
-        for factor, a, b in pairs:
+        for factor, a, b, held_levels in pairs:
             others = [f for f in spec.ivs if f != factor and f in frame.columns]
             keep = pd.Series(True, index=frame.index)
-            for other, used in where.get(factor, {}).items():
-                keep &= frame[other].astype(str).isin(used)
+            for other, used in [*where.get(factor, {}).items(), *held_levels]:
+                if other in frame.columns:
+                    keep &= frame[other].astype(str).isin(used)
             side_a, side_b = _sides(frame[keep], factor, a, b, others)
             held = held_text(side_a, frame, others)
             for metric in spec.dvs:

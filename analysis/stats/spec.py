@@ -7,10 +7,14 @@ study's design (two-way MANOVA per condition x flow type cluster). It holds name
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
+
+# The other factors' levels a comparison of interest holds: ((factor, (levels, ...)), ...).
+Held = tuple[tuple[str, tuple[str, ...]], ...]
 
 # Metrics where a smaller value is the better outcome (rankings sort them ascending).
 LOWER_IS_BETTER_DEFAULT: tuple[str, ...] = (
@@ -32,9 +36,11 @@ class AnalysisSpec:
     lower_is_better: tuple[str, ...] = field(default=LOWER_IS_BETTER_DEFAULT)
     reference: str | tuple[str, ...] | None = None  # published studies (analysis/references)
     min_effect_pct: float = 1.0  # smallest effect of interest, percent of the compared mean
-    # comparisons of interest the report states first: pairs (a, b) of levels of one
-    # factor (empty: each factor's levels against its first)
-    compare: tuple[tuple[str, str], ...] = ()
+    # comparisons of interest the report states first: levels a, b of one factor and the
+    # other factors' levels the comparison holds, (a, b, ((factor, (levels, ...)), ...)),
+    # none held: every level both sides have (the config: [a, b] or [a, b, {factor:
+    # level or [levels]}]; empty: each factor's levels against its first)
+    compare: tuple[tuple[str, str, Held], ...] = ()
     # levels that act on some levels of another factor only (the config's applies_to):
     # (factor, level, other factor, (levels of the other where it acts)), ...
     level_scope: tuple[tuple[str, str, str, tuple[str, ...]], ...] = ()
@@ -80,11 +86,23 @@ class AnalysisSpec:
             )
 
     @staticmethod
-    def _pair(pair: object) -> tuple[str, str]:
-        if not isinstance(pair, list | tuple) or len(pair) != 2:
+    def _pair(pair: object) -> tuple[str, str, Held]:
+        held = pair[2] if isinstance(pair, list | tuple) and len(pair) == 3 else ()
+        if (not isinstance(pair, list | tuple) or len(pair) not in (2, 3)
+                or not isinstance(held, Mapping | tuple | list)):
             raise ValueError(f"analysis.compare: {pair!r}; expected a pair [a, b] of levels "
-                             "of one factor, e.g. [ps-mptcp, ecmp-mptcp]")
-        return str(pair[0]), str(pair[1])
+                             "of one factor, e.g. [ps-mptcp, ecmp-mptcp], optionally with "
+                             "the other factors' levels it holds: [ps-mptcp, ecmp-mptcp, "
+                             "{host: vanilla}]")
+        items = held.items() if isinstance(held, Mapping) else held
+        return str(pair[0]), str(pair[1]), tuple(
+            (str(f), tuple(str(x) for x in (v if isinstance(v, list | tuple) else [v])))
+            for f, v in items)
+
+    def compare_as_config(self) -> list[list[Any]]:
+        """`compare` as the config writes it: [a, b], or [a, b, {factor: [levels]}]."""
+        return [[a, b, {f: list(v) for f, v in held}] if held else [a, b]
+                for a, b, held in self.compare]
 
     @property
     def scopes(self) -> dict[str, dict[str, dict[str, tuple[str, ...]]]]:

@@ -178,7 +178,7 @@ class StudyResults:
                 "lower_is_better": list(self.spec.lower_is_better),
                 "min_effect_pct": self.spec.min_effect_pct,
                 "level_scope": [list(x) for x in self.spec.level_scope],
-                "compare": [list(x) for x in self.spec.compare],
+                "compare": self.spec.compare_as_config(),
             },
             "n_observations": self.n_observations,
             "notes": self.notes,

@@ -82,16 +82,29 @@ def analysis_problems(data: Mapping[str, Any]) -> list[str]:
     if factors and not 1 <= len(analysis["ivs"]) <= 2:
         problems.append(f"analysis.ivs: {analysis['ivs']!r} names {len(analysis['ivs'])} "
                         "factors; the MANOVA takes one or two")
-    for i, (a, b) in enumerate(analysis.get("compare") or []):
+    for i, pair in enumerate(analysis.get("compare") or []):
+        a, b = pair[:2]
         # a pair the plan narrowed away (--set factors.X=...) is skipped by the analysis;
         # a pair across two factors, or a level with itself, compares nothing
         owner_a = {f for f in analysis["ivs"] if a in (factors.get(f) or {})}
         owner_b = {f for f in analysis["ivs"] if b in (factors.get(f) or {})}
+        listed = "; ".join(f"{f}: {', '.join(factors[f])}" for f in analysis["ivs"]
+                           if f in factors)
         if a == b or (owner_a and owner_b and not owner_a & owner_b):
-            listed = "; ".join(f"{f}: {', '.join(factors[f])}" for f in analysis["ivs"]
-                               if f in factors)
             problems.append(f"analysis.compare[{i}]: [{a}, {b}] is not a pair of two levels "
                             f"of one factor of analysis.ivs; levels: {listed}")
+        # the levels held: of another factor of analysis.ivs; a level the plan narrowed
+        # away is passed over, a factor holding none of its own levels compares nothing
+        for other, held in (pair[2] if len(pair) == 3 else {}).items():
+            levels = held if isinstance(held, list) else [held]
+            if other not in analysis["ivs"] or other in owner_a | owner_b:
+                others = [f for f in analysis["ivs"] if f not in owner_a | owner_b]
+                problems.append(f"analysis.compare[{i}][2].{other}: not another factor of "
+                                f"analysis.ivs than the pair's; choose from "
+                                f"{', '.join(others) or 'none'}")
+            elif factors and not set(map(str, levels)) & set(factors.get(other) or {}):
+                problems.append(f"analysis.compare[{i}][2].{other}: {levels!r} holds no "
+                                f"level of {other}; levels: {listed}")
     columns = ["condition", "flow_type", *factors]
     for name in analysis["clusters"]:
         if name not in columns:

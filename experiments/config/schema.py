@@ -510,7 +510,9 @@ SCHEMA = Section(
                                        check=allowed.percent),
                 "compare": Leaf(list, None, "comparisons of interest the report's summary "
                                 "answers first: pairs [a, b] of levels of one factor, a "
-                                "against b; null: each factor's levels against its first",
+                                "against b, optionally with the other factors' levels "
+                                "the comparison holds, [a, b, {factor: level or "
+                                "[levels]}]; null: each factor's levels against its first",
                                 nullable=True, check=allowed.pairs),
             }
         ),

@@ -97,7 +97,29 @@ def test_the_default_pairs_are_each_level_against_the_first():
     metrics = synthetic_metrics(1, repetitions=2, switching=("a", "b", "c"),
                                 hosts=("vanilla",))
     assert pairs_of_interest(AnalysisSpec(ivs=("switching",)), metrics) == [
-        ("switching", "b", "a"), ("switching", "c", "a")]
+        ("switching", "b", "a", ()), ("switching", "c", "a", ())]
+
+
+def test_a_pair_holding_another_factors_levels_compares_there_only():
+    """The study design: switching on the study's own host levels (vanilla, juggler),
+    the reorder hold left out as its reference's claims leave it out; a held level the
+    data lacks is passed over, and the sentence's `held` says what was kept."""
+    metrics = synthetic_metrics(3, repetitions=20, switching=("ecmp-mptcp", "ps-mptcp"),
+                                hosts=("vanilla", "reorder-resilient", "juggler"))
+    spec = AnalysisSpec(ivs=("switching", "host"), compare=(
+        ["ps-mptcp", "ecmp-mptcp", {"host": ["vanilla", "juggler"]}],
+        ["ps-mptcp", "ecmp-mptcp"]))
+    rows = compare(metrics, spec)
+    query = rows[(rows.cluster == "noisy / query") & (rows.metric == "goodput_mbps")]
+    held, pooled = query.iloc[0], query.iloc[1]
+    assert (held.n_a, held.n_b) == (40, 40) and held.held == "host in {vanilla, juggler}"
+    assert (pooled.n_a, pooled.n_b) == (60, 60) and pooled.held == ""
+    vanilla_only = compare(metrics[metrics.host != "juggler"], spec)
+    row = _finding(vanilla_only[vanilla_only.held != ""], "noisy / query", "ps-mptcp",
+                   "goodput_mbps")
+    assert (row.n_a, row.n_b) == (20, 20) and row.held == "host=vanilla"
+    assert spec.compare_as_config()[0] == ["ps-mptcp", "ecmp-mptcp",
+                                           {"host": ["vanilla", "juggler"]}]
 
 
 def test_a_pair_of_no_factor_is_refused_at_check():
@@ -105,6 +127,18 @@ def test_a_pair_of_no_factor_is_refused_at_check():
                                           r"a pair of two levels of one factor"):
         load_config(REPO / "configs/noisy.yaml",
                     overrides=["analysis.compare=[[ps-mptcp, rb]]"])
+    # the levels a pair holds: another factor's, at least one of them its own
+    with pytest.raises(ConfigError, match=r"analysis.compare\[0\]\[2\].switching: not another "
+                                          r"factor of analysis.ivs than the pair's; choose "
+                                          r"from host"):
+        load_config(REPO / "configs/noisy.yaml", overrides=[
+            "analysis.compare=[[ps-mptcp, ecmp-mptcp, {switching: ps-tcp}]]"])
+    with pytest.raises(ConfigError, match=r"analysis.compare\[0\]\[2\].host: \['vanila'\] "
+                                          r"holds no level of host"):
+        load_config(REPO / "configs/noisy.yaml", overrides=[
+            "analysis.compare=[[ps-mptcp, ecmp-mptcp, {host: vanila}]]"])
+    load_config(REPO / "configs/noisy.yaml", overrides=[
+        "analysis.compare=[[ps-mptcp, ecmp-mptcp, {host: [vanilla, juggler]}]]"])
     # a pair the plan narrowed away is skipped, not refused
     load_config(REPO / "configs/noisy.yaml", overrides=["factors.host={vanilla: {}}"])
 
