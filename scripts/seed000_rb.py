@@ -37,7 +37,8 @@ connection's subflows (a segment sent once, out to the first ACK covering it); t
 split by whether the handshake RTTs give equal shares; per group: transfers, the favoured
 subflow's handshake RTT, the lowest data RTT, the share of transfers whose favoured
 handshake RTT stays more than EQUAL_PCT below every data RTT (the pattern cannot turn
-equal), the largest subflow's share of the data and the same-subflow run in DSN order.
+equal), the share of transfers whose subflows' least data RTTs would give equal shares,
+the largest subflow's share of the data and the same-subflow run in DSN order.
 """
 
 from __future__ import annotations
@@ -382,6 +383,9 @@ def shares(folder: Path, flow_types: Sequence[str] = ()) -> str:
                      "stays_unequal_pct": 100.0 * (
                          favoured * (1 + RB_EQUAL_PCT / 100) < min(data.values()))
                      if len(set(counts)) > 1 else math.nan,
+                     "data_rtt_equal_pct": 100.0 * (len(set(rb_counts(
+                         [max(r, 1e-6) * 1e6 for r in data.values()]))) == 1)
+                     if len(data) > 1 else math.nan,
                      "largest_subflow_share": float(per_sf.max() / per_sf.sum()),
                      "dsn_order_run": decision_run(mine)})
     t = pd.DataFrame(rows)
@@ -390,9 +394,10 @@ def shares(folder: Path, flow_types: Sequence[str] = ()) -> str:
     g = t.groupby("handshake_shares")
     out = g.median(numeric_only=True).add_suffix(" (median)")
     out["stays_unequal_pct"] = g["stays_unequal_pct"].mean()
+    out["data_rtt_equal_pct"] = g["data_rtt_equal_pct"].mean()
     out["largest_subflow_share (mean)"] = g["largest_subflow_share"].mean()
     out["dsn_order_run (mean)"] = g["dsn_order_run"].mean()
-    out = out.drop(columns=["stays_unequal_pct (median)"])
+    out = out.drop(columns=["stays_unequal_pct (median)", "data_rtt_equal_pct (median)"])
     out["transfers"] = g.size()
     return markdown(out.round(2))
 
