@@ -26,7 +26,8 @@ segments of one GSO skb, which the emulated link's shaper lets out together); bu
 again after re-timing the server's frames on that link as a link of its rate sends them
 (each frame leaves once the one before it is sent); the packet-weighted mean run of
 consecutive packets on one subflow; the same run in DSN order (each DSN's first
-transmission: the scheduler's decisions, which it takes in DSN order); and the data packets
+transmission: the scheduler's decisions, which it takes in DSN order) and the share of the
+packets in such runs longer than rb's pattern allows (4); and the data packets
 sent behind a higher data sequence number already sent (out of DSN order at the sender), in
 %; means per cell.
 
@@ -247,6 +248,22 @@ def decision_run(segments: Sequence[tuple[int, Any]]) -> float:
     return run_lengths(np.array([first[d] for d in sorted(first)]))
 
 
+def longer_runs_pct(segments: Sequence[tuple[int, Any]], longer_than: int = RB_RESOLUTION
+                    ) -> float:
+    """Share (%) of the first transmissions that lie in DSN-order runs of one subflow longer
+    than `longer_than`: rb's pattern gives no subflow more than rb_resolution slots in a
+    row, so longer runs are its stand-ins for subflows without window room."""
+    first: dict[int, Any] = {}
+    for dsn, sf in segments:
+        first.setdefault(dsn, sf)
+    sfs = np.array([first[d] for d in sorted(first)])
+    if not len(sfs):
+        return math.nan
+    starts = np.flatnonzero(np.r_[True, sfs[1:] != sfs[:-1]])
+    n = np.diff(np.r_[starts, len(sfs)])
+    return float(100 * n[n > longer_than].sum() / n.sum())
+
+
 def rb_counts(rtts_us: Sequence[float], resolution: int = RB_RESOLUTION,
               equal_pct: int = RB_EQUAL_PCT) -> list[int]:
     """Pattern slots per subflow as rb quantises them (sched_rb_alloc.c, step 1)."""
@@ -343,7 +360,9 @@ def wire(folder: Path, flow_types: Sequence[str] = ()) -> str:
         rows.append({"flow_type": tr.flow_type, "switching": t.factors["switching"],
                      "host": t.factors.get("host"),
                      **transfer_wire(sent, sent_at.loc[sent.index].to_numpy(), rate, dsns),
-                     "dsn_order_run": decision_run([(s.dsn, s.subflow) for s in mine_segs])})
+                     "dsn_order_run": decision_run([(s.dsn, s.subflow) for s in mine_segs]),
+                     "dsn_order_runs_over_4_pct": longer_runs_pct(
+                         [(s.dsn, s.subflow) for s in mine_segs])})
     t = pd.DataFrame(rows)
     if t.empty:
         return "(no MPTCP run with captures)"

@@ -75,3 +75,10 @@ def test_handshake_and_data_rtts_from_one_links_packets():
     pk = pd.DataFrame(rows, columns=cols)
     assert rb.handshake_rtts(pk, 80) == {1: pytest.approx(0.001)}
     assert rb.data_rtts(pk, 80) == {1: pytest.approx(0.005)}
+
+
+def test_runs_longer_than_rbs_pattern_allows():
+    # runs of 1, 5 and 2 in DSN order: the run of 5 holds 5 of the 8 packets
+    segs = [(0, "a"), *[(k, "b") for k in range(1, 6)], (6, "a"), (7, "a")]
+    assert rb.longer_runs_pct(segs) == pytest.approx(100 * 5 / 8)
+    assert rb.longer_runs_pct(segs, longer_than=5) == 0.0
