@@ -239,13 +239,21 @@ def behind_pct(dsns: Sequence[int]) -> float:
     return float(100 * (d[1:] < np.maximum.accumulate(d)[:-1]).mean())
 
 
-def decision_run(segments: Sequence[tuple[int, Any]]) -> float:
-    """Packet-weighted mean run of one subflow over (DSN, subflow) pairs in capture order,
-    taken in DSN order over each DSN's first transmission: the runs the scheduler dealt."""
+def dsn_order_subflows(segments: Sequence[tuple[int, Any]]) -> np.ndarray:
+    """Over (DSN, subflow) pairs in capture order, each DSN's first transmission's subflow
+    (numbered by first appearance) in DSN order: the subflows the scheduler dealt."""
     first: dict[int, Any] = {}
     for dsn, sf in segments:
         first.setdefault(dsn, sf)
-    return run_lengths(np.array([first[d] for d in sorted(first)]))
+    number: dict[Any, int] = {}
+    return np.array([number.setdefault(first[d], len(number)) for d in sorted(first)],
+                    dtype=np.int64)
+
+
+def decision_run(segments: Sequence[tuple[int, Any]]) -> float:
+    """Packet-weighted mean run of one subflow over (DSN, subflow) pairs in capture order,
+    taken in DSN order over each DSN's first transmission: the runs the scheduler dealt."""
+    return run_lengths(dsn_order_subflows(segments))
 
 
 def longer_runs_pct(segments: Sequence[tuple[int, Any]], longer_than: int = RB_RESOLUTION
@@ -253,10 +261,7 @@ def longer_runs_pct(segments: Sequence[tuple[int, Any]], longer_than: int = RB_R
     """Share (%) of the first transmissions that lie in DSN-order runs of one subflow longer
     than `longer_than`: rb's pattern gives no subflow more than rb_resolution slots in a
     row, so longer runs are its stand-ins for subflows without window room."""
-    first: dict[int, Any] = {}
-    for dsn, sf in segments:
-        first.setdefault(dsn, sf)
-    sfs = np.array([first[d] for d in sorted(first)])
+    sfs = dsn_order_subflows(segments)
     if not len(sfs):
         return math.nan
     starts = np.flatnonzero(np.r_[True, sfs[1:] != sfs[:-1]])

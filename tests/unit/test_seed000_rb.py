@@ -54,6 +54,9 @@ def test_runs_in_dsn_order_are_the_schedulers_not_the_wires():
     # (DSN 1 again, on another subflow) counts at its first transmission only
     dealt = [(0, "a"), (1, "a"), (2, "a"), (3, "b"), (4, "b"), (5, "b"), (1, "b")]
     assert rb.decision_run(dealt) == 3.0
+    # subflows named by their 4-tuples, as the captures give them
+    a, b = ("10.0.0.1", 80, "10.0.1.1", 5000), ("10.0.0.2", 80, "10.0.1.2", 5001)
+    assert rb.decision_run([(0, a), (1, a), (2, b)]) == pytest.approx(5 / 3)
 
 
 def test_rb_counts_follow_the_kernels_quantisation():
