@@ -5,6 +5,7 @@ burstiness and on what its retransmissions are, from a results folder of configs
     python scripts/seed000_rb.py bursts results/noisy-burst
     python scripts/seed000_rb.py retrans results/noisy-burst        # needs the captures
     python scripts/seed000_rb.py wire results/noisy-burst --flow-type short  # captures
+    python scripts/seed000_rb.py shares results/noisy-burst --flow-type short  # captures
 
 `bursts`: per flow type and MPTCP switching level, metrics.csv's burstiness (the
 packet-weighted mean burst at the server's access link), the largest burst and the
@@ -24,8 +25,21 @@ the packet pairs inside a burst captured at the same instant (under SAME_INSTANT
 segments of one GSO skb, which the emulated link's shaper lets out together); burstiness
 again after re-timing the server's frames on that link as a link of its rate sends them
 (each frame leaves once the one before it is sent); the packet-weighted mean run of
-consecutive packets on one subflow; and the data packets sent behind a higher data
-sequence number already sent (out of DSN order at the sender), in %; means per cell.
+consecutive packets on one subflow; the same run in DSN order (each DSN's first
+transmission: the scheduler's decisions, which it takes in DSN order) and the share of the
+packets in such runs longer than rb's pattern allows (4); and the data packets
+sent behind a higher data sequence number already sent (out of DSN order at the sender), in
+%; means per cell.
+
+`shares`: per transfer of the MPTCP runs with rb, the shares rb's pattern gets from the
+subflows' handshake RTTs (SYN-ACK out to the client's ACK in, at the server's link: the
+sample TCP's minimum RTT starts from) against the least RTT of a data segment on any of the
+connection's subflows (a segment sent once, out to the first ACK covering it); transfers
+split by whether the handshake RTTs give equal shares; per group: transfers, the favoured
+subflow's handshake RTT, the lowest data RTT, the share of transfers whose favoured
+handshake RTT stays more than EQUAL_PCT below every data RTT (the pattern cannot turn
+equal), the share of transfers whose subflows' least data RTTs would give equal shares,
+the largest subflow's share of the data and the same-subflow run in DSN order.
 """
 
 from __future__ import annotations
@@ -61,6 +75,8 @@ from pathdiv.topologies.conditions import topology_of
 MPTCP_LEVELS = ("ecmp-mptcp", "ps-mptcp")
 MIN_RTO_S = 0.2  # Linux's TCP_RTO_MIN: a subflow silent this long before a resend timed out
 SAME_INSTANT_S = 50e-6  # a tenth of a full frame's time at 20 Mbit/s: not serialised
+RB_RESOLUTION, RB_EQUAL_PCT = 4, 20  # the rb module parameters' defaults (kernels/README.md)
+SYN, ACK = 0x02, 0x10
 
 
 def welch_ci(a: np.ndarray, b: np.ndarray) -> str:
@@ -223,6 +239,85 @@ def behind_pct(dsns: Sequence[int]) -> float:
     return float(100 * (d[1:] < np.maximum.accumulate(d)[:-1]).mean())
 
 
+def dsn_order_subflows(segments: Sequence[tuple[int, Any]]) -> np.ndarray:
+    """Over (DSN, subflow) pairs in capture order, each DSN's first transmission's subflow
+    (numbered by first appearance) in DSN order: the subflows the scheduler dealt."""
+    first: dict[int, Any] = {}
+    for dsn, sf in segments:
+        first.setdefault(dsn, sf)
+    number: dict[Any, int] = {}
+    return np.array([number.setdefault(first[d], len(number)) for d in sorted(first)],
+                    dtype=np.int64)
+
+
+def decision_run(segments: Sequence[tuple[int, Any]]) -> float:
+    """Packet-weighted mean run of one subflow over (DSN, subflow) pairs in capture order,
+    taken in DSN order over each DSN's first transmission: the runs the scheduler dealt."""
+    return run_lengths(dsn_order_subflows(segments))
+
+
+def longer_runs_pct(segments: Sequence[tuple[int, Any]], longer_than: int = RB_RESOLUTION
+                    ) -> float:
+    """Share (%) of the first transmissions that lie in DSN-order runs of one subflow longer
+    than `longer_than`: rb's pattern gives no subflow more than rb_resolution slots in a
+    row, so longer runs are its stand-ins for subflows without window room."""
+    sfs = dsn_order_subflows(segments)
+    if not len(sfs):
+        return math.nan
+    starts = np.flatnonzero(np.r_[True, sfs[1:] != sfs[:-1]])
+    n = np.diff(np.r_[starts, len(sfs)])
+    return float(100 * n[n > longer_than].sum() / n.sum())
+
+
+def rb_counts(rtts_us: Sequence[float], resolution: int = RB_RESOLUTION,
+              equal_pct: int = RB_EQUAL_PCT) -> list[int]:
+    """Pattern slots per subflow as rb quantises them (sched_rb_alloc.c, step 1)."""
+    low = min(rtts_us)
+    equal = low + low * equal_pct / 100
+    eff = [low if r <= equal else r for r in rtts_us]
+    return [max(1, int((resolution * low + r / 2) // r)) for r in eff]
+
+
+def handshake_rtts(pk: pd.DataFrame, server_port: int) -> dict[Any, float]:
+    """Per subflow, seconds from the server's SYN-ACK to the client's first ACK, from one
+    link's packets (ts, subflow, sport, dport, flags) in capture order."""
+    out: dict[Any, float] = {}
+    synack: dict[Any, float] = {}
+    for ts, sf, sport, dport, flags in pk[["ts", "subflow", "sport", "dport",
+                                           "flags"]].itertuples(index=False):
+        if sport == server_port and flags & (SYN | ACK) == SYN | ACK:
+            synack.setdefault(sf, float(ts))
+        elif (dport == server_port and flags & ACK and not flags & SYN
+              and sf in synack and sf not in out):
+            out[sf] = float(ts) - synack[sf]
+    return out
+
+
+def data_rtts(pk: pd.DataFrame, server_port: int) -> dict[Any, float]:
+    """Per subflow, the least seconds from a data segment the server sent once to the first
+    ACK covering it, from one link's packets in capture order."""
+    out: dict[Any, float] = {}
+    for sf, rows in pk.groupby("subflow").indices.items():
+        d = pk.iloc[rows]
+        sent = d[(d["sport"] == server_port) & (d["payload"] > 0)]
+        acks = d[(d["dport"] == server_port) & (d["flags"] & ACK > 0)]
+        if sent.empty or acks.empty:
+            continue
+        base = np.repeat(sent["seq"].to_numpy()[:1], len(sent))
+        end = _signed_offset(sent["seq"].to_numpy(), base) + sent["payload"].to_numpy()
+        once = pd.Series(end).map(pd.Series(end).value_counts()).to_numpy() == 1
+        acked = _signed_offset(acks["ack"].to_numpy(), np.repeat(base[:1], len(acks)))
+        ack_ts = acks["ts"].to_numpy()
+        best = math.inf
+        for e, t in zip(end[once], sent["ts"].to_numpy()[once], strict=True):
+            later = np.flatnonzero((acked >= e) & (ack_ts > t))
+            if len(later):
+                best = min(best, float(ack_ts[later[0]] - t))
+        if best < math.inf:
+            out[sf] = best
+    return out
+
+
 def transfer_wire(sent: pd.DataFrame, sent_at: np.ndarray, rate_mbps: float,
                   dsns: Sequence[int]) -> dict[str, float]:
     """One transfer's data packets at the server's link (ts, wire_len, subflow, capture
@@ -265,11 +360,14 @@ def wire(folder: Path, flow_types: Sequence[str] = ()) -> str:
                 t.run_dir / "captures" / f"{intf}.pcap", int(tr.server_port))
         ports = set(tp[tp["sport"] == tr.server_port]["dport"].astype(int))
         first, last = float(tp["ts"].min()), float(tp["ts"].max())
-        dsns = [s.dsn for s in segments[key]
-                if s.subflow[3] in ports and first <= s.ts <= last]
+        mine_segs = [s for s in segments[key] if s.subflow[3] in ports and first <= s.ts <= last]
+        dsns = [s.dsn for s in mine_segs]
         rows.append({"flow_type": tr.flow_type, "switching": t.factors["switching"],
                      "host": t.factors.get("host"),
-                     **transfer_wire(sent, sent_at.loc[sent.index].to_numpy(), rate, dsns)})
+                     **transfer_wire(sent, sent_at.loc[sent.index].to_numpy(), rate, dsns),
+                     "dsn_order_run": decision_run([(s.dsn, s.subflow) for s in mine_segs]),
+                     "dsn_order_runs_over_4_pct": longer_runs_pct(
+                         [(s.dsn, s.subflow) for s in mine_segs])})
     t = pd.DataFrame(rows)
     if t.empty:
         return "(no MPTCP run with captures)"
@@ -278,19 +376,71 @@ def wire(folder: Path, flow_types: Sequence[str] = ()) -> str:
     return markdown(means.round(2))
 
 
+def shares(folder: Path, flow_types: Sequence[str] = ()) -> str:
+    rows = []
+    segments: dict[tuple[Path, str, int], list[Segment]] = {}
+    for t in mptcp_transfers(folder, flow_types):
+        if t.factors.get("host") != "rb":
+            continue
+        tr, geo = t.transfer, t.geo
+        port = int(tr.server_port)
+        at_link = t.packets[t.packets["link"].to_numpy() == geo.server_link]
+        hs = handshake_rtts(at_link, port)
+        data = data_rtts(at_link, port)
+        intf = t.topo.links[geo.server_link].b.intf
+        key = (t.run_dir, intf, port)
+        if key not in segments:
+            segments[key] = segments_from_pcap(t.run_dir / "captures" / f"{intf}.pcap", port)
+        ports = set(t.packets[t.packets["sport"] == port]["dport"].astype(int))
+        first, last = float(t.packets["ts"].min()), float(t.packets["ts"].max())
+        mine = [(s.dsn, s.subflow[3]) for s in segments[key]
+                if s.subflow[3] in ports and first <= s.ts <= last]
+        if len(hs) < 2 or not data or len(mine) < 2:
+            continue
+        sfs = sorted(hs)
+        counts = rb_counts([max(hs[s], 1e-6) * 1e6 for s in sfs])
+        favoured = hs[sfs[counts.index(max(counts))]]
+        per_sf = pd.Series([sf for _, sf in mine]).value_counts()
+        rows.append({"handshake_shares": "equal" if len(set(counts)) == 1 else "unequal",
+                     "favoured_handshake_ms": 1e3 * favoured,
+                     "lowest_data_rtt_ms": 1e3 * min(data.values()),
+                     "stays_unequal_pct": 100.0 * (
+                         favoured * (1 + RB_EQUAL_PCT / 100) < min(data.values()))
+                     if len(set(counts)) > 1 else math.nan,
+                     "data_rtt_equal_pct": 100.0 * (len(set(rb_counts(
+                         [max(r, 1e-6) * 1e6 for r in data.values()]))) == 1)
+                     if len(data) > 1 else math.nan,
+                     "largest_subflow_share": float(per_sf.max() / per_sf.sum()),
+                     "dsn_order_run": decision_run(mine)})
+    t = pd.DataFrame(rows)
+    if t.empty:
+        return "(no rb run with captures)"
+    g = t.groupby("handshake_shares")
+    out = g.median(numeric_only=True).add_suffix(" (median)")
+    out["stays_unequal_pct"] = g["stays_unequal_pct"].mean()
+    out["data_rtt_equal_pct"] = g["data_rtt_equal_pct"].mean()
+    out["largest_subflow_share (mean)"] = g["largest_subflow_share"].mean()
+    out["dsn_order_run (mean)"] = g["dsn_order_run"].mean()
+    out = out.drop(columns=["stays_unequal_pct (median)", "data_rtt_equal_pct (median)"])
+    out["transfers"] = g.size()
+    return markdown(out.round(2))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("bursts", "retrans", "wire"))
+    parser.add_argument("what", choices=("bursts", "retrans", "wire", "shares"))
     parser.add_argument("results", type=Path)
     parser.add_argument("--flow-type", action="append", default=[],
-                        help="retrans, wire: only runs of this flow type (repeatable)")
+                        help="retrans, wire, shares: only runs of this flow type (repeatable)")
     args = parser.parse_args(argv)
     if args.what == "bursts":
         print(bursts(args.results))
     elif args.what == "retrans":
         print(retrans(args.results, args.flow_type))
-    else:
+    elif args.what == "wire":
         print(wire(args.results, args.flow_type))
+    else:
+        print(shares(args.results, args.flow_type))
     return 0
 
 
