@@ -103,3 +103,45 @@ def test_a_reason_is_read_only_where_the_kernel_gave_one():
         "invalid token"
     assert pm.ack_reason(error_message(errno.EINVAL, request)) == ""
     assert pm.ack_reason(error_message(0, request)) == ""
+
+
+class ScriptedManager:
+    """A PathManager whose creates fail with the next scripted errno (0 = opened)."""
+
+    def __init__(self, errors: list[int]) -> None:
+        self.errors = deque(errors)
+        self.calls: list[tuple[tuple[str, int], int]] = []
+
+    def create_subflow(self, token: int, local: tuple[str, int], local_id: int,
+                       remote: tuple[str, int]) -> None:
+        self.calls.append((local, local_id))
+        err = self.errors.popleft()
+        if err:
+            raise pm.PathManagerError(err, "scripted")
+
+    def close(self) -> None:
+        pass
+
+
+def test_placed_subflows_opened_before_data_are_the_ones_the_kernel_accepted(monkeypatch):
+    from pathdiv.experiments.traffic import transfer
+
+    # joined before data: ENOTCONN until the connection is fully established, then the
+    # second subflow's first port is taken (EADDRINUSE) and its next one is used
+    manager = ScriptedManager([errno.ENOTCONN, errno.ENOTCONN, 0, errno.EADDRINUSE, 0, 0])
+    monkeypatch.setattr(transfer.mptcp_pm, "PathManager", lambda: manager)
+    monkeypatch.setattr(transfer.mptcp_pm, "connection_token", lambda _sock: 7)
+    monkeypatch.setattr(transfer.time, "sleep", lambda _s: None)
+    extra = [transfer.PlannedSubflow("10.0.0.34", (20001, 20005)),
+             transfer.PlannedSubflow("10.0.0.66", (21001, 21003)),
+             transfer.PlannedSubflow("10.0.0.98", (22001,))]
+    opened = transfer._open_subflows(object(), extra, ("10.1.0.2", 8080),  # type: ignore[arg-type]
+                                     wait_s=60.0)
+    assert opened == ["10.0.0.34:20001", "10.0.0.66:21003", "10.0.0.98:22001"]
+    # local ids 1, 2, 3 in order, each retried under its own id
+    assert [i for _, i in manager.calls] == [1, 1, 1, 2, 2, 3]
+    # any other refusal ends the fetch with the kernel's error
+    manager = ScriptedManager([errno.EINVAL])
+    monkeypatch.setattr(transfer.mptcp_pm, "PathManager", lambda: manager)
+    with pytest.raises(pm.PathManagerError):
+        transfer._open_subflows(object(), extra, ("10.1.0.2", 8080))  # type: ignore[arg-type]
