@@ -1,6 +1,7 @@
 """mptcp-d's extra subflow elimination in the lab kernel (User-Mode Linux, virtual time):
 one MPTCP connection, two subflows sharing one bottleneck queue, a third on a disjoint path
-of longer delay (tests/support/ese_lab.py). The figures are printed beside the assertions.
+of longer delay (tests/support/ese_lab.py), all three joined before the server sends (the
+paper's subflows start together). The figures are printed beside the assertions.
 
 Before patch 0015 the closed subflow kept being handed data by the default scheduler
 (679 kB after its window closed, sent a packet per round trip) and mptcp-d took 3.27 s
@@ -31,12 +32,15 @@ def test_mptcp_d_closes_a_link_sharing_subflow_and_keeps_the_disjoint_one(lab_ke
     report = json.loads(res.stdout)
     runs = {run["cc"]: run for run in report["runs"]}
     for cc, run in runs.items():
-        print(cc, run["fct_s"], run["counters"],
+        print(cc, run["fct_s"], run["subflows_at_start"], run["counters"],
               {a: (s["path"], s["closed"], s["cwnd_max_second_half"], s["bytes_second_half"],
                    s.get("handed_after_close"))
                for a, s in run["subflows"].items()})
         assert run["complete"], (cc, run)
         assert len(run["subflows"]) == 3, (cc, run["subflows"])
+        # the subflows joined together, before data (the paper's setting): all three
+        # were there when the server sent its first byte
+        assert run["join"] == "before" and run["subflows_at_start"] == [3], (cc, run)
 
     def by_path(cc: str, path: int) -> list[dict]:
         return [s for s in runs[cc]["subflows"].values() if s["path"] == path]

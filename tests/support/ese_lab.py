@@ -147,7 +147,10 @@ def run(cc: str, size: int, sample_ms: float, join: str = "before") -> dict:
         if client.returncode:
             raise RuntimeError(f"client failed ({client.returncode}): {err.strip()}")
         fetched = json.loads(out)
-        server.communicate(timeout=60)
+        served, _ = server.communicate(timeout=60)
+        # subflows the connection had when the server started sending (it waits, at
+        # most 5 s, for all of them with join "before")
+        fetched["subflows_at_start"] = json.loads(served)["subflows_at_start"]
     finally:
         if server.poll() is None:
             server.kill()
