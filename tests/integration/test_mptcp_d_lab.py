@@ -66,3 +66,31 @@ def test_mptcp_d_closes_a_link_sharing_subflow_and_keeps_the_disjoint_one(lab_ke
     # ... so closing it did not hold the connection back: mptcp-d finishes about when
     # lia does (within a quarter; the same 20 MB over the same paths)
     assert runs["mptcp-d"]["fct_s"][0] <= 1.25 * runs["lia"]["fct_s"][0]
+
+
+def test_mptcp_d_closes_a_shared_subflow_placed_by_pathdiv_before_data(lab_kernel, tmp_path):
+    """The same network with pathdiv's transfer tool: its client opens one subflow per
+    address through the userspace path manager before the server sends (as the fat-tree
+    runs do with hosts.join_before_data). Every create must be answered as the kernel
+    answered it: when the path manager's replies were read one request late, the first
+    extra subflow was never opened and the fetch failed or ran on fewer subflows."""
+    share = tmp_path / "share"
+    share.mkdir()
+    tool = uml.REPO_DIR / "tests" / "support" / "ese_lab.py"
+    res = uml.run_in_uml([sys.executable, str(tool), "--ccs", "mptcp-d", "--joins", "placed",
+                          "--sample-ms", "20"], share=share, kernel=lab_kernel,
+                         timeout_s=1800)
+    assert res.returncode == 0, res.stderr[-3000:]
+    run = json.loads(res.stdout)["runs"][0]
+    subflows = run["subflows"]
+    print(run["fct_s"], run["placed"], run["counters"],
+          {a: (s["path"], s["closed"], s["bytes_second_half"]) for a, s in subflows.items()})
+    assert run["complete"], run
+    # all three subflows were opened before data, from the addresses and ports asked for
+    assert len(run["placed"]) == 3 and run["subflows_seen"] == 3, run
+    assert len(subflows) == 3, subflows
+    shared = [s for s in subflows.values() if s["path"] == 1]
+    disjoint = [s for s in subflows.values() if s["path"] == 2]
+    assert sorted(s["closed"] for s in shared) == [False, True]
+    assert not disjoint[0]["closed"] and disjoint[0]["bytes_second_half"] > 0
+    assert run["counters"].get("MptcpDClosed") == 1
