@@ -10,6 +10,7 @@ that set them on a running network are `pathdiv.experiments.fabric.conditions`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -74,8 +75,16 @@ def fat_tree_of(config: Mapping[str, Any]) -> FatTree:
     topology = config.get("topology") or {}
     hosts = config.get("hosts") or {}
     aliases = int(hosts.get("subflows", 1)) - 1 if hosts.get("transport") == "mptcp" else 0
-    return FatTree(int(topology.get("k", 4)), link_params_of(topology.get("links") or {}),
-                   aliases_per_host=max(aliases, 0))
+    params = link_params_of(topology.get("links") or {})
+    return _fat_tree(int(topology.get("k", 4)), tuple(params.items()), max(aliases, 0))
+
+
+@functools.lru_cache(maxsize=32)
+def _fat_tree(k: int, params: tuple[tuple[Tier, LinkParams], ...], aliases: int) -> FatTree:
+    """One FatTree per distinct (k, tier conditions, aliases): a plan asks for its runs'
+    topology thousands of times (`check` at k=16: 1,344 nodes, 3,072 links each), and
+    the object is immutable, its nodes, links and lookups built once on first use."""
+    return FatTree(k, dict(params), aliases_per_host=aliases)
 
 
 def parallel_paths_of(paths: Iterable[Mapping[str, Any]]) -> ParallelPaths:

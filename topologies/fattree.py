@@ -213,6 +213,52 @@ class FatTree(LinkLookup):
     def downlinks(self, switch: str) -> list[Link]:
         return [lk for lk in self.links_of(switch) if lk.b.node == switch]
 
+    # ---- subtrees -----------------------------------------------------------------
+    def subtree(self, node: str, tier: Tier) -> tuple[int, ...]:
+        """The subtree `node` lies in as `tier`'s links see it: each link of the tier joins
+        its lower end's subtree to the rest of the tree. HOST: the host alone (pod, edge,
+        host); EDGE: its edge switch and hosts (pod, edge); CORE: its pod (pod,). `node`
+        is a host or the lower end of a link of `tier` (an edge switch, an aggregation)."""
+        key = self._subtree_keys[node]
+        depth = _SUBTREE_DEPTH.get(tier, 0)
+        if not 0 < depth <= len(key):
+            raise KeyError(f"{node} ({self.nodes[node].role}) is not below a link of the "
+                           f"{tier} tier")
+        return key[:depth]
+
+    @cached_property
+    def _subtree_keys(self) -> dict[str, tuple[int, ...]]:
+        """(pod, edge, host) of a host, (pod, edge) of an edge switch, (pod,) of an
+        aggregation switch, () of a core switch."""
+        out: dict[str, tuple[int, ...]] = {}
+        for name, n in self.nodes.items():
+            pod = n.pod if n.pod is not None else -1
+            if n.role is Role.HOST:
+                out[name] = (pod, self.edge_index(name), n.index)
+            elif n.role is Role.EDGE:
+                out[name] = (pod, n.index)
+            elif n.role is Role.AGG:
+                out[name] = (pod,)
+            else:
+                out[name] = ()
+        return out
+
+    def tiers_crossed(self, src: str, dst: str) -> list[Tier]:
+        """The tiers whose links the equal-cost shortest paths between two hosts climb,
+        access first: HOST alone under one edge switch, HOST and EDGE inside a pod, all
+        three across the core. Each path crosses two links of each (up, then down)."""
+        return [t for t in UP_TIERS if self.subtree(src, t) != self.subtree(dst, t)]
+
+    def may_cross(self, src: str, dst: str) -> list[Link]:
+        """Every link some equal-cost shortest path between hosts src and dst crosses, from
+        the structure alone (no path enumerated): a link of a crossed tier is on such a
+        path iff its subtree holds exactly one of the two hosts (ECMP and spraying choose
+        among all of them at run time)."""
+        ends = {t: (self.subtree(src, t), self.subtree(dst, t))
+                for t in self.tiers_crossed(src, dst)}
+        return [lk for lk in self.links
+                if lk.tier in ends and self.subtree(lk.a.node, lk.tier) in ends[lk.tier]]
+
     # ---- paths -------------------------------------------------------------------
     def paths(self, src: str, dst: str) -> list[tuple[str, ...]]:
         """All equal-cost shortest paths from host src to host dst, as node tuples."""
@@ -272,6 +318,10 @@ class FatTree(LinkLookup):
                 for lk in self.links
             ],
         }
+
+
+UP_TIERS = (Tier.HOST, Tier.EDGE, Tier.CORE)  # a fat tree's tiers, from the hosts up
+_SUBTREE_DEPTH = {Tier.HOST: 3, Tier.EDGE: 2, Tier.CORE: 1}
 
 
 def _port_number(node: str, link: Link) -> int:

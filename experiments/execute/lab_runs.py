@@ -44,6 +44,18 @@ BUILD_ALLOWANCE_S = 120.0  # guest seconds for a network build, capture drain, t
 # heartbeats) took 182 s of wall and tripped a 180 s bound on the clock alone. Its
 # network build was writing node scripts all along, which is why writes count as life.
 FROZEN_WALL_S = 600.0
+# ... for networks up to a k=8 fat tree's 208 nodes. A bigger network's longest silent
+# stretch is longer in proportion: its node scripts, all sent before any is waited for,
+# run at once after the last is written, and nothing is written until all have ended.
+# A k=16 permutation run (1,344 nodes) on this 2-core machine at load 13-17 (its lab
+# kernel at nice 10 got 15-19 % of a core) wrote its last node script, then stood still
+# for 600 s of wall time with the scripts running, and was stopped as frozen.
+FROZEN_REFERENCE_NODES = 208
+
+
+def frozen_bound_s(nodes: int) -> float:
+    """Wall seconds a guest building or running a network of `nodes` may stand still."""
+    return FROZEN_WALL_S * max(1.0, nodes / FROZEN_REFERENCE_NODES)
 
 
 # ---- pure ------------------------------------------------------------------------------
@@ -75,10 +87,12 @@ def run_bound_s(cfg: Config, rounds: int) -> float:
 
 
 def stall(heartbeat: dict[str, Any] | None, started_guest_s: float | None, bound_s: float,
-          wall_since_change_s: float, run_id: str) -> str | None:
-    """Why the guest is to be stopped, or None: its clock stood still, or the run outlasted
-    its bound in guest time (pure; `poll` feeds it what it read)."""
-    if wall_since_change_s > FROZEN_WALL_S:
+          wall_since_change_s: float, run_id: str,
+          frozen_s: float | None = None) -> str | None:
+    """Why the guest is to be stopped, or None: its clock stood still for more than
+    `frozen_s` wall seconds (FROZEN_WALL_S unless given), or the run outlasted its bound in
+    guest time (pure; `poll` feeds it what it read)."""
+    if wall_since_change_s > (FROZEN_WALL_S if frozen_s is None else frozen_s):
         where = "before its first heartbeat" if heartbeat is None else f"during {run_id}"
         return (f"the lab kernel's clock stood still and it wrote nothing for "
                 f"{wall_since_change_s:.0f} s of wall time {where}: a process in the "
@@ -143,6 +157,7 @@ class LabRuns:
         self.reported: set[str] = set()
         self.result: Any = None
         self.bounds: dict[str, float] = {}
+        self.frozen: dict[str, float] = {}  # wall seconds each run may stand still
         self.desc: dict[str, Any] = {}
         self.heartbeat: dict[str, Any] | None = None
         self.changed_at = time.monotonic()  # wall time the guest last showed life
@@ -167,6 +182,8 @@ class LabRuns:
             n = len(rounds(str(w["pattern"]), run.config.topology().hosts, run.workload_seed,
                            int(w["iterations"]), int(w["requests"])))
             self.bounds[run.run_id] = run_bound_s(run.config, n)
+            topo = run.config.topology()
+            self.frozen[run.run_id] = frozen_bound_s(len(topo.switches) + len(topo.hosts))
         for run in self.runs:  # an earlier attempt kept in earlier/, never beside this one
             set_aside(self.folder, run.run_id)
         (self.folder / self.progress).unlink(missing_ok=True)
@@ -218,7 +235,7 @@ class LabRuns:
             self.run_started.setdefault(current.run_id, float(self.heartbeat["guest_s"]))
         why = stall(self.heartbeat, self.run_started.get(current.run_id),
                     self.bounds[current.run_id], time.monotonic() - self.changed_at,
-                    current.run_id)
+                    current.run_id, self.frozen.get(current.run_id))
         if why:
             raise LabKernelError(why)
 

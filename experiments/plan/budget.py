@@ -102,22 +102,6 @@ class RunNeed:
                 for intf, n in self.link_packets.items()}
 
 
-_PAIRS: dict[tuple[int, str, str], tuple[int, frozenset[str]]] = {}
-
-
-def _pair_links(k: int, client: str, server: str,
-                topo: FatTree) -> tuple[int, frozenset[str]]:
-    """Paths and link names depend on k only (not on the links' conditions), so every run
-    of a plan shares one answer per host pair."""
-    key = (k, client, server)
-    if key not in _PAIRS:
-        paths = topo.paths(server, client)
-        _PAIRS[key] = (len(paths[0]) - 1,
-                       frozenset(link.b.intf for path in paths
-                                 for link in topo.path_links(path)))
-    return _PAIRS[key]
-
-
 def captured_links(topo: FatTree, which: str) -> list[Link]:
     """The links `capture.links: which` captures (all, or the hosts' access links)."""
     return [lk for lk in topo.links if which == "all" or lk.tier is Tier.HOST]
@@ -148,19 +132,24 @@ def _run_need(cfg: Config, flow_type: str, seed: int) -> RunNeed:
         client_intfs = [f"{CLIENT}-eth{i - 1}" for i in topo.path_numbers]
         return RunNeed({intf: packets for intf in client_intfs}, packets,
                        int(cfg.data["capture"]["snaplen"]))
-    captured = {link.b.intf for link in captured_links(topo, cfg.captured_links)}
-    links: Counter[str] = Counter(dict.fromkeys(captured, 0))
+    # a link may carry a transfer iff its subtree holds exactly one of the transfer's two
+    # hosts (FatTree.subtree): so each (pair, size) adds its packets to the two subtrees it
+    # leaves at each tier it climbs, and each captured link reads its subtree's sum. The
+    # cost grows with the transfers plus the links, not with transfers x paths.
+    captured = captured_links(topo, cfg.captured_links)
+    tiers = {link.tier for link in captured}
+    leaving: dict[Tier, Counter[tuple[int, ...]]] = {t: Counter() for t in tiers}
     total = 0
-    # each (pair, size) once, times how often it occurs: a plan's transfers repeat few
-    # pairs many times, and a pair's links are a set of up to (k/2)^2 paths' links
     for (client, server, size), count in Counter(transfers(cfg, flow_type, seed)).items():
         packets = transfer_packets(size, cfg.transport, cfg.subflows) * count
-        hops, intfs = _pair_links(topo.k, client, server, topo)
-        mine = intfs & captured
-        total += packets * (hops if len(mine) == len(intfs) else len(mine))
-        for intf in mine:
-            links[intf] += packets
-    return RunNeed(dict(links), total, int(cfg.data["capture"]["snaplen"]))
+        for tier in topo.tiers_crossed(client, server):
+            if tier in tiers:  # up through one link of the tier, down through another
+                leaving[tier][topo.subtree(client, tier)] += packets
+                leaving[tier][topo.subtree(server, tier)] += packets
+                total += 2 * packets
+    links = {link.b.intf: leaving[link.tier][topo.subtree(link.a.node, link.tier)]
+             for link in captured}
+    return RunNeed(links, total, int(cfg.data["capture"]["snaplen"]))
 
 
 def transfers(cfg: Config, flow_type: str, seed: int) -> list[tuple[str, str, int]]:

@@ -28,6 +28,7 @@ jail JAIL_EXTRA_MB more; the host must hold it besides its own HOST_RESERVE_MB.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -73,15 +74,20 @@ def need_mb(k: int, captures: bool, virtual: bool = True, access_only: bool = Fa
     """MB of memory a k-ary fat tree's network needs in the kernel that runs it
     (`virtual`: on the lab kernel's virtual clock, whose captures hold smaller rings;
     `access_only`: capture.links: access, the hosts' links only)."""
-    topo = FatTree(k)
-    nodes = len(topo.switches) + len(topo.hosts)
+    nodes, hosts, all_links = _sizes(k)
     per_link = capture_ring_kb(virtual) / 1024 + CAPTURE_WRITE_MB + PER_CAPTURE_MB
-    links = (len(topo.hosts) if access_only else len(topo.links)) if captures else 0
-    hosts = len(topo.hosts)
+    links = (hosts if access_only else all_links) if captures else 0
     per_fetch = (SHARED_FETCH_MB + FETCH_PROCESS_MB / PER_SHARED
                  if virtual and hosts > SHARED_ABOVE else FETCH_PROCESS_MB)
     return int(HEADROOM * (BASE_MB + PER_NODE_MB * nodes + per_link * links
                            + per_fetch * hosts))
+
+
+@functools.lru_cache(maxsize=16)
+def _sizes(k: int) -> tuple[int, int, int]:
+    """Nodes, hosts and links of the k-ary fat tree (`check` asks once per run and boot)."""
+    topo = FatTree(k)
+    return len(topo.switches) + len(topo.hosts), len(topo.hosts), len(topo.links)
 
 
 def virtual_of(cfg: Config) -> bool:
@@ -164,7 +170,7 @@ def clock_problems(runs: Sequence[Run]) -> list[str]:
             return [f"topology.k: {cfg.k} runs on the lab kernel's virtual clock only "
                     f"(hosts.kernel: lab, lab.clock: virtual; {run.run_id} has hosts.kernel: "
                     f"{cfg.host_kernel}, clock {'virtual' if virtual_of(cfg) else 'real'}): "
-                    f"on a real clock {len(FatTree(cfg.k).nodes)} nodes share this machine's "
+                    f"on a real clock {_sizes(cfg.k)[0]} nodes share this machine's "
                     f"cores and the CPU, not the links, sets the rates (k <= "
                     f"{MAX_REAL_CLOCK_K} there)"]
     return []

@@ -15,9 +15,11 @@ from pathdiv.experiments.plan.budget import (
     packet_bytes,
     run_need,
     transfer_packets,
+    transfers,
 )
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.runs import expand
+from pathdiv.topologies.model import Tier
 
 
 def cfg(pattern="noisy", budget="auto", size="2MB", transport="tcp", **workload):
@@ -139,3 +141,73 @@ def test_free_space_is_read_where_the_folder_will_be(tmp_path):
     # the same file system; other writers may move its free space by a little between reads
     assert free_mb(tmp_path) > 0
     assert free_mb(tmp_path / "not" / "yet") == pytest.approx(free_mb(tmp_path), abs=100)
+
+
+def brute_force_need(c, seed):
+    """The need as every equal-cost path of every transfer says (the definition)."""
+    topo = c.topology()
+    captured = {lk.b.intf for lk in topo.links
+                if c.captured_links == "all" or lk.tier is Tier.HOST}
+    links = dict.fromkeys(captured, 0)
+    total = 0
+    for client, server, size in transfers(c, "long", seed):
+        packets = transfer_packets(size, c.transport, c.subflows)
+        paths = topo.paths(server, client)
+        intfs = {lk.b.intf for p in paths for lk in topo.path_links(p)}
+        mine = intfs & captured  # a packet is written once per captured link it crosses
+        total += packets * (len(paths[0]) - 1 if mine == intfs else len(mine))
+        for intf in mine:
+            links[intf] += packets
+    return links, total
+
+
+@pytest.mark.parametrize("pattern,links,transport", [
+    ("noisy", "all", "tcp"), ("silent", "all", "mptcp"), ("permutation", "all", "tcp"),
+    ("permutation", "access", "mptcp"), ("noisy", "access", "tcp")])
+def test_the_need_per_link_is_what_the_pairs_paths_say(pattern, links, transport):
+    c = cfg(pattern=pattern, transport=transport).with_overrides([("capture.links", links)])
+    need = run_need(c, "long", seed=5)
+    expected, total = brute_force_need(c, 5)
+    assert need.link_packets == expected
+    assert need.total_packets == total
+
+
+def test_k16_need_grows_with_transfers_and_links_not_paths(monkeypatch):
+    """A k=16 permutation run (1,024 transfers, 64 equal-cost paths each across the core)
+    with every link captured: no path is enumerated, each transfer and each link is looked
+    up a bounded number of times, and the need is the structure's."""
+    from pathdiv.topologies.fattree import FatTree
+
+    plan = expand(load("configs/permutation.yaml", ["topology.k=16", "capture.links=all"]),
+                  repetitions=1)
+    run = next(r for r in plan if r.factors["transport"] == "ecmp-tcp")
+    c, seed = run.config, run.workload_seed
+    calls = []
+    subtree = FatTree.subtree
+
+    def counted(self, node, tier):
+        calls.append(node)
+        return subtree(self, node, tier)
+
+    def no_paths(self, src, dst):
+        raise AssertionError("path enumerated")
+
+    monkeypatch.setattr(FatTree, "subtree", counted)
+    monkeypatch.setattr(FatTree, "paths", no_paths)
+    need = run_need(c, "long", seed)
+    topo = c.topology()
+    moves = transfers(c, "long", seed)
+    assert len(moves) == 1024 and len(topo.links) == 3072
+    # three tiers, two ends each, per transfer, then one lookup per link: 9,216 here,
+    # where the paths' links number 1,024 x 64 x 6 = 393,216
+    assert len(calls) <= 2 * 3 * 2 * len(moves) + len(topo.links)
+    per = transfer_packets(c.flow_sizes()["long"], "tcp", 1)
+    pod = {h: topo.nodes[h].pod for h in topo.hosts}
+    across = sum(1 for client, server, _ in moves if pod[client] != pod[server])
+    core = [lk.b.intf for lk in topo.links if lk.tier is Tier.CORE]
+    # every host fetches once and serves once: its access link carries two transfers
+    assert {need.link_packets[lk.b.intf] for lk in topo.links if lk.tier is Tier.HOST} \
+        == {2 * per}
+    # a transfer across the core may cross every core link of its two pods (8 x 8 each)
+    assert sum(need.link_packets[i] for i in core) == across * 2 * 64 * per
+    assert need.total_packets > 6 * across * per

@@ -229,6 +229,19 @@ def test_a_busy_guest_that_writes_is_not_taken_for_frozen(tmp_path, monkeypatch,
     assert "stood still and it wrote nothing for 800 s of wall time" in reason
 
 
+def test_a_bigger_network_may_stand_still_longer_in_proportion_to_its_nodes():
+    """A k=16 build's node scripts run at once after the last is written (1,344 nodes):
+    its silent stretch is allowed 1344/208 of a k=8's; up to k=8 the bound is the same."""
+    assert labruns.frozen_bound_s(36) == labruns.frozen_bound_s(208) == labruns.FROZEN_WALL_S
+    k16 = labruns.frozen_bound_s(1344)
+    assert k16 == pytest.approx(labruns.FROZEN_WALL_S * 1344 / 208)
+    beat = {"guest_s": 5.12, "run_id": "r"}
+    assert labruns.stall(beat, 5.0, 1e9, 1000.0, "r") is not None  # k <= 8: frozen
+    assert labruns.stall(beat, 5.0, 1e9, 1000.0, "r", k16) is None  # k=16: still building
+    frozen = labruns.stall(beat, 5.0, 1e9, k16 + 1, "r", k16)
+    assert frozen is not None and f"nothing for {k16 + 1:.0f} s of wall time" in frozen
+
+
 def test_plan_json_records_each_runs_wall_time_and_a_resume_keeps_it(tmp_path, monkeypatch,
                                                                        fake_machine):
     """A lab run's manifest holds guest time; plan.json holds what it took on the host,

@@ -59,6 +59,31 @@ def test_paths_match_breadth_first_search(k):
         assert set(t.paths(src, dst)) == bfs_shortest_paths(t, src, dst)
 
 
+@pytest.mark.parametrize("k", [2, 4, 6])
+def test_the_links_a_pair_may_cross_follow_from_the_subtrees(k):
+    """may_cross (structure only) is the union of the pair's equal-cost paths' links, and
+    each path crosses two links of every tier the pair climbs."""
+    t = FatTree(k)
+    for src, dst in itertools.permutations(t.hosts, 2):
+        paths = t.paths(src, dst)
+        on_paths = {lk for p in paths for lk in t.path_links(p)}
+        assert set(t.may_cross(src, dst)) == on_paths
+        assert {len(p) - 1 for p in paths} == {2 * len(t.tiers_crossed(src, dst))}
+
+
+def test_a_link_joins_its_lower_ends_subtree_to_the_rest():
+    t = FatTree(4)
+    assert t.subtree("h1", Tier.HOST) == (0, 0, 0) and t.subtree("h4", Tier.EDGE) == (0, 1)
+    assert t.subtree("h16", Tier.CORE) == (3,) and t.subtree("a1", Tier.CORE) == (0,)
+    assert t.tiers_crossed("h1", "h2") == [Tier.HOST]
+    assert t.tiers_crossed("h1", "h3") == [Tier.HOST, Tier.EDGE]
+    assert t.tiers_crossed("h1", "h16") == [Tier.HOST, Tier.EDGE, Tier.CORE]
+    with pytest.raises(KeyError, match=r"c1 .* is not below a link of the core tier"):
+        t.subtree("c1", Tier.CORE)
+    with pytest.raises(KeyError, match=r"a1 .* is not below a link of the edge tier"):
+        t.subtree("a1", Tier.EDGE)
+
+
 def test_addresses_follow_the_fat_tree_convention_and_are_unique():
     t = FatTree(4, aliases_per_host=3)
     assert t.nodes["h1"].address == "10.0.0.2"
