@@ -9,7 +9,9 @@ userspace path manager (`net.mptcp.pm_type=1`); a connection accepts joins only 
 some socket of its namespace listens to the `mptcp_pm_events` group
 (`mptcp_userspace_pm_active`), which `EventDrain` provides for the server side.
 
-Message encoding is pure (`subflow_message`); `PathManager` owns the socket.
+Message encoding and reply matching are pure (`subflow_message`, `exchange`: each
+request is answered by the acknowledgement carrying its own sequence number, with the
+kernel's reason when it refuses); `PathManager` owns the socket.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import socket
 import struct
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 NETLINK_GENERIC = 16
 GENL_ID_CTRL = 0x10
@@ -33,9 +36,15 @@ CTRL_ATTR_MCAST_GRP_ID = 2
 NLM_F_REQUEST = 0x1
 NLM_F_ACK = 0x4
 NLMSG_ERROR = 0x2
+NLMSG_HDRLEN = 16
 NLA_F_NESTED = 0x8000
+NLM_F_CAPPED = 0x100  # in an NLMSG_ERROR: the request's payload is not echoed
+NLM_F_ACK_TLVS = 0x200  # in an NLMSG_ERROR: extended-ack attributes follow
+NLMSGERR_ATTR_MSG = 1  # the kernel's reason, a NUL-terminated string
 SOL_NETLINK = 270
 NETLINK_ADD_MEMBERSHIP = 1
+NETLINK_CAP_ACK = 10
+NETLINK_EXT_ACK = 11
 
 FAMILY = "mptcp_pm"
 EVENTS_GROUP = "mptcp_pm_events"
@@ -52,6 +61,9 @@ ADDR_ATTR_PORT = 5
 SOL_MPTCP = 284
 MPTCP_INFO = 1
 MPTCP_INFO_TOKEN_OFFSET = 12  # struct mptcp_info: six __u8, __u32 flags, __u32 token
+
+
+REPLY_WAIT_S = 10.0  # the kernel answers at once; a socket that never does is a fault
 
 
 class PathManagerError(OSError):
@@ -113,6 +125,68 @@ def ack_error(reply: bytes) -> int:
     return -struct.unpack_from("=i", reply, 16)[0]
 
 
+def ack_reason(reply: bytes) -> str:
+    """The kernel's reason in an NLMSG_ERROR reply's extended ack ('' when it gave none):
+    the error code, the request's header (and its payload unless NLM_F_CAPPED), then
+    attributes."""
+    length, kind, flags = struct.unpack_from("=IHH", reply, 0)
+    if kind != NLMSG_ERROR or not flags & NLM_F_ACK_TLVS or len(reply) < 36:
+        return ""
+    start = 36 if flags & NLM_F_CAPPED else 20 + _align(struct.unpack_from("=I", reply, 20)[0])
+    raw = parse_attrs(reply[start:min(length, len(reply))]).get(NLMSGERR_ATTR_MSG, b"")
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+class Datagrams(Protocol):
+    """What `exchange` needs of a netlink socket."""
+
+    def send(self, data: bytes, /) -> int: ...
+
+    def recv(self, bufsize: int, /) -> bytes: ...
+
+
+def split_messages(datagram: bytes) -> list[bytes]:
+    """The netlink messages of one datagram, in order (one datagram may hold several)."""
+    out = []
+    pos = 0
+    while pos + NLMSG_HDRLEN <= len(datagram):
+        length = struct.unpack_from("=I", datagram, pos)[0]
+        if length < NLMSG_HDRLEN or pos + length > len(datagram):
+            break
+        out.append(datagram[pos : pos + length])
+        pos += _align(length)
+    return out
+
+
+def exchange(sock: Datagrams, request: bytes) -> tuple[list[bytes], bytes]:
+    """Send one request that asks for an acknowledgement (NLM_F_ACK) and read up to that
+    acknowledgement: (the replies before it, the acknowledgement itself, an NLMSG_ERROR
+    whose code is 0 on success).
+
+    A message is this request's only if it carries the request's sequence number;
+    others are skipped. The kernel answers a request for data (CTRL_CMD_GETFAMILY) with
+    the data *and* an acknowledgement, so reading one message per request leaves that
+    acknowledgement for the next request to take as its own answer, and every later
+    request then reads its predecessor's: a subflow refused (ENOTCONN before the
+    connection is fully established) looks opened, and the request after it fails with
+    the refused one's errno."""
+    seq = struct.unpack_from("=I", request, 8)[0]
+    sock.send(request)
+    replies: list[bytes] = []
+    while True:
+        datagram = sock.recv(65536)
+        if not datagram:
+            raise PathManagerError(errno.EPROTO, "netlink socket closed before the "
+                                   "acknowledgement")
+        for message in split_messages(datagram):
+            _, kind, _, seen = struct.unpack_from("=IHHI", message, 0)
+            if seen != seq:
+                continue
+            if kind == NLMSG_ERROR:
+                return replies, message
+            replies.append(message)
+
+
 def connection_token(sock: socket.socket) -> int:
     """The local token of an MPTCP socket (MPTCP_INFO), naming it to the path manager."""
     info = sock.getsockopt(SOL_MPTCP, MPTCP_INFO, 16)
@@ -127,16 +201,16 @@ class _Family:
     groups: dict[str, int]
 
 
-def _resolve(sock: socket.socket) -> _Family:
+def _resolve(sock: Datagrams) -> _Family:
     name = FAMILY.encode() + b"\0"
-    sock.send(genl_message(GENL_ID_CTRL, CTRL_CMD_GETFAMILY,
-                           nla(CTRL_ATTR_FAMILY_NAME, name), 1, version=1))
-    reply = sock.recv(65536)
-    err = ack_error(reply)
+    replies, ack = exchange(sock, genl_message(GENL_ID_CTRL, CTRL_CMD_GETFAMILY,
+                                               nla(CTRL_ATTR_FAMILY_NAME, name), 1,
+                                               version=1))
+    err = ack_error(ack) or (0 if replies else errno.ENOENT)
     if err:
         raise PathManagerError(err, f"generic netlink family {FAMILY!r} not found "
                                f"({os.strerror(err)}): is MPTCP built into this kernel?")
-    attrs = parse_attrs(reply[20:])
+    attrs = parse_attrs(replies[0][20:])
     groups: dict[str, int] = {}
     raw = attrs.get(CTRL_ATTR_MCAST_GROUPS, b"")
     for grp in parse_attrs(raw).values():
@@ -150,28 +224,40 @@ def _resolve(sock: socket.socket) -> _Family:
 class PathManager:
     """Requests to this namespace's userspace path manager (one netlink socket)."""
 
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_GENERIC)
-        self.sock.bind((0, 0))
+    def __init__(self, sock: Datagrams | None = None) -> None:
+        """`sock`: a netlink socket to use instead of a new one (tests)."""
+        if sock is None:
+            own = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_GENERIC)
+            own.bind((0, 0))
+            own.settimeout(REPLY_WAIT_S)
+            # errors carry the kernel's reason, without the request echoed back
+            for option in (NETLINK_EXT_ACK, NETLINK_CAP_ACK):
+                own.setsockopt(SOL_NETLINK, option, 1)
+            sock = own
+        self.sock = sock
         self.family = _resolve(self.sock)
         self._seq = 1
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        self.sock.close()
+        if isinstance(self.sock, socket.socket):
+            self.sock.close()
 
     def _request(self, cmd: int, token: int, local: tuple[str, int], local_id: int | None,
                  remote: tuple[str, int]) -> None:
         with self._lock:
             self._seq += 1
-            self.sock.send(subflow_message(self.family.id, cmd, token, local, local_id,
-                                           remote, self._seq))
-            err = ack_error(self.sock.recv(65536))
+            _, reply = exchange(self.sock, subflow_message(self.family.id, cmd, token,
+                                                           local, local_id, remote,
+                                                           self._seq))
+        err = ack_error(reply)
         if err:
             what = "create" if cmd == CMD_SUBFLOW_CREATE else "destroy"
-            raise PathManagerError(err, f"subflow {what} {local[0]}:{local[1]} -> "
-                                   f"{remote[0]}:{remote[1]} (token {token:#x}): "
-                                   f"{os.strerror(err)}")
+            reason = ack_reason(reply)
+            raise PathManagerError(err, f"subflow {what} {local[0]}:{local[1]} "
+                                   f"(local id {local_id}) -> {remote[0]}:{remote[1]} "
+                                   f"(token {token:#x}): {os.strerror(err)}"
+                                   + (f" ({reason})" if reason else ""))
 
     def create_subflow(self, token: int, local: tuple[str, int], local_id: int,
                        remote: tuple[str, int]) -> None:

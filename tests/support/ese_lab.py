@@ -18,7 +18,7 @@ on it that TCP has not sent yet (``notsent``), over time. The server's MPTCP cou
 before and after each transfer. Prints one JSON object.
 
     python tests/support/ese_lab.py [--ccs mptcp-d lia] [--size 20000000] [--alpha 1.3] \
-        [--beta 0.1] [--joins before late]
+        [--beta 0.1] [--joins before late placed]
 """
 
 from __future__ import annotations
@@ -127,15 +127,21 @@ def run(cc: str, size: int, sample_ms: float, join: str = "before") -> dict:
     # join "before": the server sends once every subflow joined (they start together on
     # empty queues); "late": at once, the extra subflows join while the first one fills
     # the shared queue (as Linux's path manager opens them after the handshake)
+    # "placed": as "before", with pathdiv's own transfer tool opening the subflows
+    # through the userspace path manager (hosts.subflow_paths other than hashed with
+    # hosts.join_before_data), one per client address
+    placed = join == "placed"
+    for ns in (ml.NS_SERVER, ml.NS_CLIENT):
+        ml.sh("sysctl", "-qw", f"net.mptcp.pm_type={int(placed)}", ns=ns)
     waits_for = len(PATH_OF) if join == "before" else 1
-    server = subprocess.Popen(ml.server_cmd(1, waits_for), stdout=subprocess.PIPE,
-                              text=True)
+    server = subprocess.Popen(TRANSFER_SERVE if placed else ml.server_cmd(1, waits_for),
+                              stdout=subprocess.PIPE, text=True)
     samples: list[tuple[float, dict[str, dict[str, int]]]] = []
     before = server_counters()
     try:
         ml.wait_listening()
-        client = subprocess.Popen(ml.client_cmd(size, 1), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+        client = subprocess.Popen(transfer_fetch(size) if placed else ml.client_cmd(size, 1),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         start = time.monotonic()
         while client.poll() is None:
             state = subflow_states(ml.sh("ss", "-Htin", "state", "established",
@@ -146,8 +152,18 @@ def run(cc: str, size: int, sample_ms: float, join: str = "before") -> dict:
         out, err = client.communicate(timeout=60)
         if client.returncode:
             raise RuntimeError(f"client failed ({client.returncode}): {err.strip()}")
-        fetched = json.loads(out)
-        server.communicate(timeout=60)
+        if placed:  # pathdiv's result: the subflows it opened before data, "placed"
+            got = json.loads(out)
+            fetched = {"complete": got["ok"], "fct_s": [round(got["end_s"] - got["start_s"], 4)],
+                       "placed": got["placed"].split(";"), "subflows_seen": got["subflows"]}
+            server.terminate()  # it serves until stopped
+            server.communicate(timeout=60)
+        else:
+            fetched = json.loads(out)
+            served, _ = server.communicate(timeout=60)
+            # subflows the connection had when the server started sending (it waits,
+            # at most 5 s, for all of them with join "before")
+            fetched["subflows_at_start"] = json.loads(served)["subflows_at_start"]
     finally:
         if server.poll() is None:
             server.kill()
@@ -155,6 +171,20 @@ def run(cc: str, size: int, sample_ms: float, join: str = "before") -> dict:
     counters = {k: after[k] - before.get(k, 0) for k in after
                 if after[k] - before.get(k, 0) and k in WATCHED}
     return {"cc": cc, "join": join, **fetched, "counters": counters, **summary(samples)}
+
+
+TRANSFER = [sys.executable, "-m", "pathdiv.experiments.traffic.transfer"]
+TRANSFER_SERVE = ["ip", "netns", "exec", ml.NS_SERVER, *TRANSFER, "serve", "--address",
+                  ml.SERVER_ADDR, "--port", str(ml.PORT), "--mptcp", "--userspace-pm"]
+PLACED_PORT = 30001  # below Linux's ephemeral range, as pathdiv's placement chooses
+
+
+def transfer_fetch(size: int) -> list[str]:
+    """pathdiv's fetch with one subflow per client address, all joined before data."""
+    place = ",".join(f"{ml.client_addr(i)}:{PLACED_PORT + i}" for i in PATH_OF)
+    return ["ip", "netns", "exec", ml.NS_CLIENT, *TRANSFER, "fetch",
+            f"{ml.SERVER_ADDR}:{ml.PORT}:{size}", "--mptcp", "--timeout", "60",
+            "--place", place, "--join-first", str(len(PATH_OF))]
 
 
 # server counters reported per transfer (deltas), where the kernel has them
@@ -228,10 +258,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--alpha", type=float, default=1.3)
     p.add_argument("--beta", type=float, default=0.1)
     p.add_argument("--sample-ms", type=float, default=200.0)
-    p.add_argument("--joins", nargs="+", choices=("before", "late"), default=["before"],
+    p.add_argument("--joins", nargs="+", choices=("before", "late", "placed"),
+                   default=["before"],
                    help="before: the subflows join before data (the server waits for "
-                   "them); late: the server sends at once and they join meanwhile; each "
-                   "congestion control runs once per value")
+                   "them); late: the server sends at once and they join meanwhile; "
+                   "placed: as before, through pathdiv's transfer tool and the "
+                   "userspace path manager; each congestion control runs once per value")
     args = p.parse_args(argv)
     if (PARAMETERS / "mptcp_d_alpha_pct").exists():
         (PARAMETERS / "mptcp_d_alpha_pct").write_text(f"{round(args.alpha * 100)}\n")
