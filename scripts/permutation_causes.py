@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from pathdiv.analysis.capture.flows import (
     group_connections,
@@ -241,28 +242,55 @@ def _climbs(topo: FatTree, u: str, v: str) -> bool:
     return order[topo.nodes[v].role.value] > order[topo.nodes[u].role.value]
 
 
+def ci95(values: pd.Series) -> str:
+    """Mean [95 % t interval] of a column over runs."""
+    a = values.dropna().to_numpy(dtype=float)
+    if len(a) == 0:
+        return "-"
+    spec = ".0f" if abs(a.mean()) >= 100 else ".1f" if abs(a.mean()) >= 10 else ".3f"
+    if len(a) < 2:
+        return format(a.mean(), spec)
+    half = stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a))
+    return f"{a.mean():{spec}} [{a.mean() - half:{spec}}, {a.mean() + half:{spec}}]"
+
+
+def variant_table(table: pd.DataFrame, columns: list[str]) -> str:
+    """Per variant (the results folder a run came from) and level: each column's mean
+    with its 95 % interval over the runs (Markdown)."""
+    out = ["| variant | level | runs | " + " | ".join(columns) + " |",
+           "|" + " --- |" * (len(columns) + 3)]
+    for (variant, level), g in table.groupby(["variant", "level"], sort=False):
+        out.append(f"| {variant} | {level} | {len(g)} | "
+                   + " | ".join(ci95(g[c]) for c in columns) + " |")
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("runs", nargs="*", type=Path, help="run folders (results/X/runs/<run>)")
     ap.add_argument("--csv", type=Path, help="write the per-transfer table here")
     ap.add_argument("--summary", type=Path, help="write the per-run table here")
+    ap.add_argument("--from", dest="source", type=Path, nargs="+",
+                    help="per-run tables (--summary) to print per variant and level, with "
+                         "95 %% intervals over the runs, instead of reading captures")
+    ap.add_argument("--columns", default="goodput,ceiling,model_paths,up_util,bn_none,"
+                    "drops_host_up,retx,dup,ackq_ms", help="columns of the --from table")
     args = ap.parse_args()
+    if args.source:
+        table = pd.concat([pd.read_csv(f) for f in args.source], ignore_index=True)
+        print(variant_table(table, args.columns.split(",")))
+        return
     frames, sums = [], []
     for r in args.runs:
         f, s = run_table(r)
         frames.append(f)
-        sums.append(s)
+        sums.append({"variant": r.resolve().parent.parent.name, **s})
     if args.csv:
         pd.concat(frames, ignore_index=True).to_csv(args.csv, index=False, float_format="%.4f")
     table = pd.DataFrame(sums)
     if args.summary:
         table.to_csv(args.summary, index=False, float_format="%.4f")
-    cols = list(table.columns)
-    print("| " + " | ".join(cols) + " |")
-    print("|" + " --- |" * len(cols))
-    for row in table.itertuples(index=False):
-        print("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v)
-                                for v in row) + " |")
+    print(variant_table(table, args.columns.split(",")))
 
 
 if __name__ == "__main__":
