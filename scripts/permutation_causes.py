@@ -30,6 +30,10 @@ the last transfer started to the first one's end. Per transfer, in the window:
                 queue behind the data the client uploads (every host of a permutation
                 both sends and receives);
   rev_ms        median time of that ACK on to the server's access link;
+  idle          share of the window's 10 ms bins in which the server sent none of the
+                transfer's data; inflight_idle_kb: the median data in flight (sent, not
+                acknowledged, all subflows) at the start of those bins: a sender that
+                stops with data in flight is waiting for ACKs (its windows are full);
   model_paths   the flow model's max-min fair rate with every transfer on the paths its
                 subflows took (analysis/references/flowmodel.py: an adaptive split over
                 them for MPTCP, the measured path for single-path TCP, all paths evenly
@@ -66,6 +70,7 @@ from pathdiv.topologies.fattree import FatTree
 from pathdiv.topologies.model import Tier
 
 WARMUP_S = 0.5
+IDLE_BIN_S = 0.01
 BUSY = 0.95
 # egress queues by tier and direction: host_up is a sender's own interface
 DROP_PLACES = ("host_up", "edge_up", "core_up", "core_down", "edge_down", "host_down")
@@ -117,6 +122,38 @@ def subflow_delays(p: pd.DataFrame, caddr: set[int], server_link: int,
             list(rev["ts_s"] - rev["ts_c"]))
 
 
+def stall_figures(subflow_packets: list[pd.DataFrame], caddr: set[int], server_link: int,
+                  t0: float, t1: float) -> tuple[float, float]:
+    """The share of the window's 10 ms bins in which the server put none of the
+    transfer's data on its access link, and the median data in flight (sequence sent,
+    not yet acknowledged, summed over the subflows, at the server's link) at the start of
+    those bins, in KB: a sender that stops with data in flight waits for ACKs."""
+    grid = np.arange(t0, t1, IDLE_BIN_S)
+    if len(grid) == 0:
+        return np.nan, np.nan
+    inflight = np.zeros(len(grid))
+    sent = np.zeros(len(grid))
+    for p in subflow_packets:
+        p = p[p["link"] == server_link]
+        data = p[(p["payload"] > 0) & p["dst"].isin(caddr)]
+        acks = p[p["src"].isin(caddr) & ((p["flags"] & 0x10) != 0)]
+        if data.empty:
+            continue
+        base = int(data["seq"].iloc[0])
+        ends = (data["seq"].astype(np.int64) + data["payload"] - base) & MASK
+        ends = ends.where(ends < 2**31, 0).cummax().to_numpy()
+        acked = (acks["ack"].astype(np.int64) - base) & MASK
+        acked = acked.where(acked < 2**31, 0).cummax().to_numpy()
+        i_d = np.searchsorted(data["ts"].to_numpy(), grid, side="right") - 1
+        i_a = np.searchsorted(acks["ts"].to_numpy(), grid, side="right") - 1
+        nxt = np.where(i_d >= 0, ends[np.maximum(i_d, 0)], 0)
+        una = np.where(i_a >= 0, acked[np.maximum(i_a, 0)], 0) if len(acked) else 0
+        inflight += np.maximum(nxt - una, 0)
+        sent += np.histogram(data["ts"].to_numpy(), bins=np.append(grid, t1))[0]
+    idle = sent == 0
+    return float(idle.mean()), float(np.median(inflight[idle]) / 1e3) if idle.any() else np.nan
+
+
 def run_table(run_dir: Path) -> tuple[pd.DataFrame, dict[str, object]]:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     cfg = manifest["config"]
@@ -151,8 +188,10 @@ def run_table(run_dir: Path) -> tuple[pd.DataFrame, dict[str, object]]:
         ackq_all: list[float] = []
         rev_all: list[float] = []
         per_sub = []
+        mine = []
         for s in sfs:
             p = pk.iloc[by_sub[s]]
+            mine.append(p)
             data = p[(p["payload"] > 0) & p["dst"].isin(caddr)]
             if data.empty:
                 continue
@@ -195,6 +234,7 @@ def run_table(run_dir: Path) -> tuple[pd.DataFrame, dict[str, object]]:
         ack_w = float(down.loc[down["payload"] == 0, "wire_len"].sum())
         pay_w = float(down["payload"].sum())
         total = sum(per_sub)
+        idle, inflight_idle = stall_figures(mine, caddr, server_link, t0, t1)
         rows.append({
             "run": run_dir.name, "transfer": int(tr.transfer_id), "client": client,
             "server": server, "subflows": len(per_sub),
@@ -210,6 +250,7 @@ def run_table(run_dir: Path) -> tuple[pd.DataFrame, dict[str, object]]:
             "fwd_ms": 1000 * float(np.median(fwd_all)) if fwd_all else np.nan,
             "ackq_ms": 1000 * float(np.median(ackq_all)) if ackq_all else np.nan,
             "rev_ms": 1000 * float(np.median(rev_all)) if rev_all else np.nan,
+            "idle": idle, "inflight_idle_kb": inflight_idle,
         })
     frame = pd.DataFrame(rows)
     frame["model_paths"] = long_run(flows)
@@ -225,7 +266,8 @@ def run_table(run_dir: Path) -> tuple[pd.DataFrame, dict[str, object]]:
         where = f"{link.tier.value}_{'up' if link.a.node == node else 'down'}"
         drops[where] = drops.get(where, 0) + int(lk["drops"])
     means = ["goodput", "dup", "retx", "ceiling", "model_paths", "up_util", "down_util",
-             "paths", "subflows", "busy_subflows", "fwd_ms", "ackq_ms", "rev_ms"]
+             "paths", "subflows", "busy_subflows", "fwd_ms", "ackq_ms", "rev_ms", "idle",
+             "inflight_idle_kb"]
     summary: dict[str, object] = {
         "run": run_dir.name, "level": "_".join(run_dir.name.split("_")[1:-1]),
         "window_s": span, **{m: float(frame[m].mean()) for m in means},
