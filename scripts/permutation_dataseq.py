@@ -41,6 +41,7 @@ from pathdiv.analysis.capture.flows import (
 from pathdiv.analysis.capture.pcap import _MAGICS, _record_offsets, ip_to_int, read_pcap
 from pathdiv.analysis.metrics.table import load_transfers
 from pathdiv.topologies.conditions import topology_of
+from pathdiv.topologies.fattree import FatTree
 
 WARMUP_S = 0.5
 BIN_S = 0.01
@@ -98,7 +99,7 @@ def option_fields(path: Path) -> pd.DataFrame:
                          "dack": dack})
 
 
-def access_packets(run_dir: Path, topo) -> pd.DataFrame:  # type: ignore[no-untyped-def]
+def access_packets(run_dir: Path, topo: FatTree) -> pd.DataFrame:
     """Every packet of the hosts' access links with the option fields, in time order."""
     files = capture_files(run_dir / "captures")
     index = {lk.name: i for i, lk in enumerate(topo.links)}
