@@ -60,11 +60,36 @@ def test_timeline_counts_payload_going_down_to_hosts_by_server_port():
     pk = pd.DataFrame({
         "ts": [100.1, 100.2, 100.6, 100.6, 100.7],
         "link": [link] * 5,
+        "src": [h2, h2, h2, h1, h2],
         "dst": [h1, h1, h1, h2, h1],  # the h2-bound packet is on h1's link going up
         "sport": [8080, 8080, 8081, 8080, 8080],
+        "dport": [40000] * 5,
+        "seq": [1, 1001, 1, 1, 2001],
         "payload": [1000, 1000, 500, 1000, 0],
     })
     tl = goodput_timeline(pk, topo, 8080, t0_wall=100.0)
     assert list(tl["t_s"]) == [0.0, 0.25, 0.5]
     assert list(tl["measured_mbps"]) == pytest.approx([2000 * 8 / 0.25 / 1e6, 0, 0])
     assert list(tl["other_mbps"]) == pytest.approx([0, 0, 500 * 8 / 0.25 / 1e6])
+
+
+def test_timeline_counts_a_segment_that_arrives_twice_once():
+    """A spurious retransmission (the segment had arrived) delivers nothing new; the same
+    sequence number on another connection (other ports) is its own data."""
+    topo = validate({}).topology()
+    link = [lk.name for lk in topo.links].index("h1-e1")
+    h1 = ip_to_int(topo.nodes["h1"].address)
+    h2 = ip_to_int(topo.nodes["h2"].address)
+    pk = pd.DataFrame({
+        "ts": [100.1, 100.2, 100.3, 100.4],
+        "link": [link] * 4,
+        "src": [h2] * 4,
+        "dst": [h1] * 4,
+        "sport": [8080] * 4,
+        "dport": [40000, 40000, 40000, 40001],
+        "seq": [1, 1001, 1, 1],  # the third repeats the first; the fourth: another port
+        "payload": [1000] * 4,
+    })
+    tl = goodput_timeline(pk, topo, 8080, t0_wall=100.0)
+    assert list(tl["measured_mbps"]) == pytest.approx([2000 * 8 / 0.25 / 1e6,
+                                                      1000 * 8 / 0.25 / 1e6])
