@@ -19,6 +19,7 @@ import contextlib
 import io
 import shlex
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,28 +165,36 @@ def generations() -> list[Generation]:
     ]
 
 
-def _pages(args: Sequence[str]) -> list[Path]:
-    return [Path(args[i + 1]) for i, word in enumerate(args)
-            if word in ("--tally", "--write", "--rows")]
+def _page_positions(args: Sequence[str]) -> list[int]:
+    return [i + 1 for i, word in enumerate(args) if word in ("--tally", "--write", "--rows")]
 
 
 def regenerate(check: bool = False) -> list[str]:
-    """Run every generation (from the repository's root); with `check`, restore the pages
-    and return the commands whose blocks differed."""
+    """Run every generation (from the repository's root) and return the commands whose
+    blocks changed; with `check` each writes into a copy of its pages, the pages are left
+    as they are."""
     stale = []
-    for generation in generations():
-        pages = {p: p.read_text() for p in _pages(generation.args)}
-        with contextlib.redirect_stdout(io.StringIO()):
-            generation.run(list(generation.args))
-        changed = [p for p, text in pages.items() if p.read_text() != text]
-        if changed:
-            stale.append(generation.command())
-        if check:
-            for page, text in pages.items():
-                page.write_text(text)
-        else:
-            for page in changed:
-                print(f"wrote {page}")
+    with tempfile.TemporaryDirectory(prefix="reproduction-pages-") as scratch:
+        for n, generation in enumerate(generations()):
+            args = list(generation.args)
+            targets = {}
+            for i in _page_positions(args):
+                page = Path(args[i])
+                if check:
+                    copy = Path(scratch) / str(n) / page
+                    copy.parent.mkdir(parents=True, exist_ok=True)
+                    copy.write_text(page.read_text())
+                    args[i] = str(copy)
+                targets[page] = (Path(args[i]), page.read_text())
+            with contextlib.redirect_stdout(io.StringIO()):
+                generation.run(args)
+            changed = [page for page, (written, before) in targets.items()
+                       if written.read_text() != before]
+            if changed:
+                stale.append(generation.command())
+            if not check:
+                for page in changed:
+                    print(f"wrote {page}")
     return stale
 
 
