@@ -64,14 +64,17 @@ STUDY001 = (
 # today's (`-current`), else the committed first seed (its page says what differs).
 SEED003 = (
     Pair("seed003/fig8-current", "seed003/fig8-seed2"),
-    Pair("seed003/fig9", "seed003/fig9-seed2"),
+    Pair("seed003/fig9-current", "seed003/fig9-seed2"),
     Pair("seed003/fig10", "seed003/fig10-seed2"),
     Pair("seed003/fig11", "seed003/fig11-seed2"),
 )
 SEED004 = (
     Pair("seed004/ese", "seed004/ese-seed2"),
+    Pair("seed004/ese-together", "seed004/ese-together-seed2"),
     Pair("seed004/short", "seed004/short-seed2"),
     Pair("seed004/energy", "seed004/energy-seed2"),
+    Pair("seed004/sweep", "seed004/sweep-seed2"),
+    Pair("seed004/power-real", "seed004/power-real-seed2"),
 )
 TALLIED = STUDY001 + SEED003 + SEED004
 
@@ -111,7 +114,7 @@ SEED003_PAGE_PAIRS = (
 )
 SEED003_PAGE_CLAIMS = ("seed003/fig8", "seed003/fig9", "seed003/fig10", "seed003/fig11")
 SEED004_PAGE_CLAIMS = ("seed004/sweep", "seed004/short", "seed004/energy",
-                       "seed004/energy-real")
+                       "seed004/energy-real", "seed004/power-real")
 
 
 @dataclass(frozen=True)
