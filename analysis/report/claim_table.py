@@ -1,8 +1,8 @@
 """The claim tables of docs/reproduction.md, generated from the reports' reference.json.
 
     python -m pathdiv.analysis.report.claim_table FOLDER [FOLDER ...] \
-        [--rerun FOLDER OTHER ...] [--write docs/reproduction.md] \
-        [--rows docs/reproduction/claims.md]
+        [--rerun FOLDER OTHER ...] [--tally docs/reproduction.md] \
+        [--write docs/reproduction/claims.md] [--rows docs/reproduction/claims.md]
 
 reads every folder's reference.json (written by `pathdiv analyze`) and, per study:
 
@@ -10,8 +10,9 @@ reads every folder's reference.json (written by `pathdiv analyze`) and, per stud
   comparison once per folder, rows not comparable or not measured apart) by the test
   that judged them and their verdict, utilisation apart; then by what the second seed
   made of them: a verdict held in both seeds, unstable (two verdicts), or one seed only
-  (the folder has no rerun, or the rerun lacks a side);
-- one line per claim with the same counts (`--write`: between `<!-- claims:begin -->`
+  (the folder has no rerun, or the rerun lacks a side) (`--tally PAGE`: the tallies
+  alone, between `<!-- claim-tally:begin -->` and `<!-- claim-tally:end -->`);
+- the tally and one line per claim with the same counts (`--write`: between `<!-- claims:begin -->`
   and `<!-- claims:end -->` of the page);
 - with `--rows PAGE`, every comparison: the paper's figure, ours with its 95 % CI, raw
   and family-adjusted p, the smallest effect it could detect, the verdict, why, and what
@@ -19,7 +20,7 @@ reads every folder's reference.json (written by `pathdiv analyze`) and, per stud
   -->`).
 
 `--rerun FOLDER OTHER` names FOLDER's config run with another seed
-(pathdiv.analysis.stats.stability pairs the rows). Without --write the summary is
+(pathdiv.analysis.stats.stability pairs the rows). With no page named, the summary is
 printed. A reference.json written before the verdicts by claim kind is refused with the
 command that rewrites it.
 """
@@ -41,6 +42,8 @@ from pathdiv.analysis.stats.agreement import COUNTED_VERDICTS, UTILISATION
 
 BEGIN = "<!-- claims:begin -->"
 END = "<!-- claims:end -->"
+TALLY_BEGIN = "<!-- claim-tally:begin -->"
+TALLY_END = "<!-- claim-tally:end -->"
 ROWS_BEGIN = "<!-- claim-rows:begin -->"
 ROWS_END = "<!-- claim-rows:end -->"
 UNMEASURED_CLUSTER = "all observations"
@@ -251,6 +254,15 @@ def render(folders: Sequence[Path], reruns: dict[Path, Path] | None = None) -> s
     return "\n".join(parts)
 
 
+def render_tally(folders: Sequence[Path], reruns: dict[Path, Path] | None = None) -> str:
+    """Each study's tally alone: the summary a page about every study opens with."""
+    tables = collect(folders, reruns)
+    parts = [_source_line(folders, reruns), ""]
+    for study, table in tables.items():
+        parts.append("\n".join(tally_lines(study, table)) + "\n")
+    return "\n".join(parts)
+
+
 def render_rows(folders: Sequence[Path], reruns: dict[Path, Path] | None = None) -> str:
     tables = collect(folders, reruns)
     parts = [_source_line(folders, reruns), ""]
@@ -265,11 +277,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rerun", nargs=2, type=Path, action="append", default=[],
                         metavar=("FOLDER", "OTHER"),
                         help="OTHER is FOLDER's config run with another seed (repeatable)")
-    parser.add_argument("--write", type=Path, help="the Markdown page for the summary")
+    parser.add_argument("--tally", type=Path, help="the Markdown page for the tallies alone")
+    parser.add_argument("--write", type=Path,
+                        help="the Markdown page for the tallies and one line per claim")
     parser.add_argument("--rows", type=Path, help="the Markdown page for every comparison")
     args = parser.parse_args(argv)
     reruns = {a: b for a, b in args.rerun} or None
-    write_or_print(render(args.folders, reruns), args.write, "claim table", BEGIN, END)
+    if args.tally:
+        write_or_print(render_tally(args.folders, reruns), args.tally, "claim tally",
+                       TALLY_BEGIN, TALLY_END)
+    if args.write or not (args.tally or args.rows):
+        write_or_print(render(args.folders, reruns), args.write, "claim table", BEGIN, END)
     if args.rows:
         write_or_print(render_rows(args.folders, reruns), args.rows, "claim rows",
                        ROWS_BEGIN, ROWS_END)

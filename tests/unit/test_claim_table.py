@@ -15,9 +15,12 @@ from pathdiv.analysis.report.claim_table import (
     END,
     ROWS_BEGIN,
     ROWS_END,
+    TALLY_BEGIN,
+    TALLY_END,
     collect,
     render,
     render_rows,
+    render_tally,
 )
 from pathdiv.analysis.report.generated import replace_block
 from tests.conftest import REPO
@@ -80,22 +83,24 @@ def _command(block):
 
 
 def test_docs_reproduction_md_holds_the_generated_tables(monkeypatch):
+    """The page holds each study's tally, claims.md the same folders' counts per claim and
+    every comparison: each block what its command gives from the committed folders."""
     monkeypatch.chdir(REPO)
     page = (REPO / "docs" / "reproduction.md").read_text()
-    block = page.split(BEGIN, 1)[1].split(END, 1)[0]
+    block = page.split(TALLY_BEGIN, 1)[1].split(TALLY_END, 1)[0]
     folders, reruns = _command(block)
     assert Path("docs/reproduction/noisy") in folders
     assert Path("docs/reproduction/silent") in folders
-    command = ("python -m pathdiv.analysis.report.claim_table " + " ".join(map(str, folders))
-               + "".join(f" --rerun {a} {b}" for a, b in reruns.items())
-               + " --write docs/reproduction.md --rows docs/reproduction/claims.md")
-    assert block.strip() == render(folders, reruns or None).strip(), (
-        f"docs/reproduction.md's claim table is stale: run {command}")
+    command = "python -m pathdiv.analysis.report.reproduction_pages"
+    assert block.strip() == render_tally(folders, reruns or None).strip(), (
+        f"docs/reproduction.md's claim tally is stale: run {command}")
+    assert "| **all** | others |" in block and "| § | claim |" not in block
     rows = (REPO / "docs" / "reproduction" / "claims.md").read_text()
-    block = rows.split(ROWS_BEGIN, 1)[1].split(ROWS_END, 1)[0]
-    assert _command(block) == (folders, reruns)
-    assert block.strip() == render_rows(folders, reruns or None).strip(), (
-        f"docs/reproduction/claims.md is stale: run {command}")
+    for begin, end, made in ((BEGIN, END, render), (ROWS_BEGIN, ROWS_END, render_rows)):
+        block = rows.split(begin, 1)[1].split(end, 1)[0]
+        assert _command(block) == (folders, reruns)
+        assert block.strip() == made(folders, reruns or None).strip(), (
+            f"docs/reproduction/claims.md is stale: run {command}")
 
 
 def test_a_verdict_that_flips_in_the_rerun_says_unstable(folders, tmp_path):
