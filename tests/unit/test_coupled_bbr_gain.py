@@ -1,5 +1,5 @@
 """Coupled BBR's pacing gains (β of Eq. 2, α of Eq. 1, the 4-packets-per-RTT floor of
-Algorithm 1), compiled from the kernel patch and run in user space.
+Algorithm 1, held for every α), compiled from the kernel patch and run in user space.
 
 The C file comes straight out of kernels/patches (the kernel builds the same text); a small
 driver (kernels/test/coupled_bbr_gain_driver.c) answers "BETA ALPHA GAIN" per question.
@@ -94,6 +94,12 @@ def test_connection_gets_the_best_paths_rate(cbbr):
         assert total == pytest.approx(max(bws), rel=1e-3)
 
 
+def floor_gain(bdp: int) -> float:
+    """The gain that sends 4 packets per RTT on a BDP of `bdp` packets, rounded up to the
+    next 1/256 and within [1/256, 1] (Algorithm 1's floor)."""
+    return min(max(-(-4 * UNIT // max(bdp, 1)), 1), UNIT) / UNIT
+
+
 def test_alpha_follows_eq_1(cbbr):
     rng = random.Random(1)
     for _ in range(300):
@@ -101,8 +107,7 @@ def test_alpha_follows_eq_1(cbbr):
         own = rng.randrange(len(bws))
         beta, alpha, gain = cbbr(own, bws)
         assert alpha == pytest.approx((4 * beta - 1) / 3, abs=1 / UNIT)
-        if alpha > 0:
-            assert gain == alpha
+        assert gain == max(alpha, floor_gain(100))
 
 
 def test_a_poor_path_keeps_four_packets_per_rtt(cbbr):
@@ -117,12 +122,22 @@ def test_a_poor_path_keeps_four_packets_per_rtt(cbbr):
     assert cbbr(1, [1000, 100], bdp=10**6)[2] == 1 / UNIT
 
 
-def test_alpha_just_above_zero_still_sends(cbbr):
-    # β slightly above 1/4: α rounds to 0 in 1/256 units, the gain stays positive
-    bws = [1000, 268]  # β ≈ 0.2500 + ε
-    beta, alpha, gain = cbbr(1, bws)
+def test_a_small_positive_alpha_keeps_four_packets_per_rtt(cbbr):
+    # Algorithm 1 as printed paces at α·BW for any α > 0, so a subflow just above α = 0
+    # would send less than the floor gives one at α <= 0 (at α = 1/256 and a BDP of 16
+    # packets, one packet in 16 RTTs): the floor bounds the rate from below for every α
+    bws = [1000, 268]  # β ≈ 0.2500 + ε: α rounds to 0
+    beta, alpha, gain = cbbr(1, bws, bdp=16)
     assert beta > 0.25 and alpha == 0
-    assert gain == 1 / UNIT
+    assert gain * 16 == pytest.approx(4, abs=16 / UNIT)
+    # along a path that grows from nothing to the other's bandwidth, the α phases never
+    # send fewer than 4 packets per RTT, and where α·BDP reaches 4 the gain is α itself
+    for bdp in (8, 16, 100, 1000):
+        for poor in range(10, 1001, 10):
+            beta, alpha, gain = cbbr(1, [1000, poor], bdp=bdp)
+            assert gain * bdp >= 4 or gain == 1.0
+            if alpha * bdp >= 4:
+                assert gain == alpha
     assert cbbr(0, [1000, 0]) == (1.0, 1.0, 1.0)  # a subflow not yet measured counts not
     assert cbbr(1, [1000, 0])[0] == 1.0            # and is not slowed before it measures
 
@@ -136,7 +151,7 @@ def test_the_cycle_mean_of_the_gains_is_beta(cbbr_cycle, cbbr):
         bws = [rng.randint(1000, 200_000) for _ in range(rng.randint(2, 4))]
         own = rng.randrange(len(bws))
         beta, alpha, gain = cbbr(own, bws)
-        if alpha > 0:
+        if alpha >= floor_gain(100):
             assert cbbr_cycle(round(gain * UNIT)) / UNIT == pytest.approx(beta, abs=1.5 / UNIT)
     # below α = 0 the floor's 4 packets per RTT keep the mean above 1/4
     assert cbbr_cycle(1) == round((2 * UNIT + 6) / 8)
