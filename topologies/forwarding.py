@@ -12,6 +12,11 @@ where a packet may go:
           at an aggregation switch a remote edge's /24 -> one member, spread by edge
           index, so different destinations use different cores but one destination one
           path (an aggregation switch holds k^2/2 entries, not one per host address);
+  spread  the rule that table follows (`StaticSpread`): the member depends on one field
+          of the destination address only, the host number (the last octet's low five
+          bits, primary and aliases alike) at an edge, the edge number (third octet) at
+          an aggregation switch: k/2 entries a switch, where the table above holds one
+          route per remote host address at an edge (a suffix: no prefix route holds it);
   seed    the per-switch hash seed for `ecmp`, so tiers do not polarise.
 """
 
@@ -20,7 +25,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.fattree import ALIAS_STRIDE, FatTree
 from pathdiv.topologies.model import Role
 
 
@@ -43,6 +48,25 @@ class Route:
     direct: bool = False  # the destination is the neighbour itself (a host): no gateway
 
 
+HOST_FIELD_MASK = ALIAS_STRIDE - 1  # last octet & this = host index + 2, aliases too
+
+
+@dataclass(frozen=True)
+class StaticSpread:
+    """The static table as the rule it follows: the destination address's `field`
+    ("host": last octet & HOST_FIELD_MASK, "edge": third octet) -> index into `up`, for
+    each value a remote host can have (`choices`: (value, member index), ...)."""
+
+    field: str
+    choices: tuple[tuple[int, int], ...]
+
+    def member(self, address: str) -> int | None:
+        """The index into `up` for a remote destination `address` (None: no entry)."""
+        octets = [int(x) for x in address.split(".")]
+        value = octets[3] & HOST_FIELD_MASK if self.field == "host" else octets[2]
+        return dict(self.choices).get(value)
+
+
 @dataclass(frozen=True)
 class SwitchTable:
     switch: str
@@ -51,6 +75,22 @@ class SwitchTable:
     up: tuple[NextHop, ...]
     static: tuple[Route, ...]
     seed: int
+    spread: StaticSpread | None = None  # the rule `static` follows (None: no up group)
+
+
+def static_spread(topo: FatTree, switch: str) -> StaticSpread | None:
+    """The static table's rule at `switch` (None at a core): edges spread remote hosts
+    by host index, aggregation switches remote edges by edge index, each offset by the
+    switch's own index, so the hosts of a pod reach a destination through all (k/2)^2
+    cores."""
+    node = topo.nodes[switch]
+    h = len(topo.uplinks(switch))
+    if not h:
+        return None
+    if node.role is Role.EDGE:
+        return StaticSpread("host", tuple((x + 2, (x + node.index) % h)
+                                          for x in range(topo.half)))
+    return StaticSpread("edge", tuple((e, (e + node.index) % h) for e in range(topo.half)))
 
 
 def switch_seed(run_seed: int, switch: str) -> int:
@@ -65,6 +105,13 @@ def _hop(topo: FatTree, switch: str, link_peer: str) -> NextHop:
     peer = link.peer_of(switch)
     return NextHop(port.number, port.intf, link_peer, topo.nodes[link_peer].address,
                    topo.mac(peer))
+
+
+def _chosen(spread: StaticSpread, address: str) -> int:
+    member = spread.member(address)
+    if member is None:
+        raise KeyError(f"{address} has no entry in the static spread {spread}")
+    return member
 
 
 def switch_table(topo: FatTree, switch: str, run_seed: int = 0) -> SwitchTable:
@@ -82,26 +129,17 @@ def switch_table(topo: FatTree, switch: str, run_seed: int = 0) -> SwitchTable:
         else:
             down.append(Route(topo.pod_prefix(topo.nodes[peer].pod or 0), hop))
     up = tuple(_hop(topo, switch, lk.b.node) for lk in topo.uplinks(switch))
+    spread = static_spread(topo, switch)
     static: list[Route] = []
-    if up and node.role is Role.EDGE:
-        # Edges spread by the destination's host index, aggregation switches by its
-        # edge index, so the hosts of a pod reach it through all (k/2)^2 cores.
-        local = {r.prefix for r in down}
-        for host in topo.hosts:
-            if topo.edge_of(host) == switch:
-                continue
-            member = up[(topo.nodes[host].index + node.index) % len(up)]
-            static += [
-                Route(f"{a}/32", member) for a in topo.host_addresses(host) if a not in local
-            ]
-    elif up:  # an aggregation switch: one entry per remote edge (its /24 holds its hosts)
-        for edge in topo.edges:
-            if topo.nodes[edge].pod != node.pod:
-                member = up[(topo.nodes[edge].index + node.index) % len(up)]
-                static.append(Route(topo.edge_prefix(edge), member))
-    return SwitchTable(
-        switch, node.address, tuple(down), up, tuple(static), switch_seed(run_seed, switch)
-    )
+    if spread is not None and node.role is Role.EDGE:  # every remote host address
+        static += [Route(f"{a}/32", up[_chosen(spread, a)]) for host in topo.hosts
+                   if topo.edge_of(host) != switch for a in topo.host_addresses(host)]
+    elif spread is not None:  # an aggregation switch: a remote edge's /24 holds its hosts
+        static += [Route(topo.edge_prefix(edge),
+                         up[_chosen(spread, topo.edge_prefix(edge).split("/")[0])])
+                   for edge in topo.edges if topo.nodes[edge].pod != node.pod]
+    return SwitchTable(switch, node.address, tuple(down), up, tuple(static),
+                       switch_seed(run_seed, switch), spread)
 
 
 def neighbor_entries(table: SwitchTable) -> list[tuple[str, str, str]]:

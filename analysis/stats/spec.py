@@ -7,14 +7,13 @@ study's design (two-way MANOVA per condition x flow type cluster). It holds name
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-# The other factors' levels a comparison of interest holds: ((factor, (levels, ...)), ...).
-Held = tuple[tuple[str, tuple[str, ...]], ...]
+from pathdiv.analysis.stats.compare_pairs import Held, compare_pairs
 
 # Metrics where a smaller value is the better outcome (rankings sort them ascending).
 LOWER_IS_BETTER_DEFAULT: tuple[str, ...] = (
@@ -39,7 +38,8 @@ class AnalysisSpec:
     # comparisons of interest the report states first: levels a, b of one factor and the
     # other factors' levels the comparison holds, (a, b, ((factor, (levels, ...)), ...)),
     # none held: every level both sides have (the config: [a, b] or [a, b, {factor:
-    # level or [levels]}]; empty: each factor's levels against its first)
+    # level or [levels]}], parsed by stats/compare_pairs.py; empty: each factor's levels
+    # against its first)
     compare: tuple[tuple[str, str, Held], ...] = ()
     # levels that act on some levels of another factor only (the config's applies_to):
     # (factor, level, other factor, (levels of the other where it acts)), ...
@@ -55,7 +55,7 @@ class AnalysisSpec:
                     f"names, e.g. [{value!r}]"
                 )
             object.__setattr__(self, name, tuple(value))
-        object.__setattr__(self, "compare", tuple(self._pair(p) for p in self.compare))
+        object.__setattr__(self, "compare", compare_pairs(self.compare))
         object.__setattr__(self, "level_scope", tuple(
             (str(f), str(lv), str(o), tuple(str(x) for x in xs))
             for f, lv, o, xs in self.level_scope))
@@ -84,20 +84,6 @@ class AnalysisSpec:
                 f"column(s) {sorted(overlap)} are both a cluster and an independent "
                 "variable in analysis; use each column in one role only"
             )
-
-    @staticmethod
-    def _pair(pair: object) -> tuple[str, str, Held]:
-        held = pair[2] if isinstance(pair, list | tuple) and len(pair) == 3 else ()
-        if (not isinstance(pair, list | tuple) or len(pair) not in (2, 3)
-                or not isinstance(held, Mapping | tuple | list)):
-            raise ValueError(f"analysis.compare: {pair!r}; expected a pair [a, b] of levels "
-                             "of one factor, e.g. [ps-mptcp, ecmp-mptcp], optionally with "
-                             "the other factors' levels it holds: [ps-mptcp, ecmp-mptcp, "
-                             "{host: vanilla}]")
-        items = held.items() if isinstance(held, Mapping) else held
-        return str(pair[0]), str(pair[1]), tuple(
-            (str(f), tuple(str(x) for x in (v if isinstance(v, list | tuple) else [v])))
-            for f, v in items)
 
     def compare_as_config(self) -> list[list[Any]]:
         """`compare` as the config writes it: [a, b], or [a, b, {factor: [levels]}]."""

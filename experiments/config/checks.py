@@ -10,6 +10,7 @@ import re
 from importlib import resources
 from typing import Any
 
+from pathdiv.analysis.stats.compare_pairs import compare_problem
 from pathdiv.kernels.abilities import JUGGLER_MAX_FLOWS
 
 SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
@@ -108,24 +109,9 @@ def reference(value: Any) -> str | None:
     return None if ok else f"one of {', '.join(names)}, or a list of them"
 
 
-def _name(x: Any) -> bool:
-    return isinstance(x, str) and 0 < len(x) <= 64
-
-
-def _held(x: Any) -> bool:
-    """{factor: level or [levels]}: the other factors' levels a comparison holds."""
-    return isinstance(x, dict) and 0 < len(x) <= 8 and all(
-        _name(f) and (_name(v) or (isinstance(v, list) and 0 < len(v) <= 64
-                                   and all(_name(y) for y in v))) for f, v in x.items())
-
-
 def pairs(value: Any) -> str | None:
-    ok = len(value) <= 20 and all(
-        isinstance(p, list) and len(p) in (2, 3) and all(_name(x) for x in p[:2])
-        and (len(p) == 2 or _held(p[2])) for p in value)
-    return None if ok else ("a list of at most 20 pairs [a, b] of level names, each "
-                            "optionally with the other factors' levels it holds: "
-                            "[a, b, {factor: level or [levels]}]")
+    """analysis.compare: the one parser's verdict (analysis/stats/compare_pairs.py)."""
+    return compare_problem(value)
 
 
 MAX_BUDGET_MB = 50_000  # captures of one run: 50 GB

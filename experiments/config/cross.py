@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from pathdiv.analysis.metrics.columns import dependent_variables
+from pathdiv.analysis.stats.compare_pairs import compare_pair
 from pathdiv.analysis.stats.scope import level_overrides
 from pathdiv.experiments.config.checks import SIZE_DISTRIBUTIONS
 from pathdiv.experiments.config.enumeration import enumeration_problems
@@ -83,7 +84,7 @@ def analysis_problems(data: Mapping[str, Any]) -> list[str]:
         problems.append(f"analysis.ivs: {analysis['ivs']!r} names {len(analysis['ivs'])} "
                         "factors; the MANOVA takes one or two")
     for i, pair in enumerate(analysis.get("compare") or []):
-        a, b = pair[:2]
+        a, b, held = compare_pair(pair)  # its shape was checked with the leaf
         # a pair the plan narrowed away (--set factors.X=...) is skipped by the analysis;
         # a pair across two factors, or a level with itself, compares nothing
         owner_a = {f for f in analysis["ivs"] if a in (factors.get(f) or {})}
@@ -95,15 +96,14 @@ def analysis_problems(data: Mapping[str, Any]) -> list[str]:
                             f"of one factor of analysis.ivs; levels: {listed}")
         # the levels held: of another factor of analysis.ivs; a level the plan narrowed
         # away is passed over, a factor holding none of its own levels compares nothing
-        for other, held in (pair[2] if len(pair) == 3 else {}).items():
-            levels = held if isinstance(held, list) else [held]
+        for other, levels in held:
             if other not in analysis["ivs"] or other in owner_a | owner_b:
                 others = [f for f in analysis["ivs"] if f not in owner_a | owner_b]
                 problems.append(f"analysis.compare[{i}][2].{other}: not another factor of "
                                 f"analysis.ivs than the pair's; choose from "
                                 f"{', '.join(others) or 'none'}")
-            elif factors and not set(map(str, levels)) & set(factors.get(other) or {}):
-                problems.append(f"analysis.compare[{i}][2].{other}: {levels!r} holds no "
+            elif factors and not set(levels) & set(factors.get(other) or {}):
+                problems.append(f"analysis.compare[{i}][2].{other}: {list(levels)!r} holds no "
                                 f"level of {other}; levels: {listed}")
     columns = ["condition", "flow_type", *factors]
     for name in analysis["clusters"]:

@@ -56,9 +56,6 @@ class Plane:
     lossy_links: str = ""  # why loss_pct into a switch cannot be honoured ("": it can)
     costs: Mapping[str, PlaneCost] = field(default_factory=dict)  # hosts.kernel -> cost
     reusable: bool = False  # a built network may serve the next run (reset and verified)
-    # its switches route by Linux policy rules, the static mode adding rule 900 (what a
-    # clean switch holds under each mode: fabric/netstate.py)
-    policy_rules: bool = False
     marks_ecn_in_program: bool = False  # False: the egress qdiscs mark (RED)
     guest_env: tuple[str, ...] = ()  # what the lab kernel's guest needs to find the tools
 
@@ -80,7 +77,7 @@ PLANES: dict[str, Plane] = {p.name: p for p in (
         aliases=("kernel",),
         refused_modes={"flowlet": "the nftables plane keeps no per-flow idle-gap state; "
                                   "use dataplane: bmv2"},
-        reusable=True, policy_rules=True,
+        reusable=True,
     ),
     Plane(
         "p4-ebpf", "P4 (PSA programs compiled by p4c-ebpf) as eBPF at tc, one program per "

@@ -8,8 +8,9 @@ runner, clock, image, recipe digest, memory). The host watches the folder while 
 guest runs: progress, plan.json, and two watchdogs, fed by the guest's heartbeat (its
 own clock, written every few guest seconds) and by what it writes into the run's
 folder: a run that takes longer in guest time than any run of the plan may take, and a
-guest whose clock stands still while it writes nothing (in virtual time, a process that
-polls the clock without sleeping freezes it).
+guest that shows no sign of life (`Signs`: its clock, its progress, what it writes into
+the run's folder, the node scripts' state files among it) for FROZEN_WALL_S wall
+seconds (in virtual time, a process that polls the clock without sleeping freezes it).
 
 Pure parts (the guest command, the watchdog bound, what the guest shows) come first;
 `LabRuns` holds the side effects.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,27 +39,52 @@ from pathdiv.kernels.build import LabKernelError
 GUEST_MODULE = "pathdiv.experiments.execute.guest_runs"  # the guest's side of lab runs
 PROGRESS_FILE = Path(".labkernel") / "progress.json"  # inside the results folder
 BUILD_ALLOWANCE_S = 120.0  # guest seconds for a network build, capture drain, teardown
-# Wall seconds the guest may stand still: its clock does not move and it writes nothing
-# into the run's folder (boot included). CPU work costs no guest time, so a busy guest's
-# clock stands still too: once, on a loaded host, the start of a run (between two runs'
-# heartbeats) took 182 s of wall and tripped a 180 s bound on the clock alone. Its
-# network build was writing node scripts all along, which is why writes count as life.
+# Wall seconds the guest may show no sign of life (`Signs`; boot included) before it is
+# taken for frozen. CPU work costs no guest time, so a busy guest's clock stands still
+# too: once, on a loaded host, the start of a run (between two runs' heartbeats) took
+# 182 s of wall and tripped a 180 s bound on the clock alone; a k=16 build (1,344 node
+# scripts running at once, its lab kernel at 15-19 % of a core) stood still for 600 s
+# after its last script was written, when nothing but the scripts' end was counted. Its
+# scripts now write each step's end into their state files, so the bound stays the same
+# whatever the network's size; FROZEN_ENV sets another (a host loaded past that).
 FROZEN_WALL_S = 600.0
-# ... for networks up to a k=8 fat tree's 208 nodes. A bigger network's longest silent
-# stretch is longer in proportion: its node scripts, all sent before any is waited for,
-# run at once after the last is written, and nothing is written until all have ended.
-# A k=16 permutation run (1,344 nodes) on this 2-core machine at load 13-17 (its lab
-# kernel at nice 10 got 15-19 % of a core) wrote its last node script, then stood still
-# for 600 s of wall time with the scripts running, and was stopped as frozen.
-FROZEN_REFERENCE_NODES = 208
-
-
-def frozen_bound_s(nodes: int) -> float:
-    """Wall seconds a guest building or running a network of `nodes` may stand still."""
-    return FROZEN_WALL_S * max(1.0, nodes / FROZEN_REFERENCE_NODES)
+FROZEN_ENV = "PATHDIV_FROZEN_S"
+FROZEN_ALLOWED = (10.0, 86400.0)
 
 
 # ---- pure ------------------------------------------------------------------------------
+def frozen_bound_s(environ: Mapping[str, str]) -> float:
+    """Wall seconds a guest may show no sign of life: FROZEN_ENV when set, else
+    FROZEN_WALL_S. LabKernelError naming the variable, its value and what is allowed."""
+    text = environ.get(FROZEN_ENV, "").strip()
+    if not text:
+        return FROZEN_WALL_S
+    low, high = FROZEN_ALLOWED
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:
+        raise LabKernelError(f"{FROZEN_ENV}={text!r} is not allowed: wall seconds from "
+                             f"{low:.0f} to {high:.0f} (unset: {FROZEN_WALL_S:.0f})")
+    return value
+
+
+@dataclass(frozen=True)
+class Signs:
+    """What the host sees of a guest at one poll, from files the guest writes anyway:
+    any change from the poll before is a sign of life. A frozen guest (a process polls
+    the clock) changes none of them; a busy one changes one at least every few steps."""
+
+    clock: Any  # the heartbeat (the guest's clock and run), None before the first
+    progress: Any  # the progress file (run and round), None before the first
+    run_folder: tuple[int, int, int]  # `folder_activity` of the current run's folder:
+    # node scripts (written, then their state files' steps), captures, logs, manifest
+
+    def alive_since(self, before: Signs | None) -> bool:
+        return before is None or self != before
+
+
 def guest_args(folder: Path, run_ids: list[str], progress: Path = PROGRESS_FILE) -> list[str]:
     """The guest's arguments (to GUEST_MODULE): the lane's runs, in order, in one boot."""
     return ["execute", "--progress", str(folder / progress), str(folder), *run_ids]
@@ -87,17 +113,19 @@ def run_bound_s(cfg: Config, rounds: int) -> float:
 
 
 def stall(heartbeat: dict[str, Any] | None, started_guest_s: float | None, bound_s: float,
-          wall_since_change_s: float, run_id: str,
-          frozen_s: float | None = None) -> str | None:
-    """Why the guest is to be stopped, or None: its clock stood still for more than
-    `frozen_s` wall seconds (FROZEN_WALL_S unless given), or the run outlasted its bound in
-    guest time (pure; `poll` feeds it what it read)."""
-    if wall_since_change_s > (FROZEN_WALL_S if frozen_s is None else frozen_s):
+          quiet_s: float, run_id: str, frozen_s: float | None = None) -> str | None:
+    """Why the guest is to be stopped, or None: it showed no sign of life (`Signs`) for
+    more than `frozen_s` wall seconds (FROZEN_WALL_S unless given), or the run outlasted
+    its bound in guest time (pure; `poll` feeds it what it read)."""
+    frozen = FROZEN_WALL_S if frozen_s is None else frozen_s
+    if quiet_s > frozen:
         where = "before its first heartbeat" if heartbeat is None else f"during {run_id}"
-        return (f"the lab kernel's clock stood still and it wrote nothing for "
-                f"{wall_since_change_s:.0f} s of wall time {where}: a process in the "
-                "guest polls the clock without sleeping "
-                "(in virtual time every wait must sleep or block); the guest was stopped")
+        return (f"the lab kernel showed no sign of life for {quiet_s:.0f} s of wall time "
+                f"{where}: its clock stood still and it wrote nothing (no heartbeat, "
+                "progress, node-script step or other file in the run's folder); a process "
+                "in the guest polls the clock without sleeping (in virtual time every wait "
+                f"must sleep or block); the guest was stopped. The bound is {frozen:.0f} s: "
+                f"set {FROZEN_ENV}=SECONDS to wait longer on a host this loaded")
     if heartbeat is not None and started_guest_s is not None:
         spent = float(heartbeat["guest_s"]) - started_guest_s
         if spent > bound_s:
@@ -157,11 +185,12 @@ class LabRuns:
         self.reported: set[str] = set()
         self.result: Any = None
         self.bounds: dict[str, float] = {}
-        self.frozen: dict[str, float] = {}  # wall seconds each run may stand still
+        self.frozen_s = FROZEN_WALL_S  # wall seconds the guest may show no sign of life
         self.desc: dict[str, Any] = {}
-        self.heartbeat: dict[str, Any] | None = None
+        self.heartbeat: dict[str, Any] | None = None  # the last the guest wrote
+        self.progress_doc: dict[str, Any] | None = None  # likewise
         self.changed_at = time.monotonic()  # wall time the guest last showed life
-        self.activity: tuple[int, int, int] | None = None  # of the current run's folder
+        self.signs: Signs | None = None  # what it showed at the last poll
         self.run_started: dict[str, float] = {}  # guest seconds each run was first seen
 
     @property
@@ -182,8 +211,6 @@ class LabRuns:
             n = len(rounds(str(w["pattern"]), run.config.topology().hosts, run.workload_seed,
                            int(w["iterations"]), int(w["requests"])))
             self.bounds[run.run_id] = run_bound_s(run.config, n)
-            topo = run.config.topology()
-            self.frozen[run.run_id] = frozen_bound_s(len(topo.switches) + len(topo.hosts))
         for run in self.runs:  # an earlier attempt kept in earlier/, never beside this one
             set_aside(self.folder, run.run_id)
         (self.folder / self.progress).unlink(missing_ok=True)
@@ -191,10 +218,11 @@ class LabRuns:
         args = guest_args(self.folder.resolve(), [r.run_id for r in self.runs], self.progress)
         why = ""
         try:
+            self.frozen_s = frozen_bound_s(os.environ)
             for line in prepare({r.config.dataplane for r in self.runs}):
                 if self.log is not None:
                     self.log(f"pathdiv: {line}")
-        except DataPlaneError as exc:  # every run fails with the reason, nothing boots
+        except (DataPlaneError, LabKernelError) as exc:  # every run fails, nothing boots
             self.close_unfinished(str(exc), started_only=False)
             return
         self.changed_at = time.monotonic()
@@ -221,21 +249,23 @@ class LabRuns:
         self.collect()
         doc = read_json_dict(self.folder / self.progress)
         if doc:
+            self.progress_doc = doc
             self.on_progress(format_progress(doc))
         beat = read_json_dict(self.heartbeat_file)
-        if beat is not None and beat != self.heartbeat:
-            self.heartbeat, self.changed_at = beat, time.monotonic()
+        if beat is not None:
+            self.heartbeat = beat
         current = next((r for r in self.runs if r.run_id not in self.reported), None)
         if current is None:
             return
-        activity = folder_activity(self.folder / "runs" / current.run_id)
-        if activity != self.activity:
-            self.activity, self.changed_at = activity, time.monotonic()
+        signs = Signs(self.heartbeat, self.progress_doc,
+                      folder_activity(self.folder / "runs" / current.run_id))
+        if signs.alive_since(self.signs):
+            self.signs, self.changed_at = signs, time.monotonic()
         if self.heartbeat is not None and self.heartbeat.get("run_id") == current.run_id:
             self.run_started.setdefault(current.run_id, float(self.heartbeat["guest_s"]))
         why = stall(self.heartbeat, self.run_started.get(current.run_id),
                     self.bounds[current.run_id], time.monotonic() - self.changed_at,
-                    current.run_id, self.frozen.get(current.run_id))
+                    current.run_id, self.frozen_s)
         if why:
             raise LabKernelError(why)
 

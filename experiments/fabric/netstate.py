@@ -10,11 +10,12 @@ touches the network (workload, captures, analysis, ...) share one network
 state is read (`snapshot_script`, parsed by `parse_snapshot`) and compared
 (`problems`): what no run may change (addresses, routes, rules, neighbours, switch
 sysctls) against the snapshot taken right after the network was built; what the run's
-variant decides (host sysctls, MPTCP endpoints and limits, the switches' static rule)
-against what that variant sets (`variant_state`); and what must be gone (sockets other
-than TIME_WAIT, processes, conntrack entries) against nothing. A difference that a reset
-can repair (`REPAIRABLE`: queues, classes, the conditions' nftables table, which events
-change) is repaired; anything else means the network is rebuilt.
+variant decides (host sysctls, MPTCP endpoints and limits; a switch's mode is its
+data plane's to check) against what that variant sets (`variant_state`); and what must
+be gone (sockets other than TIME_WAIT, processes, conntrack entries) against nothing. A
+difference that a reset can repair (`REPAIRABLE`: queues, classes, the conditions'
+nftables table, which events change) is repaired; anything else means the network is
+rebuilt.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from pathdiv.experiments.config.planes import BASELINE, UnknownPlane, lookup
-from pathdiv.experiments.config.switching import MODES as MODE_REGISTRY
+from pathdiv.experiments.config.planes import UnknownPlane, lookup
 from pathdiv.experiments.fabric.conditions import NFT_TABLE as CONDITIONS_TABLE
 from pathdiv.experiments.fabric.hostsetup import REORDERING, HostSpec, host_commands, host_sysctls
 from pathdiv.topologies.fattree import FatTree
@@ -54,7 +54,6 @@ TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FI
               "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",
               "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING", "0C": "NEW_SYN_RECV"}
 MARK = "@@pathdiv-section "
-PREF_STATIC = 900  # the nftables plane's static rule (dataplane/nftables/rules.py)
 
 
 def reuse_key(data: Mapping[str, Any], plane: str) -> str | None:
@@ -287,9 +286,7 @@ def _read_ip(text: str, is_host: bool, state: NodeState) -> None:
         s[key] = value
     s["addr"] = _canon([_link_config(i) for i in s.get("addr") or []],
                        ("valid_life_time", "preferred_life_time", "tentative"))
-    rules = s.get("rule") or []
-    s["rule_static"] = any(r.get("priority") == PREF_STATIC for r in rules)
-    s["rule"] = _canon([r for r in rules if r.get("priority") != PREF_STATIC])
+    s["rule"] = _canon(s.get("rule") or [])  # no mode changes a rule (static: marks too)
     # "linkdown" is the carrier's state at the moment of reading (a veth just built may
     # not have it yet), not configuration a run could leave behind
     s["route"] = _canon([{**r, "flags": [f for f in r.get("flags") or [] if f != "linkdown"]}
@@ -342,31 +339,28 @@ def endpoint_manager(spec: HostSpec) -> bool:
     return spec.transport == "mptcp" and not spec.userspace_pm
 
 
-def variant_state(topo: FatTree, node: str, spec: HostSpec, mode: str,
-                  defaults: Mapping[str, Any], has_up: bool = False,
-                  plane: str = BASELINE) -> dict[str, Any]:
+def variant_state(topo: FatTree, node: str, spec: HostSpec,
+                  defaults: Mapping[str, Any]) -> dict[str, Any]:
     """Sections a clean `node` has under this variant. `defaults`: a fresh namespace's
-    `sysctl` values (every key of host_sysctl_keys) and `mptcp_limits`; `has_up`: the
-    switch has an equal-cost up group (only those get the static rule, on a plane whose
-    switches route by policy rules)."""
-    if not topo.nodes[node].is_switch:
-        intf = topo.links_of(node)[0].port_of(node).intf
-        fresh = defaults.get("sysctl", {})
-        sysctl = {k: fresh.get(k, "absent") for k in host_sysctl_keys(intf, spec.cc, spec.ecn)}
-        for item in host_sysctls(intf, spec):
-            key, _, value = item.partition("=")
-            sysctl[key] = value
-        extra = spec.subflows - 1
-        if endpoint_manager(spec):
-            endpoints = _canon([{"address": a, "subflow": True, "dev": intf}
-                                for a in topo.host_addresses(node)[1:]])
-            limits = {"add_addr_accepted": extra, "subflows": extra}
-        else:
-            endpoints, limits = [], dict(defaults.get("mptcp_limits", {}))
-        return {"sysctl": sysctl, "mptcp_endpoints": endpoints, "mptcp_limits": limits}
-    if not lookup(plane).policy_rules:
-        return {}  # the plane's own state is the plane's to check (DataPlane.state_problems)
-    return {"rule_static": has_up and not MODE_REGISTRY[mode].up_group}
+    `sysctl` values (every key of host_sysctl_keys) and `mptcp_limits`. A switch has
+    none: its routes and rules are the same in every mode (the mode is its data plane's
+    marks or program, the plane's own to check: DataPlane.state_problems)."""
+    if topo.nodes[node].is_switch:
+        return {}
+    intf = topo.links_of(node)[0].port_of(node).intf
+    fresh = defaults.get("sysctl", {})
+    sysctl = {k: fresh.get(k, "absent") for k in host_sysctl_keys(intf, spec.cc, spec.ecn)}
+    for item in host_sysctls(intf, spec):
+        key, _, value = item.partition("=")
+        sysctl[key] = value
+    extra = spec.subflows - 1
+    if endpoint_manager(spec):
+        endpoints = _canon([{"address": a, "subflow": True, "dev": intf}
+                            for a in topo.host_addresses(node)[1:]])
+        limits = {"add_addr_accepted": extra, "subflows": extra}
+    else:
+        endpoints, limits = [], dict(defaults.get("mptcp_limits", {}))
+    return {"sysctl": sysctl, "mptcp_endpoints": endpoints, "mptcp_limits": limits}
 
 
 def reset_host_commands(topo: FatTree, host: str, spec: HostSpec,
@@ -377,7 +371,7 @@ def reset_host_commands(topo: FatTree, host: str, spec: HostSpec,
     TCP's per-destination metrics cache (RTT, ssthresh, cwnd learnt by the previous
     run's connections, which a new connection to the same host starts from) is flushed:
     a fresh network has none."""
-    want = variant_state(topo, host, spec, "static", defaults)
+    want = variant_state(topo, host, spec, defaults)
     sysctls = [f"{k}={v}" for k, v in want["sysctl"].items() if v != "absent"]
     cmds: list[list[str]] = [["sysctl", "-qw", *sysctls], ["ip", "tcp_metrics", "flush", "all"]]
     cmds += host_commands(topo, host, spec)[1:]  # its sysctls are among the above

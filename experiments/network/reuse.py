@@ -144,10 +144,7 @@ class NetworkReuse:
     def expected(self, name: str) -> dict[str, Any]:
         """`name`'s sections a clean node has under the current config's variant."""
         net = self.net
-        table = net.tables.get(name)
-        return variant_state(net.topo, name, host_spec(net.cfg), net.cfg.mode,
-                             self.defaults, has_up=bool(table and table.up),
-                             plane=net.plane.name)
+        return variant_state(net.topo, name, host_spec(net.cfg), self.defaults)
 
     def take_reference(self) -> list[str]:
         """Snapshot every node of the network just built: what every reset is checked

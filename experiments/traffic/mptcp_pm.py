@@ -11,7 +11,11 @@ some socket of its namespace listens to the `mptcp_pm_events` group
 
 Message encoding and reply matching are pure (`subflow_message`, `exchange`: each
 request is answered by the acknowledgement carrying its own sequence number, with the
-kernel's reason when it refuses); `PathManager` owns the socket.
+kernel's reason when it refuses); `PathManager` owns the socket. It asks for extended
+acknowledgements (NETLINK_EXT_ACK, Linux 4.12 on: a refusal carries the kernel's reason)
+and capped ones (NETLINK_CAP_ACK, 4.3 on: the request is not echoed back); a kernel that
+refuses either is done without (`ack_options`): replies are read either way, and a
+refusal without a reason then says why it has none.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import os
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -137,6 +142,26 @@ def ack_reason(reply: bytes) -> str:
     return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
+# (option, its name, the first Linux with it, what a socket without it gets)
+ACK_OPTIONS = ((NETLINK_EXT_ACK, "NETLINK_EXT_ACK", "4.12", "no reason in a refusal"),
+               (NETLINK_CAP_ACK, "NETLINK_CAP_ACK", "4.3", "the request echoed in a refusal"))
+
+
+def ack_options(setsockopt: Callable[[int, int, int], None]) -> dict[int, str]:
+    """Turn on each of ACK_OPTIONS with `setsockopt` (a netlink socket's); those the
+    kernel refuses are done without: {option: why, for a message} of the refused ones.
+    `ack_reason` and `exchange` read replies with or without them."""
+    refused = {}
+    for option, name, since, without in ACK_OPTIONS:
+        try:
+            setsockopt(SOL_NETLINK, option, 1)
+        except OSError as exc:
+            said = os.strerror(exc.errno) if exc.errno else str(exc)
+            refused[option] = (f"this kernel refused {name} ({said}; Linux {since} on has "
+                               f"it), so {without}")
+    return refused
+
+
 class Datagrams(Protocol):
     """What `exchange` needs of a netlink socket."""
 
@@ -224,15 +249,17 @@ def _resolve(sock: Datagrams) -> _Family:
 class PathManager:
     """Requests to this namespace's userspace path manager (one netlink socket)."""
 
-    def __init__(self, sock: Datagrams | None = None) -> None:
-        """`sock`: a netlink socket to use instead of a new one (tests)."""
+    def __init__(self, sock: Datagrams | None = None,
+                 refused: dict[int, str] | None = None) -> None:
+        """`sock`: a netlink socket to use instead of a new one, `refused`: the
+        acknowledgement options its kernel refused (`ack_options`; tests)."""
+        self.refused = dict(refused or {})
         if sock is None:
             own = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_GENERIC)
             own.bind((0, 0))
             own.settimeout(REPLY_WAIT_S)
             # errors carry the kernel's reason, without the request echoed back
-            for option in (NETLINK_EXT_ACK, NETLINK_CAP_ACK):
-                own.setsockopt(SOL_NETLINK, option, 1)
+            self.refused = ack_options(own.setsockopt)
             sock = own
         self.sock = sock
         self.family = _resolve(self.sock)
@@ -253,7 +280,7 @@ class PathManager:
         err = ack_error(reply)
         if err:
             what = "create" if cmd == CMD_SUBFLOW_CREATE else "destroy"
-            reason = ack_reason(reply)
+            reason = ack_reason(reply) or self.refused.get(NETLINK_EXT_ACK, "")
             raise PathManagerError(err, f"subflow {what} {local[0]}:{local[1]} "
                                    f"(local id {local_id}) -> {remote[0]}:{remote[1]} "
                                    f"(token {token:#x}): {os.strerror(err)}"

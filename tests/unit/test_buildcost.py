@@ -30,11 +30,13 @@ def test_k16_build_grows_with_links_not_host_pairs(transport):
         assert ratio <= 1.2 * links < pairs / 5, count
     # k + 1 echoes a host: the links times k/8 here (2x), never the pairs' 64x
     assert large.echoes / small.echoes <= 2 * links < pairs / 3
-    # the one part that grows with hosts x edges: the edges' static tables
-    rest = (large.routes - large.static_routes) / (small.routes - small.static_routes)
-    assert rest <= 1.2 * links
-    aliases = 1 if transport == "tcp" else 4  # configs/permutation.yaml: 4 subflows
-    assert large.static_routes == 128 * (1024 - 8) * aliases + 128 * 15 * 8
+    # the static table as the rule it follows: k/2 map entries in each of the 256 edge
+    # and aggregation switches, whatever the subflows (as routes it was every remote
+    # host address at each edge: 128 x 1,016 x 4 + 128 x 15 x 8 = 535,552 with 4)
+    assert large.static_entries == 256 * 8
+    assert large.routes / small.routes <= 1.2 * links
+    if transport == "tcp":  # neighbours, down routes, up tables and rules, static entries
+        assert large.routes == 157_952 - 145_408 + 256 * 8 == 14_592
 
 
 def test_access_captures_are_a_third_of_the_links():

@@ -77,6 +77,11 @@ class FakeGuest:
                 nodes = run_dir / "lab" / "nodes"
                 nodes.mkdir(parents=True, exist_ok=True)
                 (nodes / f"step{len(list(nodes.iterdir()))}.sh").write_text("ip link\n")
+            elif kind == "step":  # a node script ends a step: one line more in its state
+                state = run_dir / "network" / "nodes" / "e1.setup.state"
+                state.parent.mkdir(parents=True, exist_ok=True)
+                with state.open("a") as f:
+                    f.write("step 1 of 3\n")
             elif kind == "crash":
                 raise LabKernelError("UML ended without running the command to its end")
             elif kind == "interrupt":
@@ -192,8 +197,8 @@ def test_a_guest_whose_clock_stands_still_is_stopped(tmp_path, monkeypatch, fake
     runner.run_plan(cfg, runs, folder, quiet=True)
     lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
     reason = _plan_statuses(folder)[lab_ids[0]][2]
-    assert "the lab kernel's clock stood still" in reason
-    assert "polls the clock without sleeping" in reason
+    assert "the lab kernel showed no sign of life" in reason
+    assert "its clock stood still" in reason and "polls the clock without sleeping" in reason
 
 
 def _host_clock_of(guest, monkeypatch):
@@ -208,13 +213,23 @@ def _host_clock_of(guest, monkeypatch):
 def test_a_busy_guest_that_writes_is_not_taken_for_frozen(tmp_path, monkeypatch,
                                                           fake_machine):
     """The clock stands still for 4 x 400 s (CPU work costs no guest time) while the run's
-    network build writes its node scripts: alive; the same steps without writes: frozen."""
+    network build writes its node scripts, or for 6 x 400 s while they run and end their
+    steps: alive; the same steps without writes: frozen."""
     cfg, runs, folder = _lab_plan(tmp_path)
     lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
     busy = FakeGuest([("start", 0), *[("write", 0)] * 4, ("complete", 0), ("start", 1),
                       ("complete", 1)], frozen=True, wall_step_s=400.0)
     _host_clock_of(busy, monkeypatch)
     monkeypatch.setattr(uml, "run_in_uml", busy)
+    runner.run_plan(cfg, runs, folder, quiet=True)
+    assert _plan_statuses(folder)[lab_ids[0]][1:] == ("complete", "")
+
+    # a k=16 build after its last script is written: only the scripts' state files grow
+    cfg, runs, folder = _lab_plan(tmp_path / "steps")
+    steps = FakeGuest([("start", 0), ("write", 0), *[("step", 0)] * 6, ("complete", 0),
+                       ("start", 1), ("complete", 1)], frozen=True, wall_step_s=400.0)
+    _host_clock_of(steps, monkeypatch)
+    monkeypatch.setattr(uml, "run_in_uml", steps)
     runner.run_plan(cfg, runs, folder, quiet=True)
     assert _plan_statuses(folder)[lab_ids[0]][1:] == ("complete", "")
 
@@ -226,20 +241,59 @@ def test_a_busy_guest_that_writes_is_not_taken_for_frozen(tmp_path, monkeypatch,
     runner.run_plan(cfg, runs, folder, quiet=True)
     status, reason = _plan_statuses(folder)[lab_ids[0]][1:]
     assert status == "failed"
-    assert "stood still and it wrote nothing for 800 s of wall time" in reason
+    assert "no sign of life for 800 s of wall time" in reason
+    assert "The bound is 600 s: set PATHDIV_FROZEN_S=SECONDS" in reason
+
+    monkeypatch.setenv(labruns.FROZEN_ENV, "900")  # a host loaded past 600 s
+    cfg, runs, folder = _lab_plan(tmp_path / "longer")
+    stuck = FakeGuest([("start", 0), *[("start", 0)] * 4, ("complete", 0)], frozen=True,
+                      wall_step_s=400.0)
+    _host_clock_of(stuck, monkeypatch)
+    monkeypatch.setattr(uml, "run_in_uml", stuck)
+    runner.run_plan(cfg, runs, folder, quiet=True)
+    reason = _plan_statuses(folder)[lab_ids[0]][2]
+    assert "no sign of life for 1200 s" in reason and "The bound is 900 s" in reason
 
 
-def test_a_bigger_network_may_stand_still_longer_in_proportion_to_its_nodes():
-    """A k=16 build's node scripts run at once after the last is written (1,344 nodes):
-    its silent stretch is allowed 1344/208 of a k=8's; up to k=8 the bound is the same."""
-    assert labruns.frozen_bound_s(36) == labruns.frozen_bound_s(208) == labruns.FROZEN_WALL_S
-    k16 = labruns.frozen_bound_s(1344)
-    assert k16 == pytest.approx(labruns.FROZEN_WALL_S * 1344 / 208)
-    beat = {"guest_s": 5.12, "run_id": "r"}
-    assert labruns.stall(beat, 5.0, 1e9, 1000.0, "r") is not None  # k <= 8: frozen
-    assert labruns.stall(beat, 5.0, 1e9, 1000.0, "r", k16) is None  # k=16: still building
-    frozen = labruns.stall(beat, 5.0, 1e9, k16 + 1, "r", k16)
-    assert frozen is not None and f"nothing for {k16 + 1:.0f} s of wall time" in frozen
+def test_the_frozen_bound_is_one_for_every_network_and_set_by_its_variable():
+    """The bound does not grow with the network (a k=16 build shows life through its
+    node scripts' steps); PATHDIV_FROZEN_S sets it, a bad value is named with what is
+    allowed, and the plan's lab runs fail with that reason before anything boots."""
+    assert labruns.frozen_bound_s({}) == labruns.FROZEN_WALL_S == 600.0
+    assert labruns.frozen_bound_s({labruns.FROZEN_ENV: " 1800 "}) == 1800.0
+    for bad in ("soon", "5", "1e9", "nan"):
+        with pytest.raises(LabKernelError, match=f"PATHDIV_FROZEN_S='{bad}' is not allowed: "
+                                                 "wall seconds from 10 to 86400"):
+            labruns.frozen_bound_s({labruns.FROZEN_ENV: bad})
+
+
+def test_a_frozen_bound_that_is_not_allowed_fails_the_runs_before_booting(
+        tmp_path, monkeypatch, fake_machine):
+    cfg, runs, folder = _lab_plan(tmp_path)
+    monkeypatch.setenv(labruns.FROZEN_ENV, "-1")
+    guest = FakeGuest([("start", 0), ("complete", 0)])
+    monkeypatch.setattr(uml, "run_in_uml", guest)
+    runner.run_plan(cfg, runs, folder, quiet=True)
+    lab_ids = [r.run_id for r in runs if r.config.host_kernel == "lab"]
+    assert guest.calls == []
+    for run_id in lab_ids:
+        status, reason = _plan_statuses(folder)[run_id][1:]
+        assert status == "failed" and "PATHDIV_FROZEN_S='-1' is not allowed" in reason
+
+
+def test_any_sign_of_life_counts_and_only_a_change_does():
+    """Clock, progress or the run's folder (a node script's state file growing by one
+    step) each show life; the same signs at the next poll do not."""
+    beat, prog = {"guest_s": 5.12, "run_id": "r"}, {"run_id": "r", "round": 0, "rounds": 0}
+    first = labruns.Signs(beat, prog, (10, 900, 7))
+    assert first.alive_since(None)
+    assert not labruns.Signs(dict(beat), dict(prog), (10, 900, 7)).alive_since(first)
+    assert labruns.Signs({**beat, "guest_s": 7.68}, prog, (10, 900, 7)).alive_since(first)
+    assert labruns.Signs(beat, {**prog, "round": 1}, (10, 900, 7)).alive_since(first)
+    assert labruns.Signs(beat, prog, (10, 912, 8)).alive_since(first)  # "step 2 of 3"
+    assert labruns.stall(beat, 5.0, 1e9, 599.0, "r") is None
+    frozen = labruns.stall(beat, 5.0, 1e9, 601.0, "r")
+    assert frozen is not None and "no sign of life for 601 s of wall time during r" in frozen
 
 
 def test_plan_json_records_each_runs_wall_time_and_a_resume_keeps_it(tmp_path, monkeypatch,

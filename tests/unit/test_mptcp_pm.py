@@ -23,12 +23,14 @@ from pathdiv.experiments.traffic import mptcp_pm as pm
 FAMILY_ID = 0x1F
 
 
-def error_message(err: int, request: bytes, reason: str = "") -> bytes:
-    """An NLMSG_ERROR as Linux sends it with NETLINK_EXT_ACK and NETLINK_CAP_ACK."""
+def error_message(err: int, request: bytes, reason: str = "", capped: bool = True) -> bytes:
+    """An NLMSG_ERROR as Linux sends it with NETLINK_EXT_ACK and NETLINK_CAP_ACK (without
+    NETLINK_CAP_ACK, `capped=False`: the whole request echoed)."""
     _, _, _, seq, port = struct.unpack_from("=IHHII", request, 0)
-    flags = pm.NLM_F_CAPPED | (pm.NLM_F_ACK_TLVS if reason else 0)
+    flags = (pm.NLM_F_CAPPED if capped else 0) | (pm.NLM_F_ACK_TLVS if reason else 0)
     tlvs = pm.nla(pm.NLMSGERR_ATTR_MSG, reason.encode() + b"\0") if reason else b""
-    body = struct.pack("=i", -err) + request[:16] + tlvs
+    echoed = request[:16] if capped else request + bytes(-len(request) % 4)
+    body = struct.pack("=i", -err) + echoed + tlvs
     return struct.pack("=IHHII", 16 + len(body), pm.NLMSG_ERROR, flags, seq, port) + body
 
 
@@ -103,6 +105,39 @@ def test_a_reason_is_read_only_where_the_kernel_gave_one():
         "invalid token"
     assert pm.ack_reason(error_message(errno.EINVAL, request)) == ""
     assert pm.ack_reason(error_message(0, request)) == ""
+
+
+def test_a_kernel_without_the_acknowledgement_options_is_done_without_and_said():
+    """Before Linux 4.12 NETLINK_EXT_ACK is refused (ENOPROTOOPT), before 4.3
+    NETLINK_CAP_ACK too: the path manager works without them, replies are read the same
+    (a reason after an echoed request), and a refusal without a reason says why."""
+    asked = []
+
+    def old_kernel(level: int, option: int, value: int) -> None:
+        asked.append(option)
+        if option == pm.NETLINK_EXT_ACK:
+            raise OSError(errno.ENOPROTOOPT, "Protocol not available")
+
+    refused = pm.ack_options(old_kernel)
+    assert asked == [pm.NETLINK_EXT_ACK, pm.NETLINK_CAP_ACK]
+    assert list(refused) == [pm.NETLINK_EXT_ACK]
+    assert refused[pm.NETLINK_EXT_ACK] == (
+        "this kernel refused NETLINK_EXT_ACK (Protocol not available; Linux 4.12 on has "
+        "it), so no reason in a refusal")
+    assert pm.ack_options(lambda level, option, value: None) == {}
+
+    manager = pm.PathManager(sock=FakeKernel([(errno.EINVAL, "")]), refused=refused)
+    with pytest.raises(pm.PathManagerError) as invalid:
+        create(manager, 1)
+    assert invalid.value.errno == errno.EINVAL
+    assert str(invalid.value).endswith("Invalid argument (this kernel refused "
+                                       "NETLINK_EXT_ACK (Protocol not available; Linux "
+                                       "4.12 on has it), so no reason in a refusal)")
+    request = pm.subflow_message(FAMILY_ID, pm.CMD_SUBFLOW_CREATE, 7, ("10.0.0.2", 1),
+                                 1, ("10.1.0.2", 8080), seq=3)
+    uncapped = error_message(errno.EINVAL, request, "invalid token", capped=False)
+    assert len(uncapped) > len(error_message(errno.EINVAL, request, "invalid token"))
+    assert pm.ack_reason(uncapped) == "invalid token"
 
 
 class ScriptedManager:

@@ -1,5 +1,8 @@
 """The nftables plane's generated routes and nftables rules, per mode."""
 
+import ipaddress
+import re
+
 import pytest
 
 from pathdiv.experiments.dataplane.base import DataPlaneError, parse_proc_net_dev
@@ -26,8 +29,41 @@ def test_spray_marks_every_packet(spray, expr):
     assert expr in nft_ruleset(TABLES["a1"], "spray", spray)
 
 
-def test_static_sets_no_marks_and_bad_modes_fail():
-    assert "mark set" not in nft_ruleset(TABLES["e1"], "static", "random")
+def _static_mark(rules: str, address: str) -> int | None:
+    """The mark the static rule of `rules` sets for a packet to `address`, as nft would
+    (`ip daddr & MASK map { VALUE : MARK, ... }`, read back from the rule's text)."""
+    found = re.search(r"meta mark set ip daddr & (\S+) map \{ (.*) \}", rules)
+    assert found is not None, rules
+    key = int(ipaddress.IPv4Address(address)) & int(ipaddress.IPv4Address(found.group(1)))
+    marks = {int(ipaddress.IPv4Address(v)): int(m)
+             for v, m in (e.split(" : ") for e in found.group(2).split(", "))}
+    return marks.get(key)
+
+
+@pytest.mark.parametrize(("k", "aliases"), [(4, 0), (4, 3), (8, 7)])
+def test_static_marks_send_every_remote_address_where_the_static_table_does(k, aliases):
+    """The static mode is marks, not routes: a map of k/2 entries a switch that sends
+    every remote host address (primary and aliases) through the up-group member the
+    fat-tree paper's two-level table names (the table bmv2 and p4-ebpf install)."""
+    topo = FatTree(k, aliases_per_host=aliases)
+    tables = forwarding_tables(topo, run_seed=1)
+    for name, table in tables.items():
+        rules = nft_ruleset(table, "static", "random")
+        if not table.up:
+            assert "mark set" not in rules  # a core only routes down
+            continue
+        assert rules.count(" : ") == k // 2
+        for route in table.static:
+            net = ipaddress.ip_network(route.prefix)
+            addresses = [str(net.network_address)] if net.prefixlen == 32 else [
+                a for h in topo.hosts for a in topo.host_addresses(h)
+                if ipaddress.ip_address(a) in net]
+            for address in addresses:
+                mark = _static_mark(rules, address)
+                assert mark is not None and table.up[mark - 1] == route.hop, (name, address)
+
+
+def test_bad_modes_fail():
     with pytest.raises(DataPlaneError, match="switching mode 'flowlet': the nftables plane "
                        "keeps no per-flow idle-gap state; use dataplane: bmv2"):
         nft_ruleset(TABLES["e1"], "flowlet", "random")
@@ -37,6 +73,7 @@ def test_static_sets_no_marks_and_bad_modes_fail():
 
 def test_route_batch_has_one_table_per_uplink_and_main_first():
     batch = route_batch(TABLES["e1"])
+    assert "table 50" not in batch and "pref 900" not in batch  # static is marks
     assert "rule add pref 1000 lookup main suppress_prefixlength 0" in batch
     assert "default via 10.0.2.1 dev e1-eth2 onlink src 10.0.0.1 table 100" in batch
     assert "default via 10.0.3.1 dev e1-eth3 onlink src 10.0.0.1 table 101" in batch

@@ -60,7 +60,7 @@ def test_commands_keep_their_order_and_only_neighbours_share_a_batch():
             ["ip", "addr", "add", "10.0.0.1/32", "dev", "x"], ["nft", "-f", "/w/x.nft"]]
     script = render(cmds, "/w/x")
     assert script.execs == 4
-    run = [line.split(" ||")[0] for line in lines(script.script)[2:]]
+    run = [line.split(" ||")[0] for line in lines(script.script)[4:]]
     assert run == ["ip -batch /w/x.1.ip", "ethtool -K x gro off", "ip -batch /w/x.3.ip",
                    "nft -f /w/x.nft"]
     assert script.files == {"/w/x.1.ip": "link set dev x up\n",
@@ -115,6 +115,27 @@ def test_the_script_stops_at_the_first_failure_and_says_which(tmp_path: Path):
                          capture_output=True, text=True).stdout
     assert f"{FAIL_MARK}false --flag" in out and out.rstrip().endswith("__rc=1")
     assert not marker.exists()
+
+
+def test_the_state_file_shows_each_step_as_it_ends_and_where_a_failure_stopped(
+        tmp_path: Path):
+    """The state file is the build's sign of life (and, after a failure, how far the node
+    got): `started`, then one line per step as it ends, the sysctl writes one step."""
+    ok = render([["true"], ["sysctl", "-w", "a.b=1", "c.d=2"], ["true", "x"]],
+                str(tmp_path / "ok"))
+    ok_script = ok.script.replace("/proc/sys/", f"{tmp_path}/")  # writable stand-ins
+    (tmp_path / "a").mkdir()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "ok.sh").write_text(ok_script)
+    failed = render([["true"], ["false"], ["true"]], str(tmp_path / "bad"))
+    write(failed, tmp_path / "bad.sh")
+    for name in ("ok", "bad"):
+        (tmp_path / f"{name}.state").write_text("left by an earlier build\n")
+        subprocess.run(["bash", "-c", f"( . {tmp_path / name}.sh ) >/dev/null 2>&1"])
+    assert lines((tmp_path / "ok.state").read_text()) == [
+        "started", "step 1 of 3", "step 2 of 3", "step 3 of 3"]
+    assert (tmp_path / "c" / "d").read_text() == "2\n"
+    assert lines((tmp_path / "bad.state").read_text()) == ["started", "step 1 of 3"]
 
 
 def test_veth_batch_makes_every_link_with_names_macs_and_namespaces():

@@ -16,7 +16,6 @@ from typing import Any
 
 from mininet.node import Node
 
-from pathdiv.experiments.config.switching import MODES as MODE_REGISTRY
 from pathdiv.experiments.dataplane.base import (
     DataPlane,
     DataPlaneError,
@@ -30,7 +29,6 @@ from pathdiv.experiments.dataplane.nftables.rules import (
     mode_rules,
     nft_ruleset,
     route_batch,
-    static_rule,
 )
 from pathdiv.experiments.fabric.hostsetup import NO_IPV6
 from pathdiv.experiments.fabric.nftlib import Nft, NftError
@@ -56,7 +54,6 @@ class NftablesDataPlane(DataPlane):
     def __init__(self, topo: Any, tables: dict[str, SwitchTable], workdir: Path) -> None:
         super().__init__(topo, tables, workdir)
         self.net: Any = None
-        self._static_rule = False
         self._nft = Nft.open()  # None: the node scripts run `nft -f`
 
     def switch_class(self) -> type:
@@ -72,7 +69,6 @@ class NftablesDataPlane(DataPlane):
             + self._mode_commands(name, table, mode, spray, "start")
             for name, table in self.tables.items()
         })
-        self._static_rule = not MODE_REGISTRY[mode].up_group
         self.mode, self.spray = mode, spray
 
     def set_mode(self, mode: str, spray: str) -> None:
@@ -81,7 +77,6 @@ class NftablesDataPlane(DataPlane):
             name: self._mode_commands(name, table, mode, spray, "mode")
             for name, table in self.tables.items() if table.up  # cores only route down
         })
-        self._static_rule = not MODE_REGISTRY[mode].up_group
         self.mode, self.spray = mode, spray
 
     def _switch_commands(self, name: str, table: SwitchTable) -> list[list[str]]:
@@ -95,17 +90,13 @@ class NftablesDataPlane(DataPlane):
     def _mode_commands(
         self, name: str, table: SwitchTable, mode: str, spray: str, label: str
     ) -> list[list[str]]:
-        """The static rule's change (if any) and the mode's nftables file (written here)."""
+        """The mode's nftables file (written here): every mode, static too, is its marks."""
         if not table.up:
             return []
-        cmds: list[list[str]] = []
-        want_static = not MODE_REGISTRY[mode].up_group
-        if want_static != self._static_rule:
-            cmds += batch_commands("ip", static_rule(want_static))
         path = self.workdir / "switches" / f"{name}.{label}.nft"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(nft_ruleset(table, mode, spray))
-        return [*cmds, ["nft", "-f", str(path)]]
+        return [["nft", "-f", str(path)]]
 
     def _run_scripts(self, label: str, commands: dict[str, list[list[str]]]) -> None:
         """Each switch's commands as one node script, all switches at once. A switch's

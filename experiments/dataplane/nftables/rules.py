@@ -6,8 +6,12 @@ mark that nftables sets in prerouting:
 
   ecmp   mark = jhash(saddr, daddr, proto, sport, dport) mod n, per-switch seed
   spray  mark = numgen random|inc mod n   (per packet)
-  static no mark; rule 900 sends remote destinations to table 50, the fat-tree
-         paper's two-level table (one member per destination host)
+  static mark = the fat-tree paper's two-level table (one member per destination
+         host), as the rule it follows (topologies/forwarding.py `StaticSpread`): a map
+         from one field of the destination address (`ip daddr & 0.0.0.31`, the host
+         number, at an edge; `& 0.0.255.0`, the edge number, at an aggregation switch)
+         to the member; k/2 map entries a switch where routes took one per remote host
+         address (145,408 of a k=16 fat tree's 157,952 routes)
 
 Rule 1000 (`lookup main suppress_prefixlength 0`) lets specific down routes win over
 the up group. A mode this plane's registry entry refuses (flowlet: no per-flow
@@ -22,12 +26,15 @@ from typing import Any
 
 from pathdiv.experiments.config.planes import PLANES
 from pathdiv.experiments.dataplane.base import DataPlaneError, check_mode
-from pathdiv.topologies.forwarding import SwitchTable, neighbor_entries
+from pathdiv.topologies.forwarding import (
+    HOST_FIELD_MASK,
+    StaticSpread,
+    SwitchTable,
+    neighbor_entries,
+)
 
 NAME = "nftables"
 UP_TABLE_BASE = 100
-STATIC_TABLE = 50
-PREF_STATIC = 900
 PREF_MAIN = 1000
 PREF_UP_BASE = 1100
 NFT_TABLE = "pathdiv"
@@ -54,25 +61,24 @@ def route_batch(table: SwitchTable) -> str:
                 f"src {table.address} table {tid}"
             )
             lines.append(f"rule add pref {PREF_UP_BASE + i} fwmark {i + 1} lookup {tid}")
-        for r in table.static:
-            lines.append(
-                f"route replace {r.prefix} via {r.hop.address} dev {r.hop.intf} onlink "
-                f"src {table.address} table {STATIC_TABLE}"
-            )
     return "\n".join(lines) + "\n"
-
-
-def static_rule(enable: bool) -> str:
-    verb = "add" if enable else "del"
-    return f"rule {verb} pref {PREF_STATIC} lookup {STATIC_TABLE}"
 
 
 @dataclass(frozen=True)
 class UpGroup:
-    """What a mode's rules know of one switch: its up-group size and hash seed."""
+    """What a mode's rules know of one switch: its up-group size, hash seed and the
+    static table's rule."""
 
     members: int
     seed: int
+    spread: StaticSpread | None = None
+
+
+# StaticSpread.field -> the mask that keeps it of an address, and a value's address form
+SPREAD_FIELDS: dict[str, tuple[str, Callable[[int], str]]] = {
+    "host": (f"0.0.0.{HOST_FIELD_MASK}", lambda v: f"0.0.0.{v}"),
+    "edge": ("0.0.255.0", lambda v: f"0.0.{v}.0"),
+}
 
 
 # (the switch's up group, the switching section of a config) -> nftables prerouting
@@ -81,7 +87,11 @@ ModeRules = Callable[[UpGroup, Mapping[str, Any]], list[str]]
 
 
 def _static_rules(group: UpGroup, switching: Mapping[str, Any]) -> list[str]:
-    return []  # no mark: rule 900 sends remote destinations to the static table
+    if group.spread is None:
+        return []
+    mask, value = SPREAD_FIELDS[group.spread.field]
+    entries = ", ".join(f"{value(v)} : {m + 1}" for v, m in group.spread.choices)
+    return [f"meta mark set ip daddr & {mask} map {{ {entries} }}"]
 
 
 def _ecmp_rules(group: UpGroup, switching: Mapping[str, Any]) -> list[str]:
@@ -123,7 +133,7 @@ def nft_ruleset(table: SwitchTable, mode: str, spray: str) -> str:
     """The switch's whole nftables state for `mode` (replaces the previous one)."""
     rules_of = mode_rules(mode, spray)
     n = len(table.up)
-    rules = rules_of(UpGroup(n, table.seed), {"spray": spray}) if n else []
+    rules = rules_of(UpGroup(n, table.seed, table.spread), {"spray": spray}) if n else []
     body = "\n".join(f"    {r}" for r in rules)
     return (
         f"table ip {NFT_TABLE}\n"
