@@ -221,13 +221,36 @@ def merge_server_cpu(rows: list[TransferRow], logs: dict[str, list[dict[str, Any
 
 
 def read_cpu_logs(logdir: Path, hosts: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each server host's CPU log records so far; a line still being written is skipped."""
     out: dict[str, list[dict[str, Any]]] = {}
     for host in hosts:
         path = logdir / f"server-{host}.cpu.jsonl"
         if path.exists():
-            out[host] = [json.loads(line) for line in path.read_text().splitlines()
-                         if line.startswith("{")]
+            records = []
+            for line in path.read_text().splitlines():
+                if line.startswith("{"):
+                    with contextlib.suppress(json.JSONDecodeError):
+                        records.append(json.loads(line))
+            out[host] = records
     return out
+
+
+SERVER_LOG_WAIT_S = 2.0  # how long a server may take to log a request its client has read
+
+
+def collect_server_cpu(rows: list[TransferRow], logdir: Path, hosts: list[str],
+                       wait_s: float = SERVER_LOG_WAIT_S) -> None:
+    """Merge the servers' CPU logs into `rows`. A server logs a request once its handler
+    returns, which can be after its client has read the last byte: until every completed
+    transfer has its server's record, or for `wait_s`, read the logs again (sleeping
+    between reads, as every wait must on the virtual clock)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        merge_server_cpu(rows, read_cpu_logs(logdir, hosts))
+        missing = [r for r in rows if r.ok and r.server_cpu_ms != r.server_cpu_ms]
+        if not missing or time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
 
 
 def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = "server") -> None:
@@ -296,7 +319,7 @@ def run_workload(
         if on_round is not None:
             on_round(n + 1, len(plan))
     rows = [row for rows in per_request for row in rows]
-    merge_server_cpu(rows, read_cpu_logs(logdir, net.topo.hosts))
+    collect_server_cpu(rows, logdir, net.topo.hosts)
     return rows
 
 

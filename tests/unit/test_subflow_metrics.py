@@ -241,3 +241,43 @@ def test_the_reordering_tcp_saw_is_counted_per_run_and_unknown_where_not_counted
     assert figures["sack_reorder"] == 0 and figures["juggler_evicted"] == 0
     assert figures["dsack_recv"] is None  # not among the counters read: unknown, not 0
     assert judge(Samples(2.0), Thresholds()).figures["juggler_released"] is None
+
+
+def _row_from(port: int) -> TransferRow:
+    row = TransferRow(0, 0, "long", "tcp", "h1", "h6", "10.0.0.2", "10.1.0.2", 8080,
+                      client_port=port)
+    row.ok = True
+    return row
+
+
+def test_a_server_that_logs_after_its_client_has_read_is_waited_for(tmp_path) -> None:
+    import threading
+
+    from pathdiv.experiments.traffic.rounds import collect_server_cpu
+
+    row = _row_from(4000)
+    log = tmp_path / "server-h6.cpu.jsonl"
+    log.write_text('{"client_addr": "10.0.0.2", "client_p')  # a line still being written
+
+    def late() -> None:  # the handler returns after the client read the last byte
+        log.write_text('{"client_addr": "10.0.0.2", "client_port": 4000, "cpu_ms": 7.5}\n')
+
+    timer = threading.Timer(0.2, late)
+    timer.start()
+    try:
+        collect_server_cpu([row], tmp_path, ["h6"], wait_s=30.0)
+    finally:
+        timer.cancel()
+    assert row.server_cpu_ms == 7.5
+
+
+def test_a_record_that_never_comes_is_waited_for_only_the_bound(tmp_path) -> None:
+    import time
+
+    from pathdiv.experiments.traffic.rounds import collect_server_cpu
+
+    row = _row_from(4000)
+    t0 = time.monotonic()
+    collect_server_cpu([row], tmp_path, ["h6"], wait_s=0.3)
+    assert row.server_cpu_ms != row.server_cpu_ms  # NaN: no server record
+    assert time.monotonic() - t0 < 20.0  # returned at its bound, not waiting on
