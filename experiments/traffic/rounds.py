@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import random
 import subprocess
 import time
@@ -31,6 +32,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import pathdiv.analysis.safefiles as safefiles
+from pathdiv.experiments.config.checks import MAX_TRANSFERS
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
 from pathdiv.experiments.fabric.environment import virtual_clock
 from pathdiv.experiments.fabric.nodeprocs import wait_for_line
@@ -220,18 +223,49 @@ def merge_server_cpu(rows: list[TransferRow], logs: dict[str, list[dict[str, Any
                 break
 
 
-def read_cpu_logs(logdir: Path, hosts: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """Each server host's CPU log records so far; a line still being written is skipped."""
+# A CPU record is about 100 bytes (client address and port, bytes, cpu_ms); a server
+# answers at most a run's MAX_TRANSFERS requests: a larger log is not one of ours
+CPU_RECORD_BYTES = 200
+CPU_LOG_BYTES = MAX_TRANSFERS * CPU_RECORD_BYTES
+
+
+def read_cpu_logs(logdir: Path, hosts: list[str],
+                  refused: set[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Each server host's CPU log records so far; a line still being written is skipped.
+    A guest's or a namespace's process wrote the logs: each is read through no link and
+    at most CPU_LOG_BYTES (analysis/safefiles.py); a log refused (a link, no regular
+    file, larger) is said in the log, reads as no records and its host goes into
+    `refused`."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for host in hosts:
-        path = logdir / f"server-{host}.cpu.jsonl"
-        if path.exists():
+    if not hosts:
+        return out
+    try:
+        dirfd = safefiles.open_dir(safefiles.resolve_physical(logdir))
+    except FileNotFoundError:
+        return out
+    try:
+        for host in hosts:
+            name = f"server-{host}.cpu.jsonl"
+            try:
+                text = safefiles.read_beneath(dirfd, name, CPU_LOG_BYTES).decode(
+                    "utf-8", errors="replace")
+            except FileNotFoundError:
+                continue
+            except OSError as exc:  # FileRefused among them
+                log.warning("server CPU log of %s not read: %s", host,
+                            safefiles.printable(str(exc)))
+                out[host] = []
+                if refused is not None:
+                    refused.add(host)
+                continue
             records = []
-            for line in path.read_text().splitlines():
+            for line in text.splitlines():
                 if line.startswith("{"):
                     with contextlib.suppress(json.JSONDecodeError):
                         records.append(json.loads(line))
             out[host] = records
+    finally:
+        os.close(dirfd)
     return out
 
 
@@ -242,13 +276,22 @@ def collect_server_cpu(rows: list[TransferRow], logdir: Path, hosts: list[str],
                        wait_s: float = SERVER_LOG_WAIT_S) -> None:
     """Merge the servers' CPU logs into `rows`. A server logs a request once its handler
     returns, which can be after its client has read the last byte: until every completed
-    transfer has its server's record, or for `wait_s`, read the logs again (sleeping
-    between reads, as every wait must on the virtual clock)."""
+    transfer has its server's record, or for `wait_s`, read again the logs of the servers
+    whose records are missing, and only theirs (sleeping between reads, as every wait
+    must on the virtual clock). A log that cannot be read is not waited for."""
     deadline = time.monotonic() + wait_s
+    logged = set(hosts)
+    refused: set[str] = set()
+    pending = sorted({r.server for r in rows} & logged)
     while True:
-        merge_server_cpu(rows, read_cpu_logs(logdir, hosts))
-        missing = [r for r in rows if r.ok and r.server_cpu_ms != r.server_cpu_ms]
-        if not missing or time.monotonic() >= deadline:
+        logs = read_cpu_logs(logdir, pending, refused)
+        mine = set(pending)
+        # every row of a server read again, in order: a record goes to the first row
+        # of its client's address and port, as when all were read at once
+        merge_server_cpu([r for r in rows if r.server in mine], logs)
+        pending = sorted({r.server for r in rows if r.ok and r.server in logged
+                          and r.server_cpu_ms != r.server_cpu_ms} - refused)
+        if not pending or time.monotonic() >= deadline:
             return
         time.sleep(0.02)
 
