@@ -7,8 +7,9 @@ with all its servers as targets; a round's fetches start together and the next r
 starts when they all ended. A failed transfer (refused, timeout, short read, a fetch
 that never answered) becomes a row with ok=False and the reason; the run goes on.
 
-Each server logs the CPU time of every request it answered (`server-<host>.cpu.jsonl`);
-`merge_server_cpu` puts it on the transfer's row beside the client's (`cpu_ms`). With
+Each server logs the CPU time of every request it answered (`cpu_log_name`:
+`server-<host>.cpu.jsonl`); `merge_server_cpu` puts it on the transfer's row beside the
+client's (`cpu_ms`). With
 `hosts.subflow_paths` other than `hashed`, every fetch gets its subflows' addresses and
 ports from `experiments/traffic/placement.py` and the servers accept joins under the
 userspace path manager.
@@ -223,13 +224,19 @@ def merge_server_cpu(rows: list[TransferRow], logs: dict[str, list[dict[str, Any
                 break
 
 
+SERVER_LABEL = "server"  # the transfer servers' files: <label>-<host>.cpu.jsonl, <label>.log
 # A CPU record is about 100 bytes (client address and port, bytes, cpu_ms); a server
 # answers at most a run's MAX_TRANSFERS requests: a larger log is not one of ours
 CPU_RECORD_BYTES = 200
 CPU_LOG_BYTES = MAX_TRANSFERS * CPU_RECORD_BYTES
 
 
-def read_cpu_logs(logdir: Path, hosts: list[str],
+def cpu_log_name(host: str, label: str = SERVER_LABEL) -> str:
+    """The name of `host`'s server CPU log in the run's log folder (`start_servers`)."""
+    return f"{label}-{host}.cpu.jsonl"
+
+
+def read_cpu_logs(logdir: Path, hosts: list[str], label: str = SERVER_LABEL,
                   refused: set[str] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Each server host's CPU log records so far; a line still being written is skipped.
     A guest's or a namespace's process wrote the logs: each is read through no link and
@@ -245,7 +252,7 @@ def read_cpu_logs(logdir: Path, hosts: list[str],
         return out
     try:
         for host in hosts:
-            name = f"server-{host}.cpu.jsonl"
+            name = cpu_log_name(host, label)
             try:
                 text = safefiles.read_beneath(dirfd, name, CPU_LOG_BYTES).decode(
                     "utf-8", errors="replace")
@@ -273,7 +280,7 @@ SERVER_LOG_WAIT_S = 2.0  # how long a server may take to log a request its clien
 
 
 def collect_server_cpu(rows: list[TransferRow], logdir: Path, hosts: list[str],
-                       wait_s: float = SERVER_LOG_WAIT_S) -> None:
+                       wait_s: float = SERVER_LOG_WAIT_S, label: str = SERVER_LABEL) -> None:
     """Merge the servers' CPU logs into `rows`. A server logs a request once its handler
     returns, which can be after its client has read the last byte: until every completed
     transfer has its server's record, or for `wait_s`, read again the logs of the servers
@@ -284,7 +291,7 @@ def collect_server_cpu(rows: list[TransferRow], logdir: Path, hosts: list[str],
     refused: set[str] = set()
     pending = sorted({r.server for r in rows} & logged)
     while True:
-        logs = read_cpu_logs(logdir, pending, refused)
+        logs = read_cpu_logs(logdir, pending, label, refused)
         mine = set(pending)
         # every row of a server read again, in order: a record goes to the first row
         # of its client's address and port, as when all were read at once
@@ -296,7 +303,8 @@ def collect_server_cpu(rows: list[TransferRow], logdir: Path, hosts: list[str],
         time.sleep(0.02)
 
 
-def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = "server") -> None:
+def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = SERVER_LABEL
+                  ) -> None:
     """One transfer server per host, each waited on until it listens; on the virtual
     clock one server process for every host (`serve --namespace`: a listening socket
     in each host's namespace), unless the servers must accept joins under the userspace
@@ -313,7 +321,7 @@ def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = "se
     if traffic.fifo:
         args.append("--fifo")
     if virtual_clock() and not (traffic.transport == "mptcp" and joins):
-        spaces = [f"--namespace={net.node(h).pid}:{logdir / f'{label}-{h}.cpu.jsonl'}"
+        spaces = [f"--namespace={net.node(h).pid}:{logdir / cpu_log_name(h, label)}"
                   for h in net.topo.hosts]
         with (logdir / f"{label}.log").open("w") as err:
             proc = net.transfer_here(args + spaces, stderr=err)
@@ -322,7 +330,7 @@ def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = "se
         return
     procs = []
     for host in net.topo.hosts:
-        cpu_log = ["--cpu-log", str(logdir / f"{label}-{host}.cpu.jsonl")]
+        cpu_log = ["--cpu-log", str(logdir / cpu_log_name(host, label))]
         with (logdir / f"{label}-{host}.log").open("w") as err:
             procs.append((host, net.transfer(host, args + cpu_log, stderr=err)))
     for host, proc in procs:
