@@ -52,8 +52,10 @@ Definitions (also in docs/measurement.md):
   a sender bursty when one data ACK releases many packets at once, and counts as its
   "bursty strength" the packets that reach a switch within one packet's transmission
   time and so compete for one output: a burst the sender emits back to back queues
-  whole at the next switch. At the server's access link the transfer's data frames are
-  re-timed as a link of that rate sends them, one frame at a time (the emulated link's
+  whole at the next switch. Counted over the connection, all subflows together, not per
+  subflow: RB's point is what one data ACK lets out over every subflow at once, and
+  those packets share the server's link and queue together. At the server's access
+  link the transfer's data frames are re-timed as a link of that rate sends them, one frame at a time (the emulated link's
   shaper lets the segments of one GSO skb out at a single instant; a real link spaces
   them a transmission time apart); a frame continues the burst of the one before it when
   it leaves within 1.5 times its own transmission time of it, i.e. it was ready before
