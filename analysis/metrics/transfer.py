@@ -55,15 +55,16 @@ Definitions (also in docs/measurement.md):
   whole at the next switch. Counted over the connection, all subflows together, not per
   subflow: RB's point is what one data ACK lets out over every subflow at once, and
   those packets share the server's link and queue together. At the server's access
-  link the transfer's data frames are re-timed as a link of that rate sends them, one frame at a time (the emulated link's
-  shaper lets the segments of one GSO skb out at a single instant; a real link spaces
-  them a transmission time apart); a frame continues the burst of the one before it when
-  it leaves within 1.5 times its own transmission time of it, i.e. it was ready before
-  the link had been idle for half a frame time. `burst_pkts` is the packet-weighted
-  mean burst (Σ n² / Σ n over bursts of n packets: the burst a data packet leaves in,
-  on average, so that one large burst is not averaged away by many single packets),
-  `burst_pkts_max` the largest; in packets, lower is less bursty. A transfer with one
-  data packet has 1; with none, or on a link with no rate (unshaped), NaN.
+  link the transfer's data frames are re-timed as a link of that rate sends them, one
+  frame at a time (the emulated link's shaper lets the segments of one GSO skb out at a
+  single instant; a real link spaces them a transmission time apart); a frame continues
+  the burst of the one before it when it leaves within 1.5 times its own transmission
+  time of it, i.e. it was ready before the link had been idle for half a frame time.
+  `burst_pkts` is the packet-weighted mean burst (Σ n² / Σ n over bursts of n packets:
+  the burst a data packet leaves in, on average, so that one large burst is not averaged
+  away by many single packets), `burst_pkts_max` the largest; in packets, lower is less
+  bursty. A transfer with one data packet has 1; with none, or on a link with no rate
+  (unshaped), NaN.
 - `links_used`: links that carried any packet of the transfer; `path_bytes` and
   `path_pkts`: the data direction's frame bytes and packets per shortest path, in the
   order of `topo.paths(server, client)`, joined with ';'.
