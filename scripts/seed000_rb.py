@@ -20,11 +20,12 @@ the packets sent in the connection's first round trip (slow start's first burst,
 subflows together); means per cell.
 
 `wire`: per transfer of the MPTCP runs, how its data left the server, from the captures at
-the server's access link (capture order): burstiness as metrics.csv has it; the share of
-the packet pairs inside a burst captured at the same instant (under SAME_INSTANT_S apart:
-segments of one GSO skb, which the emulated link's shaper lets out together); burstiness
-again after re-timing the server's frames on that link as a link of its rate sends them
-(each frame leaves once the one before it is sent); the packet-weighted mean run of
+the server's access link (capture order): burstiness as metrics.csv has it (the frames
+re-timed as a link of its rate sends them, one at a time); the same gap rule on the capture
+times themselves (`burstiness_at_capture`, metrics.csv's definition before the re-timing);
+the share of the packet pairs inside a burst at capture times captured at the same instant
+(under SAME_INSTANT_S apart: segments of one GSO skb, which the emulated link's shaper lets
+out together); the packet-weighted mean run of
 consecutive packets on one subflow; the same run in DSN order (each DSN's first
 transmission: the scheduler's decisions, which it takes in DSN order) and the share of the
 packets in such runs longer than rb's pattern allows (4); and the data packets
@@ -61,13 +62,13 @@ from pathdiv.analysis.capture.flows import (
     read_link_captures,
     split_subflows,
 )
-from pathdiv.analysis.capture.pcap import ip_to_int
 from pathdiv.analysis.metrics.reorder_queue import Segment, segments_from_pcap
 from pathdiv.analysis.metrics.table import load_manifest, load_transfers
 from pathdiv.analysis.metrics.transfer import (
     PairGeometry,
     burst_sizes,
     burstiness,
+    gap_runs,
     signed_offset,
 )
 from pathdiv.topologies.conditions import topology_of
@@ -161,7 +162,6 @@ class MptcpTransfer:
     run_dir: Path
     factors: dict[str, Any]
     topo: Any
-    run_packets: pd.DataFrame  # every captured packet of the run, by subflow
     transfer: Any  # its row of the run's transfers
     geo: PairGeometry
     packets: pd.DataFrame  # its subflows' packets, in capture order
@@ -186,7 +186,7 @@ def mptcp_transfers(folder: Path, flow_types: Sequence[str] = ()) -> Iterator[Mp
             sfs = [s for s in members.get(int(tr.transfer_id), []) if s in index]
             if sfs:
                 yield MptcpTransfer(
-                    run_dir, factors, topo, pk, tr,
+                    run_dir, factors, topo, tr,
                     PairGeometry.of(topo, str(tr.client), str(tr.server)),
                     pk.iloc[np.sort(np.concatenate([index[s] for s in sfs]))])
 
@@ -207,18 +207,6 @@ def retrans(folder: Path, flow_types: Sequence[str] = ()) -> str:
         return "(no MPTCP run with captures)"
     means = t.groupby(["flow_type", "switching", "host"]).mean(numeric_only=True)
     return markdown(means.round(3))
-
-
-def serialised(ts: np.ndarray, wire_bytes: np.ndarray, rate_mbps: float) -> np.ndarray:
-    """When frames captured at times `ts` (s, in order) would leave a link of `rate_mbps`
-    that sends one frame at a time: each starts once it arrived and the one before it
-    has been sent."""
-    out = np.empty(len(ts))
-    free = -math.inf
-    for i, (t, w) in enumerate(zip(ts, wire_bytes, strict=True)):
-        free = max(float(t), free) + float(w) * 8 / (rate_mbps * 1e6)
-        out[i] = free
-    return out
 
 
 def run_lengths(values: np.ndarray) -> float:
@@ -318,18 +306,17 @@ def data_rtts(pk: pd.DataFrame, server_port: int) -> dict[Any, float]:
     return out
 
 
-def transfer_wire(sent: pd.DataFrame, sent_at: np.ndarray, rate_mbps: float,
-                  dsns: Sequence[int]) -> dict[str, float]:
+def transfer_wire(sent: pd.DataFrame, rate_mbps: float, dsns: Sequence[int]) -> dict[str, float]:
     """One transfer's data packets at the server's link (ts, wire_len, subflow, capture
-    order), their times on a serialising link (`sent_at`) and their DSNs."""
+    order) and their DSNs."""
     ts, wire = sent["ts"].to_numpy(), sent["wire_len"].to_numpy()
     gaps = np.diff(ts)
     inside = gaps <= 1.5 * wire[1:] * 8 / (rate_mbps * 1e6)
     return {
         "burstiness": burstiness(burst_sizes(ts, wire, rate_mbps))[0],
+        "burstiness_at_capture": burstiness(gap_runs(ts, wire, rate_mbps))[0],
         "same_instant_pct": float(100 * (gaps[inside] < SAME_INSTANT_S).mean())
         if inside.any() else math.nan,
-        "burstiness_serialised": burstiness(burst_sizes(sent_at, wire, rate_mbps))[0],
         "subflow_run": run_lengths(sent["subflow"].to_numpy()),
         "dsn_behind_pct": behind_pct(dsns),
     }
@@ -339,15 +326,9 @@ def wire(folder: Path, flow_types: Sequence[str] = ()) -> str:
     rows = []
     segments: dict[tuple[Path, str, int], list[Segment]] = {}
     for t in mptcp_transfers(folder, flow_types):
-        tr, tp, pk, geo, topo = t.transfer, t.packets, t.run_packets, t.geo, t.topo
+        tr, tp, geo, topo = t.transfer, t.packets, t.geo, t.topo
         rate = float(geo.server_mbps or math.nan)
         server_addrs = {int(a) for a in tp[tp["sport"] == tr.server_port]["src"]}
-        at_server = (pk["link"].to_numpy() == geo.server_link) & pk["src"].isin(
-            {ip_to_int(a) for a in topo.host_addresses(str(tr.server))}).to_numpy()
-        frames = pk[at_server]
-        sent_at = pd.Series(serialised(frames["ts"].to_numpy(),
-                                       frames["wire_len"].to_numpy(), rate),
-                            index=frames.index)
         mine = (tp["link"].to_numpy() == geo.server_link) & tp["src"].isin(
             server_addrs).to_numpy() & (tp["payload"] > 0).to_numpy()
         sent = tp[mine]
@@ -364,7 +345,7 @@ def wire(folder: Path, flow_types: Sequence[str] = ()) -> str:
         dsns = [s.dsn for s in mine_segs]
         rows.append({"flow_type": tr.flow_type, "switching": t.factors["switching"],
                      "host": t.factors.get("host"),
-                     **transfer_wire(sent, sent_at.loc[sent.index].to_numpy(), rate, dsns),
+                     **transfer_wire(sent, rate, dsns),
                      "dsn_order_run": decision_run([(s.dsn, s.subflow) for s in mine_segs]),
                      "dsn_order_runs_over_4_pct": longer_runs_pct(
                          [(s.dsn, s.subflow) for s in mine_segs])})

@@ -49,7 +49,8 @@ METRICS: dict[str, Metric] = {}
 # measures are computed from the captures in transfer.py)
 BUILTIN = (
     Metric("burstiness", "packet-weighted mean burst of the server's data at its access "
-           "link (packets released back to back; analysis/metrics/transfer.py: burst_pkts)",
+           "link, in packets (frames re-timed as the link sends them, back to back within "
+           "1.5 frame times; lower is less bursty; analysis/metrics/transfer.py: burst_pkts)",
            "transfer", lambda row: row["burst_pkts"], "mean"),
 )
 METRICS.update((m.name, m) for m in BUILTIN)

@@ -48,13 +48,23 @@ Definitions (also in docs/measurement.md):
 - `shared_subflows`, `distinct_paths`: subflows whose data shares a fabric link with
   another subflow's, and distinct fabric paths used (`analysis/metrics/sharing.py`).
 - `burst_pkts` (metrics.csv's `burstiness`, registered in registry.py) and
-  `burst_pkts_max`: how the server's data leaves it in bursts, seed 000's "bursty
-  strength" (packets released at once, which queue together at the next switch). At the
-  server's access link, consecutive data packets of the transfer belong to one burst
-  when the gap between them is at most 1.5 times the later frame's transmission time at
-  that link's rate (back to back: released faster than the link sends). `burst_pkts` is
-  the packet-weighted mean burst (Σ n² / Σ n over bursts of n packets: the burst a data
-  packet leaves in, on average), `burst_pkts_max` the largest; NaN on an unshaped link.
+  `burst_pkts_max`: how the server's data leaves it in bursts. Seed 000 (MPTCP-RB) calls
+  a sender bursty when one data ACK releases many packets at once, and counts as its
+  "bursty strength" the packets that reach a switch within one packet's transmission
+  time and so compete for one output: a burst the sender emits back to back queues
+  whole at the next switch. Counted over the connection, all subflows together, not per
+  subflow: RB's point is what one data ACK lets out over every subflow at once, and
+  those packets share the server's link and queue together. At the server's access
+  link the transfer's data frames are re-timed as a link of that rate sends them, one
+  frame at a time (the emulated link's shaper lets the segments of one GSO skb out at a
+  single instant; a real link spaces them a transmission time apart); a frame continues
+  the burst of the one before it when it leaves within 1.5 times its own transmission
+  time of it, i.e. it was ready before the link had been idle for half a frame time.
+  `burst_pkts` is the packet-weighted mean burst (Σ n² / Σ n over bursts of n packets:
+  the burst a data packet leaves in, on average, so that one large burst is not averaged
+  away by many single packets), `burst_pkts_max` the largest; in packets, lower is less
+  bursty. A transfer with one data packet has 1; with none, or on a link with no rate
+  (unshaped), NaN.
 - `links_used`: links that carried any packet of the transfer; `path_bytes` and
   `path_pkts`: the data direction's frame bytes and packets per shortest path, in the
   order of `topo.paths(server, client)`, joined with ';'.
@@ -233,16 +243,40 @@ def rtt_samples_ms(sent: pd.DataFrame, acks: pd.DataFrame) -> np.ndarray:
 BURST_GAP = 1.5  # transmission times of a frame: a larger gap starts a new burst
 
 
-def burst_sizes(ts: np.ndarray, wire_bytes: np.ndarray, rate_mbps: float) -> np.ndarray:
-    """Packets per burst of packets leaving at a link of `rate_mbps` (capture times `ts`
-    in seconds, frame sizes `wire_bytes`, in order): a packet continues the burst of the
-    one before it when it followed within BURST_GAP of its own transmission time."""
-    if not len(ts):
+def serialised(ts: np.ndarray, wire_bytes: np.ndarray, rate_mbps: float) -> np.ndarray:
+    """When each frame captured at `ts` (seconds, in order; sizes `wire_bytes`) finishes
+    leaving a link of `rate_mbps` that sends one frame at a time: it starts once it was
+    captured and the frame before it has been sent. Frames the emulated link released
+    together (segments of one GSO skb, which its shaper lets out at one instant) come out
+    one transmission time apart, as a real link sends them."""
+    tx = np.asarray(wire_bytes, dtype=float) * 8 / (rate_mbps * 1e6)
+    if not len(tx):
+        return np.empty(0)
+    # finish_i = max over j <= i of (ts_j + tx_j + ... + tx_i): the backlog that frame j
+    # started, written with cumulative sums instead of a loop over the frames
+    done = np.cumsum(tx)
+    before = np.concatenate(([0.0], done[:-1]))
+    return done + np.maximum.accumulate(np.asarray(ts, dtype=float) - before)
+
+
+def gap_runs(times: np.ndarray, wire_bytes: np.ndarray, rate_mbps: float) -> np.ndarray:
+    """Packets per run of packets at `times` (in order) in which each follows the one
+    before it within BURST_GAP of its own transmission time at `rate_mbps`."""
+    if not len(times):
         return np.empty(0, dtype=np.int64)
-    gap = np.diff(np.asarray(ts, dtype=float))
+    gap = np.diff(np.asarray(times, dtype=float))
     tx_s = np.asarray(wire_bytes, dtype=float)[1:] * 8 / (rate_mbps * 1e6)
     starts = np.concatenate(([0], np.cumsum(gap > BURST_GAP * tx_s)))
     return np.bincount(starts)
+
+
+def burst_sizes(ts: np.ndarray, wire_bytes: np.ndarray, rate_mbps: float) -> np.ndarray:
+    """Packets per burst of the frames captured at `ts` (seconds, in order, sizes
+    `wire_bytes`) on a link of `rate_mbps`: the frames are re-timed as that link sends
+    them (`serialised`), and a frame continues the burst of the one before it when it
+    finished within BURST_GAP of its own transmission time after it, i.e. it was ready
+    before the link had been idle for half a frame time (back to back)."""
+    return gap_runs(serialised(ts, wire_bytes, rate_mbps), wire_bytes, rate_mbps)
 
 
 def burstiness(sizes: np.ndarray) -> tuple[float, float]:

@@ -21,6 +21,7 @@ LOWER_IS_BETTER_DEFAULT: tuple[str, ...] = (
     "excess_pct",
     "retrans_pct",
     "reorder_pct",
+    "burstiness",  # the registered metric (analysis/metrics/registry.py): packets per burst
 )
 
 

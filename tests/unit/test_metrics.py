@@ -6,8 +6,10 @@ on the 6-hop paths between pods."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -252,14 +254,54 @@ def test_bursts_are_runs_of_back_to_back_packets_at_the_links_rate() -> None:
     assert burstiness(burst_sizes([], [], 20.0))[0] != burstiness(burst_sizes([], [], 20.0))[0]
 
 
-@pytest.mark.parametrize(("host_mbps", "expected"), [(8.0, 5.0), (80.0, 1.0)])
+def test_frames_the_shaper_released_together_leave_a_transmission_time_apart() -> None:
+    from pathdiv.analysis.metrics.transfer import serialised
+
+    # six frames captured at one instant (one GSO skb through the emulated link's
+    # shaper), then one after the link went idle: a 20 Mbit/s link sends a 1514-byte
+    # frame in 605.6 µs
+    tx = 1514 * 8 / 20e6
+    done = serialised(np.array([0.0] * 6 + [0.1]), np.full(7, 1514), 20.0)
+    assert done[:6] == pytest.approx(tx * np.arange(1, 7))
+    assert done[6] == pytest.approx(0.1 + tx)
+    # a frame that arrives while the link still sends waits for it
+    assert serialised(np.array([0.0, tx / 2]), np.full(2, 1514), 20.0)[1] == pytest.approx(
+        2 * tx)
+    assert len(serialised(np.array([]), np.array([]), 20.0)) == 0
+
+
+@pytest.mark.parametrize(("rate_mbps", "bursts"), [(20.0, [9]), (200.0, [3, 3, 3])])
+def test_chunks_released_at_once_are_one_burst_only_at_the_rate_that_keeps_them_back_to_back(
+        rate_mbps: float, bursts: list[int]) -> None:
+    from pathdiv.analysis.metrics.transfer import burst_sizes, burstiness
+
+    # a shaper lets out 3-frame chunks at once, one chunk's time at 20 Mbit/s apart: a
+    # 20 Mbit/s link sends them back to back (one burst of 9), a 200 Mbit/s link sends
+    # each chunk in a tenth of that and idles between them (three bursts of 3)
+    chunk_s = 3 * 1514 * 8 / 20e6
+    ts = np.repeat(np.arange(3) * chunk_s, 3)
+    sizes = burst_sizes(ts, np.full(9, 1514), rate_mbps)
+    assert list(sizes) == bursts
+    assert burstiness(sizes)[0] == pytest.approx(max(bursts))
+
+
+def test_one_packet_is_a_burst_of_one_and_no_packet_has_no_burstiness() -> None:
+    from pathdiv.analysis.metrics.transfer import burst_sizes, burstiness
+
+    assert burstiness(burst_sizes(np.array([5.0]), np.array([1514]), 20.0)) == (1.0, 1.0)
+    assert all(math.isnan(v) for v in burstiness(burst_sizes(np.array([]), np.array([]), 20.0)))
+
+
+@pytest.mark.parametrize(("host_mbps", "segments", "expected"),
+                         [(8.0, 5, 5.0), (80.0, 5, 1.0), (8.0, 1, 1.0)])
 def test_burstiness_is_a_registered_column_of_the_servers_data(
-        tmp_path: Path, host_mbps: float, expected: float) -> None:
+        tmp_path: Path, host_mbps: float, segments: int, expected: float) -> None:
     from pathdiv.analysis.metrics.columns import dependent_variables
 
     # 5 data segments of 1054 frame bytes, GAP (1 ms) apart: at 8 Mbit/s a frame takes
-    # 1.05 ms (back to back: one burst of 5); at 80 Mbit/s 0.1 ms (five bursts of 1)
-    run_dir = run(tmp_path, [tcp_spec(size_bytes=5000)])
+    # 1.05 ms (back to back: one burst of 5); at 80 Mbit/s 0.1 ms (five bursts of 1);
+    # a transfer of one segment is one burst of 1
+    run_dir = run(tmp_path, [tcp_spec(size_bytes=segments * MSS)])
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["config"]["topology"]["links"] = {"host": {"bw_mbps": host_mbps}}
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
