@@ -35,9 +35,10 @@ from pathdiv.experiments.fabric.rtnl import inside
 NFT_CTX_DEFAULT = 0
 NFT_CTX_OUTPUT_JSON = 1 << 4  # libnftables.h, enum nft_output_flags
 LIBRARY = "libnftables.so.1"
-# Low descriptor numbers for one call: its netlink socket(s), the file it loads, the
-# interface names it reads; a call runs `nft` when fewer than NEEDED_FDS were free.
-RESERVE_FDS, NEEDED_FDS = 16, 8
+# Low descriptor numbers for one call: a load and a listing took 3 (the two namespace
+# descriptors of `inside` and the netlink socket; with 2 the load aborted, 1,100 held).
+# A call runs `nft` when fewer than NEEDED_FDS were free.
+RESERVE_FDS, NEEDED_FDS = 6, 4
 # one reserve for the process: every context's sockets come from its numbers
 LOW_FDS = LowDescriptors(RESERVE_FDS)
 
