@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hoststat import HostLoad
 
-from pathdiv.experiments.classroom.probe import PORT, ProbePlan, _fetch
+from pathdiv.experiments.classroom.probe import PORT, ProbePlan, probe_fetch
 from pathdiv.experiments.config.load import validate
 from pathdiv.experiments.dataplane.nftables.plane import NftablesDataPlane
 from pathdiv.experiments.fabric.nodeprocs import wait_for_line
@@ -44,7 +44,7 @@ def goodput(rate: float, mode: str, size: int) -> tuple[float, float]:
         plan = ProbePlan.for_topology(net.topo)
         server = net.transfer(plan.server, ["serve", "--port", str(PORT)])
         wait_for_line(server, server.stdout, "ready", 15, "server")
-        r = _fetch(net, plan, [size], mptcp=False)[0]
+        r = probe_fetch(net, plan, [size], mptcp=False)[0]
     mbps = r["received"] * 8 / (r["end_s"] - r["start_s"]) / 1e6
     return mbps, mbps / rate
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pathdiv.analysis.safefiles as safefiles
+from pathdiv.kernels import guest_bytecode
 from pathdiv.kernels.build import (
     LabKernelError,
     build_lab_kernel,
@@ -269,6 +270,9 @@ def run_in_uml(
     if clock not in CLOCKS:
         raise LabKernelError(f"clock {clock!r} is not one of {', '.join(CLOCKS)}")
     verify_image(kernel)
+    # every boot finds pathdiv's modules compiled: on the virtual clock loading instead of
+    # compiling them moves the packets (guest_bytecode.py)
+    guest_bytecode.compile_checkout(REPO_DIR)
     share = safefiles.resolve_physical(share)  # resolved once; walked without links after
     cwd = safefiles.resolve_physical(cwd or Path.cwd())
     uid = guest_id()

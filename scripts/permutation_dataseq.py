@@ -38,7 +38,7 @@ from pathdiv.analysis.capture.flows import (
     match_transfers,
     split_subflows,
 )
-from pathdiv.analysis.capture.pcap import _MAGICS, _record_offsets, ip_to_int, read_pcap
+from pathdiv.analysis.capture.pcap import RECORD_HEADER, ip_to_int, read_pcap, read_records
 from pathdiv.analysis.metrics.table import load_transfers
 from pathdiv.topologies.conditions import topology_of
 from pathdiv.topologies.fattree import FatTree
@@ -53,18 +53,16 @@ def option_fields(path: Path) -> pd.DataFrame:
     """Per frame of a pcap (in file order, as read_pcap returns them): TCP window, window
     scale (SYNs; -1 none), and from MPTCP's DSS option the data sequence (-1 none), its
     length and the DATA_ACK (-1 none), each in its low 32 bits."""
-    buf = path.read_bytes()
-    endian, _ = _MAGICS[buf[:4]]
-    offsets, _ = _record_offsets(buf, endian, path)
+    buf, offsets, link_header = read_records(path)
     n = len(offsets)
     win, wscale = np.zeros(n, np.int64), np.full(n, -1, np.int64)
     dsn, dlen, dack = np.full(n, -1, np.int64), np.zeros(n, np.int64), np.full(n, -1, np.int64)
     for i, off in enumerate(offsets):
-        frame = int(off) + 16
-        if buf[frame + 12:frame + 14] != b"\x08\x00":
+        frame = int(off) + RECORD_HEADER
+        if link_header and buf[frame + 12:frame + 14] != b"\x08\x00":
             continue
-        ip = frame + 14
-        if buf[ip + 9] != 6:
+        ip = frame + link_header
+        if buf[ip] >> 4 != 4 or buf[ip + 9] != 6:
             continue
         tcp = ip + (buf[ip] & 15) * 4
         if tcp + 20 > len(buf):

@@ -66,9 +66,9 @@ from pathdiv.analysis.metrics.reorder_queue import Segment, segments_from_pcap
 from pathdiv.analysis.metrics.table import load_manifest, load_transfers
 from pathdiv.analysis.metrics.transfer import (
     PairGeometry,
-    _signed_offset,
     burst_sizes,
     burstiness,
+    signed_offset,
 )
 from pathdiv.topologies.conditions import topology_of
 
@@ -141,7 +141,7 @@ def transfer_retrans(sent: pd.DataFrame) -> dict[str, float]:
     for sf, rows in sent.groupby("subflow").indices.items():
         d = sent.iloc[rows]
         base = d["seq"].to_numpy()[:1]
-        start = _signed_offset(d["seq"].to_numpy(), np.repeat(base, len(d)))
+        start = signed_offset(d["seq"].to_numpy(), np.repeat(base, len(d)))
         end = start + d["payload"].to_numpy().astype(np.int64)
         prev_max = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(end)[:-1]))
         resent = start < prev_max
@@ -304,9 +304,9 @@ def data_rtts(pk: pd.DataFrame, server_port: int) -> dict[Any, float]:
         if sent.empty or acks.empty:
             continue
         base = np.repeat(sent["seq"].to_numpy()[:1], len(sent))
-        end = _signed_offset(sent["seq"].to_numpy(), base) + sent["payload"].to_numpy()
+        end = signed_offset(sent["seq"].to_numpy(), base) + sent["payload"].to_numpy()
         once = pd.Series(end).map(pd.Series(end).value_counts()).to_numpy() == 1
-        acked = _signed_offset(acks["ack"].to_numpy(), np.repeat(base[:1], len(acks)))
+        acked = signed_offset(acks["ack"].to_numpy(), np.repeat(base[:1], len(acks)))
         ack_ts = acks["ts"].to_numpy()
         best = math.inf
         for e, t in zip(end[once], sent["ts"].to_numpy()[once], strict=True):

@@ -13,6 +13,10 @@ snap length: `tcp_ok` says which rows have a whole TCP header).
 
 A file cut short (a killed tcpdump, a full disk) gives a `TruncatedCaptureWarning`
 naming the byte where the cut is, and the packets before it.
+
+`read_records(path)` gives the file's bytes and where each record is, row for row with
+`read_pcap`'s table, for a walk of what the table does not keep (scripts/ read MPTCP's
+DSS option that way).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import hashlib
 import struct
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -78,6 +83,14 @@ class TruncatedCaptureWarning(UserWarning):
     """The capture ends inside a record; the packets before the cut were kept."""
 
 
+class Records(NamedTuple):
+    """A pcap file's bytes with where each of its records is (`read_records`)."""
+
+    data: bytes
+    offsets: np.ndarray  # each whole record's header, in file order (int64)
+    link_header: int  # bytes before the IP header in a frame: 14 Ethernet, 0 raw IP
+
+
 def empty_table() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in COLUMNS.items()})
 
@@ -110,6 +123,27 @@ def _be(data: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
+def _capture_bytes(path: Path) -> bytes:
+    try:  # a guest wrote it: no link followed, a regular file, bounded
+        return readers.read_bytes(path, readers.MAX_CAPTURE_BYTES)
+    except readers.FolderError as exc:
+        raise CaptureFormatError(str(exc)) from None
+
+
+def read_records(path: str | Path) -> Records:
+    """The bytes of one pcap file, read as `read_pcap` reads them, with the offset of each
+    whole record: row i of `read_pcap(path)` is the frame at `offsets[i] + RECORD_HEADER`
+    (its captured length at `offsets[i] + 8`), for walking what the table does not keep
+    (every TCP option, say). A file empty or cut inside its header has no records;
+    CaptureFormatError as for `read_pcap`."""
+    path = Path(path)
+    buf = _capture_bytes(path)
+    if len(buf) < GLOBAL_HEADER:
+        return Records(buf, np.zeros(0, dtype=np.int64), 0)
+    endian, _, l2 = _format(buf, path)
+    return Records(buf, _record_offsets(buf, endian, path)[0], l2)
+
+
 def read_pcap(path: str | Path) -> pd.DataFrame:
     """All frames of one pcap file as a DataFrame with the columns of `COLUMNS`.
 
@@ -118,10 +152,7 @@ def read_pcap(path: str | Path) -> pd.DataFrame:
     ends inside a record.
     """
     path = Path(path)
-    try:  # a guest wrote it: no link followed, a regular file, bounded
-        buf = readers.read_bytes(path, readers.MAX_CAPTURE_BYTES)
-    except readers.FolderError as exc:
-        raise CaptureFormatError(str(exc)) from None
+    buf = _capture_bytes(path)
     if not buf:
         warnings.warn(
             f"{path}: empty capture file (tcpdump killed before writing its header?); "
@@ -133,15 +164,9 @@ def read_pcap(path: str | Path) -> pd.DataFrame:
     return _read_buffer(buf, path)
 
 
-def _read_buffer(buf: bytes, path: Path) -> pd.DataFrame:
-    if len(buf) < GLOBAL_HEADER:
-        warnings.warn(
-            f"{path}: capture cut inside its 24-byte file header ({len(buf)} bytes); "
-            "treated as no packets",
-            TruncatedCaptureWarning,
-            stacklevel=3,
-        )
-        return empty_table()
+def _format(buf: bytes, path: Path) -> tuple[str, float, int]:
+    """(byte order, seconds per timestamp tick, link header bytes) of a pcap file's
+    header; CaptureFormatError for pcapng, an unknown magic or link type."""
     magic = bytes(buf[:4])
     if magic == _PCAPNG_MAGIC:
         raise CaptureFormatError(
@@ -163,7 +188,19 @@ def _read_buffer(buf: bytes, path: Path) -> pd.DataFrame:
             f"{path}: link type {linktype} not supported; expected Ethernet (1) or raw IP "
             "(101): capture on the link's interface, not on 'any'"
         )
+    return endian, tick, l2
 
+
+def _read_buffer(buf: bytes, path: Path) -> pd.DataFrame:
+    if len(buf) < GLOBAL_HEADER:
+        warnings.warn(
+            f"{path}: capture cut inside its 24-byte file header ({len(buf)} bytes); "
+            "treated as no packets",
+            TruncatedCaptureWarning,
+            stacklevel=3,
+        )
+        return empty_table()
+    endian, tick, l2 = _format(buf, path)
     offsets, cut = _record_offsets(buf, endian, path)
     if cut >= 0:
         warnings.warn(

@@ -22,14 +22,16 @@ import numpy as np
 import pandas as pd
 
 import pathdiv.analysis.readers as readers
-from pathdiv.analysis.atomic import write_text_atomic
+from pathdiv.analysis.atomic import write_bytes_atomic, write_text_atomic
 from pathdiv.analysis.capture.flows import (
+    capture_files,
     group_connections,
     match_transfers,
     read_link_captures,
     split_subflows,
 )
 from pathdiv.analysis.capture.pcap import ip_to_int
+from pathdiv.analysis.metrics import measured
 from pathdiv.analysis.metrics.columns import METRIC_COLUMNS
 from pathdiv.analysis.metrics.paths_run import (
     SERIES_COLUMNS,
@@ -83,6 +85,11 @@ RUN_COLUMNS = ["run_hosts_cpu_s", "run_energy_j", "run_cpu_s", "run_softirq_s",
 
 class RunLayoutError(ValueError):
     """A run folder without the files the runner writes."""
+
+
+class KeptRowsError(ValueError):
+    """Recorded rows of a run whose captures are gone that cannot stand beside rows
+    measured now (the message names the run and the fix)."""
 
 
 def load_manifest(run_dir: Path) -> dict[str, Any]:
@@ -341,30 +348,117 @@ def compute_run_metrics(run_dir: Path) -> pd.DataFrame:
     return group_metrics(compute_transfer_metrics(run_dir), load_manifest(run_dir))
 
 
+def captures_gone(run_dir: Path) -> bool:
+    """Whether the run has no capture file left (its captures/ deleted or emptied)."""
+    try:
+        return not capture_files(run_dir / "captures")
+    except OSError:
+        return True
+
+
+class Recorded:
+    """A folder's metrics stage as the last analysis left it (metrics.csv,
+    transfer_metrics.csv, measured.json, runs/<id>/timeline.csv), for the runs whose
+    captures are gone since."""
+
+    def __init__(self, folder: Path, notes: list[str]) -> None:
+        self.folder = Path(folder)
+        self.runs = measured.read_measured(self.folder, notes)
+        self._tables: dict[str, pd.DataFrame | None] = {}
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        if name not in self._tables:
+            try:
+                self._tables[name] = readers.read_table(self.folder / name)
+            except (FileNotFoundError, readers.FolderError):
+                self._tables[name] = None
+        return self._tables[name]
+
+    def rows(self, name: str, run_id: str) -> pd.DataFrame | None:
+        table = self.table(name)
+        if table is None or "run_id" not in table:
+            return None
+        mine = table[table["run_id"].astype(str) == run_id]
+        return mine if len(mine) else None
+
+
+def _keep(recorded: Recorded, run_dir: Path, run_id: str, manifest: dict[str, Any],
+          target: Path) -> pd.DataFrame | None:
+    """The recorded metrics.csv rows of a run whose captures are gone, if it has any
+    (KeptRowsError when they came from another analysis or another run); its recorded
+    timeline.csv goes into `target` with them."""
+    rows = recorded.rows("metrics.csv", run_id)
+    if rows is None:
+        return None
+    why = measured.why_not_kept(run_id, recorded.runs.get(run_id), manifest)
+    if why is not None:
+        raise KeptRowsError(
+            f"{recorded.folder}/metrics.csv holds rows of run {run_id}, whose captures are "
+            f"gone, that cannot stand beside the runs measured now: {why}. Restore "
+            f"{run_dir / 'captures'} to measure it again, or remove run {run_id}'s rows "
+            "from metrics.csv to leave it out, or analyse the recorded metrics.csv as it "
+            "is with `pathdiv analyze --stats-only` (no run measured again); nothing was "
+            "changed")
+    timeline = recorded.folder / "runs" / run_dir.name / "timeline.csv"
+    there = target / "runs" / run_dir.name / "timeline.csv"
+    if timeline != there:
+        try:
+            write_bytes_atomic(there, readers.read_bytes(timeline, readers.MAX_TABLE_BYTES))
+        except (FileNotFoundError, readers.FolderError):
+            pass
+    return rows
+
+
 def compute_metrics(results_dir: Path, out: Path | None = None,
-                    notes: list[str] | None = None) -> Path:
-    """Write metrics.csv (and transfer_metrics.csv, each run's timeline.csv) over every
-    complete run under results_dir/runs/ into `out` (default: results_dir; an analysis
-    gives its generation's staging folder, analysis/generation.py); return the
-    metrics.csv path. A run that cannot be measured (an unreadable manifest, transfers
-    or captures: a guest may have written anything) is skipped, its reason logged and
-    appended to `notes`; only when no run is left is it an error."""
+                    notes: list[str] | None = None, recorded: Path | None = None) -> Path:
+    """Write metrics.csv (and transfer_metrics.csv, measured.json, each run's
+    timeline.csv) over every complete run under results_dir/runs/ into `out` (default:
+    results_dir; an analysis gives its generation's staging folder,
+    analysis/generation.py); return the metrics.csv path. A run that cannot be measured
+    (an unreadable manifest, transfers or captures: a guest may have written anything)
+    is skipped, its reason logged and appended to `notes`; only when no run is left is
+    it an error. With `recorded` (the folder whose metrics stage an earlier analysis
+    wrote), a run whose captures are gone keeps its recorded rows, said in `notes`, if
+    measured.json says they came from this analysis and this run (KeptRowsError
+    otherwise, naming the run and the fix)."""
     results_dir = Path(results_dir)
     target = Path(out) if out is not None else results_dir
     notes = notes if notes is not None else []
     found = readers.manifests(results_dir, notes)
+    before = Recorded(recorded, notes) if recorded is not None else None
     groups, transfers = [], []
     series: list[dict[str, Any]] = []
     factors: set[str] = set()
+    records: dict[str, dict[str, str]] = {}
     for run_dir, manifest in found:
         if manifest.get("status") != "complete":
             log.info("skipping run %s: status %s", run_dir.name, manifest.get("status"))
             continue
+        run_id = str(manifest.get("run_id", run_dir.name))
+        config = manifest.get("config")
+        topology = config.get("topology") if isinstance(config, dict) else None
+        is_paths = isinstance(topology, dict) and topology.get("kind") == "paths"
+        if before is not None and not is_paths and captures_gone(run_dir):
+            kept = _keep(before, run_dir, run_id, manifest, target)
+            if kept is not None:
+                say = (f"run {run_id}: its captures are gone; its metrics.csv rows were "
+                       "kept as measured before its captures were deleted (same analysis, "
+                       "same run)")
+                log.warning("%s", say)
+                notes.append(say)
+                groups.append(kept)
+                records[run_id] = before.runs[run_id]
+                factors |= set(manifest.get("factors") or {})
+                per = before.rows("transfer_metrics.csv", run_id)
+                if per is not None:
+                    transfers.append(per.reset_index(drop=True))
+                continue
         try:
-            if (manifest.get("config") or {}).get("topology", {}).get("kind") == "paths":
+            if is_paths:
                 group = paths_group(run_dir, manifest)
                 more = series_rows(str(manifest.get("run_id")), read_paths_result(run_dir))
                 groups.append(group)
+                records[run_id] = measured.record(manifest)
                 series += more
                 continue
             per_transfer = compute_transfer_metrics(run_dir, target / "runs" / run_dir.name)
@@ -375,6 +469,7 @@ def compute_metrics(results_dir: Path, out: Path | None = None,
             notes.append(why[:600] + ("..." if len(why) > 600 else ""))
             continue
         groups.append(group)
+        records[run_id] = measured.record(manifest)
         factors |= set(manifest.get("factors") or {})
         per_transfer.insert(0, "run_id", manifest.get("run_id", run_dir.name))
         transfers.append(per_transfer)
@@ -387,6 +482,7 @@ def compute_metrics(results_dir: Path, out: Path | None = None,
         )
     path = target / "metrics.csv"
     write_text_atomic(path, pd.concat(groups, ignore_index=True).to_csv(index=False))
+    write_text_atomic(target / measured.MEASURED_FILE, measured.measured_json(records))
     if series:
         write_text_atomic(target / SERIES_FILE,
                           pd.DataFrame(series, columns=SERIES_COLUMNS).to_csv(index=False))

@@ -142,7 +142,7 @@ def balance_utilization(path_bytes: np.ndarray) -> float:
     return float(total**2 / (b**2).sum() / len(b))
 
 
-def _signed_offset(seq: np.ndarray, base: np.ndarray) -> np.ndarray:
+def signed_offset(seq: np.ndarray, base: np.ndarray) -> np.ndarray:
     """seq − base modulo 2³², as a signed distance (handles wrap-around)."""
     d = (seq.astype(np.int64) - base.astype(np.int64)) % (1 << 32)
     return np.where(d >= 1 << 31, d - (1 << 32), d)
@@ -156,7 +156,7 @@ def retransmitted_bytes(sent: pd.DataFrame) -> tuple[int, int]:
         return 0, 0
     sf = sent["subflow"].to_numpy()
     first_seq = sent.groupby("subflow")["seq"].transform("first").to_numpy()
-    start = _signed_offset(sent["seq"].to_numpy(), first_seq)
+    start = signed_offset(sent["seq"].to_numpy(), first_seq)
     length = sent["payload"].to_numpy().astype(np.int64)
     end = start + length
     frame = pd.DataFrame({"sf": sf, "end": end})
@@ -210,7 +210,7 @@ def rtt_samples_ms(sent: pd.DataFrame, acks: pd.DataFrame) -> np.ndarray:
             continue
         d = sent.iloc[rows]
         base = d["seq"].to_numpy()[:1]
-        start = _signed_offset(d["seq"].to_numpy(), np.repeat(base, len(d)))
+        start = signed_offset(d["seq"].to_numpy(), np.repeat(base, len(d)))
         end = start + d["payload"].to_numpy().astype(np.int64)
         # sent once: no earlier packet reached past its start, no later one starts before
         # its end (a retransmission of it, or of part of it)
@@ -221,7 +221,7 @@ def rtt_samples_ms(sent: pd.DataFrame, acks: pd.DataFrame) -> np.ndarray:
         a = acks.iloc[ack_groups[sf]]
         a_ts = a["ts"].to_numpy()
         covered = np.maximum.accumulate(
-            _signed_offset(a["ack"].to_numpy(), np.repeat(base, len(a))))
+            signed_offset(a["ack"].to_numpy(), np.repeat(base, len(a))))
         t = d["ts"].to_numpy()[once]
         j = np.maximum(np.searchsorted(a_ts, t, side="right"),
                        np.searchsorted(covered, end[once], side="left"))
@@ -267,14 +267,14 @@ def open_subflows(sent: pd.DataFrame, acks: pd.DataFrame) -> int:
     for sf, rows in sent.groupby("subflow").indices.items():
         d = sent.iloc[rows]
         base = d["seq"].to_numpy()[:1]
-        end = (_signed_offset(d["seq"].to_numpy(), np.repeat(base, len(d)))
+        end = (signed_offset(d["seq"].to_numpy(), np.repeat(base, len(d)))
                + d["payload"].to_numpy().astype(np.int64))
         highest = np.maximum.accumulate(end)
         covered = np.zeros(len(d), dtype=np.int64)
         if sf in ack_groups:
             a = acks.iloc[ack_groups[sf]]
             acked = np.maximum.accumulate(
-                _signed_offset(a["ack"].to_numpy(), np.repeat(base, len(a))))
+                signed_offset(a["ack"].to_numpy(), np.repeat(base, len(a))))
             j = np.searchsorted(a["ts"].to_numpy(), d["ts"].to_numpy(), side="right")
             covered = np.where(j > 0, acked[np.maximum(j - 1, 0)], 0)
         late = d["ts"].to_numpy() >= half

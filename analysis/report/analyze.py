@@ -34,6 +34,7 @@ import pathdiv.analysis.readers as readers
 import pathdiv.analysis.safefiles as safefiles
 from pathdiv.analysis.atomic import write_text_atomic
 from pathdiv.analysis.generation import Generation, new_generation
+from pathdiv.analysis.metrics.measured import MEASURED_FILE
 from pathdiv.analysis.metrics.paths_run import SERIES_FILE
 from pathdiv.analysis.metrics.table import compute_metrics
 from pathdiv.analysis.report import fidelity
@@ -66,7 +67,8 @@ log = logging.getLogger(__name__)
 
 PLOT_DIR = "plots"
 # the files of the metrics stage, kept by an analysis that reads metrics.csv as it is
-CARRIED = ("metrics.csv", "transfer_metrics.csv", "slowdown.csv", SERIES_FILE, "runs/")
+CARRIED = ("metrics.csv", "transfer_metrics.csv", "slowdown.csv", SERIES_FILE, MEASURED_FILE,
+           "runs/")
 
 
 def spec_from_config(config: dict[str, Any] | None) -> AnalysisSpec:
@@ -267,10 +269,11 @@ def _run_ids(path: Path) -> set[str]:
 
 
 def refuse_lost_runs(folder: Path, measured: Path, notes: list[str]) -> None:
-    """A full analysis measures the runs again from their captures; runs the folder's
-    metrics.csv holds and this one could not measure (their captures deleted once their
-    metrics were in, say) would leave the table with it: refused, before anything is
-    committed, so the recorded rows stay."""
+    """A full analysis measures the runs again from their captures, and keeps the
+    recorded rows of a run whose captures were deleted (`compute_metrics`, measured.json);
+    runs the folder's metrics.csv holds that this one neither measured nor kept (a run
+    folder gone, captures that cannot be read) would leave the table with it: refused,
+    before anything is committed, so the recorded rows stay."""
     lost = sorted(_run_ids(folder / "metrics.csv") - _run_ids(measured))
     if lost:
         shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
@@ -299,7 +302,7 @@ def analyze_folder(folder: Path, stats_only: bool = False, include_invalid: bool
     notes: list[str] = []
     with new_generation(folder) as gen:
         if not stats_only:
-            path = compute_metrics(folder, out=gen.staging, notes=notes)
+            path = compute_metrics(folder, out=gen.staging, notes=notes, recorded=folder)
             log.info("metrics: %s", path)
             refuse_lost_runs(folder, path, notes)
         return write_report(folder, spec=spec, stats_only=stats_only,

@@ -75,6 +75,7 @@ SEED004 = (
     Pair("seed004/energy", "seed004/energy-seed2"),
     Pair("seed004/sweep", "seed004/sweep-seed2"),
     Pair("seed004/power-real", "seed004/power-real-seed2"),
+    Pair("seed004/energy-real", "seed004/energy-real-seed2"),
 )
 TALLIED = STUDY001 + SEED003 + SEED004
 

@@ -84,7 +84,10 @@ def _settled_core_tx(net: Network, ports: dict[str, str]) -> dict[str, int]:
     return _core_tx(net, ports)
 
 
-def _fetch(net: Network, plan: ProbePlan, sizes: list[int], mptcp: bool) -> list[dict[str, Any]]:
+def probe_fetch(net: Network, plan: ProbePlan, sizes: list[int], mptcp: bool
+                ) -> list[dict[str, Any]]:
+    """One transfer per size from the plan's server to its client (one `transfer.py
+    fetch`, placed subflows under MPTCP); fetch's result lines, each checked ok."""
     addr = net.topo.nodes[plan.server].address
     args = [f"{addr}:{PORT}:{n}" for n in sizes] + ["--timeout", "300"]
     if mptcp:
@@ -135,7 +138,7 @@ def _measure(net: Network, plan: ProbePlan, server: Any) -> dict[str, Any]:
 
     def phase(sizes: list[int], mptcp: bool) -> tuple[dict[str, int], list[dict[str, Any]]]:
         before = _settled_core_tx(net, ports)
-        results = _fetch(net, plan, sizes, mptcp)
+        results = probe_fetch(net, plan, sizes, mptcp)
         return per_core_delta(before, _settled_core_tx(net, ports)), results
 
     flows, _ = phase([TCP_FLOW_BYTES] * TCP_FLOWS, mptcp=False)
@@ -180,7 +183,7 @@ def _measure(net: Network, plan: ProbePlan, server: Any) -> dict[str, Any]:
 def _timed_fetch(net: Network, plan: ProbePlan, rate: float | None) -> dict[str, Any]:
     """One single-flow transfer: its goodput, fraction of `rate` and the steal during it."""
     cpu0 = parse_proc_stat(read_proc("/proc/stat"))
-    r = _fetch(net, plan, [SINGLE_BYTES], mptcp=False)[0]
+    r = probe_fetch(net, plan, [SINGLE_BYTES], mptcp=False)[0]
     shares = core_shares(cpu0, parse_proc_stat(read_proc("/proc/stat")))
     mbps = r["received"] * 8 / (r["end_s"] - r["start_s"]) / 1e6
     steal = 100 * sum(c.steal for c in shares) / len(shares) if shares else None

@@ -15,7 +15,7 @@ from typing import Any
 from mininet.cli import CLI
 from mininet.log import lg, setLogLevel
 
-from pathdiv.experiments.classroom.probe import PORT, ProbePlan, _fetch
+from pathdiv.experiments.classroom.probe import PORT, ProbePlan, probe_fetch
 from pathdiv.experiments.classroom.views import (
     LinkTraffic,
     carried,
@@ -33,7 +33,7 @@ from pathdiv.experiments.fabric.nodeprocs import wait_for_line
 from pathdiv.experiments.network.network import Network
 from pathdiv.experiments.running import NetworkError
 
-FLOW_PORT = PORT  # the server `pathdiv probe` uses; _fetch targets it
+FLOW_PORT = PORT  # the server `pathdiv probe` uses; probe_fetch targets it
 
 
 class ShellCommandError(ValueError):
@@ -201,7 +201,7 @@ def run_flow(net: Network, src: str, dst: str, size: int, mptcp: bool
         wait_for_line(server, server.stdout, "ready", 15, f"transfer server on {src}")
         before = settled_snapshot(net)
         plan = ProbePlan(client=dst, server=src)
-        results = _fetch(net, plan, [size], mptcp)
+        results = probe_fetch(net, plan, [size], mptcp)
         after = settled_snapshot(net)
     finally:
         net.end(server)

@@ -7,8 +7,9 @@ with all its servers as targets; a round's fetches start together and the next r
 starts when they all ended. A failed transfer (refused, timeout, short read, a fetch
 that never answered) becomes a row with ok=False and the reason; the run goes on.
 
-Each server logs the CPU time of every request it answered (`server-<host>.cpu.jsonl`);
-`merge_server_cpu` puts it on the transfer's row beside the client's (`cpu_ms`). With
+Each server logs the CPU time of every request it answered (`cpu_log_name`:
+`server-<host>.cpu.jsonl`); `merge_server_cpu` puts it on the transfer's row beside the
+client's (`cpu_ms`). With
 `hosts.subflow_paths` other than `hashed`, every fetch gets its subflows' addresses and
 ports from `experiments/traffic/placement.py` and the servers accept joins under the
 userspace path manager.
@@ -23,6 +24,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import random
 import subprocess
 import time
@@ -31,6 +33,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import pathdiv.analysis.safefiles as safefiles
+from pathdiv.experiments.config.checks import MAX_TRANSFERS
 from pathdiv.experiments.dataplane.ecmp_model import PathModel
 from pathdiv.experiments.fabric.environment import virtual_clock
 from pathdiv.experiments.fabric.nodeprocs import wait_for_line
@@ -220,18 +224,55 @@ def merge_server_cpu(rows: list[TransferRow], logs: dict[str, list[dict[str, Any
                 break
 
 
-def read_cpu_logs(logdir: Path, hosts: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """Each server host's CPU log records so far; a line still being written is skipped."""
+SERVER_LABEL = "server"  # the transfer servers' files: <label>-<host>.cpu.jsonl, <label>.log
+# A CPU record is about 100 bytes (client address and port, bytes, cpu_ms); a server
+# answers at most a run's MAX_TRANSFERS requests: a larger log is not one of ours
+CPU_RECORD_BYTES = 200
+CPU_LOG_BYTES = MAX_TRANSFERS * CPU_RECORD_BYTES
+
+
+def cpu_log_name(host: str, label: str = SERVER_LABEL) -> str:
+    """The name of `host`'s server CPU log in the run's log folder (`start_servers`)."""
+    return f"{label}-{host}.cpu.jsonl"
+
+
+def read_cpu_logs(logdir: Path, hosts: list[str], label: str = SERVER_LABEL,
+                  refused: set[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Each server host's CPU log records so far; a line still being written is skipped.
+    A guest's or a namespace's process wrote the logs: each is read through no link and
+    at most CPU_LOG_BYTES (analysis/safefiles.py); a log refused (a link, no regular
+    file, larger) is said in the log, reads as no records and its host goes into
+    `refused`."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for host in hosts:
-        path = logdir / f"server-{host}.cpu.jsonl"
-        if path.exists():
+    if not hosts:
+        return out
+    try:
+        dirfd = safefiles.open_dir(safefiles.resolve_physical(logdir))
+    except FileNotFoundError:
+        return out
+    try:
+        for host in hosts:
+            name = cpu_log_name(host, label)
+            try:
+                text = safefiles.read_beneath(dirfd, name, CPU_LOG_BYTES).decode(
+                    "utf-8", errors="replace")
+            except FileNotFoundError:
+                continue
+            except OSError as exc:  # FileRefused among them
+                log.warning("server CPU log of %s not read: %s", host,
+                            safefiles.printable(str(exc)))
+                out[host] = []
+                if refused is not None:
+                    refused.add(host)
+                continue
             records = []
-            for line in path.read_text().splitlines():
+            for line in text.splitlines():
                 if line.startswith("{"):
                     with contextlib.suppress(json.JSONDecodeError):
                         records.append(json.loads(line))
             out[host] = records
+    finally:
+        os.close(dirfd)
     return out
 
 
@@ -239,21 +280,31 @@ SERVER_LOG_WAIT_S = 2.0  # how long a server may take to log a request its clien
 
 
 def collect_server_cpu(rows: list[TransferRow], logdir: Path, hosts: list[str],
-                       wait_s: float = SERVER_LOG_WAIT_S) -> None:
+                       wait_s: float = SERVER_LOG_WAIT_S, label: str = SERVER_LABEL) -> None:
     """Merge the servers' CPU logs into `rows`. A server logs a request once its handler
     returns, which can be after its client has read the last byte: until every completed
-    transfer has its server's record, or for `wait_s`, read the logs again (sleeping
-    between reads, as every wait must on the virtual clock)."""
+    transfer has its server's record, or for `wait_s`, read again the logs of the servers
+    whose records are missing, and only theirs (sleeping between reads, as every wait
+    must on the virtual clock). A log that cannot be read is not waited for."""
     deadline = time.monotonic() + wait_s
+    logged = set(hosts)
+    refused: set[str] = set()
+    pending = sorted({r.server for r in rows} & logged)
     while True:
-        merge_server_cpu(rows, read_cpu_logs(logdir, hosts))
-        missing = [r for r in rows if r.ok and r.server_cpu_ms != r.server_cpu_ms]
-        if not missing or time.monotonic() >= deadline:
+        logs = read_cpu_logs(logdir, pending, label, refused)
+        mine = set(pending)
+        # every row of a server read again, in order: a record goes to the first row
+        # of its client's address and port, as when all were read at once
+        merge_server_cpu([r for r in rows if r.server in mine], logs)
+        pending = sorted({r.server for r in rows if r.ok and r.server in logged
+                          and r.server_cpu_ms != r.server_cpu_ms} - refused)
+        if not pending or time.monotonic() >= deadline:
             return
         time.sleep(0.02)
 
 
-def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = "server") -> None:
+def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = SERVER_LABEL
+                  ) -> None:
     """One transfer server per host, each waited on until it listens; on the virtual
     clock one server process for every host (`serve --namespace`: a listening socket
     in each host's namespace), unless the servers must accept joins under the userspace
@@ -270,7 +321,7 @@ def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = "se
     if traffic.fifo:
         args.append("--fifo")
     if virtual_clock() and not (traffic.transport == "mptcp" and joins):
-        spaces = [f"--namespace={net.node(h).pid}:{logdir / f'{label}-{h}.cpu.jsonl'}"
+        spaces = [f"--namespace={net.node(h).pid}:{logdir / cpu_log_name(h, label)}"
                   for h in net.topo.hosts]
         with (logdir / f"{label}.log").open("w") as err:
             proc = net.transfer_here(args + spaces, stderr=err)
@@ -279,7 +330,7 @@ def start_servers(net: Network, traffic: Traffic, logdir: Path, label: str = "se
         return
     procs = []
     for host in net.topo.hosts:
-        cpu_log = ["--cpu-log", str(logdir / f"{label}-{host}.cpu.jsonl")]
+        cpu_log = ["--cpu-log", str(logdir / cpu_log_name(host, label))]
         with (logdir / f"{label}-{host}.log").open("w") as err:
             procs.append((host, net.transfer(host, args + cpu_log, stderr=err)))
     for host, proc in procs:

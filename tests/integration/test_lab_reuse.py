@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from scipy.stats import fisher_exact, ks_2samp
 
+from pathdiv.kernels.guest_bytecode import PACKAGES
 from tests.conftest import REPO, open_for_guest
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -119,14 +121,36 @@ def test_a_reused_network_is_independent_of_the_runs_before_it(fresh_and_reused)
     assert fisher_exact([whole["fresh"], whole["reused"]]).pvalue > 0.001, whole
 
 
+def _compiled(present: bool) -> None:
+    """Leave pathdiv's modules compiled in the checkout, or none of them: the guest reads
+    whichever the host left, and loading instead of compiling moved every FCT of the long
+    run (kernels/guest_bytecode.py, which makes the boot compile them first)."""
+    if present:
+        subprocess.run([sys.executable, "-I", "-m", "compileall", "-q",
+                        *(str(REPO / name) for name in PACKAGES)],
+                       check=True, stdout=subprocess.DEVNULL, timeout=300)
+        return
+    for name in PACKAGES:
+        for folder, _, files in os.walk(REPO / name):  # links to folders not followed
+            if Path(folder).name == "__pycache__":
+                for file in files:
+                    if file.endswith(".pyc"):
+                        (Path(folder) / file).unlink(missing_ok=True)
+
+
 @pytest.fixture(scope="module")
 def large_runs(root_fabric, lab_kernel, tmp_path_factory) -> tuple[dict, dict, dict]:
-    """The static-TCP runs of all three flow types in one lane, then its short (500 KB)
-    and long (25 MB) runs each alone (about 1.5 min here)."""
+    """The static-TCP runs of all three flow types in one lane, with pathdiv's modules
+    compiled in the checkout, then its short (500 KB) and long (25 MB) runs each alone
+    with none compiled, as the host lane of the suite may leave either (about 1.5 min
+    here)."""
     base = tmp_path_factory.mktemp("large")
     open_for_guest(base)
     static = ("--only", "switching=static-tcp")
-    return (_plan(base / "plan", *static),
+    _compiled(True)
+    plan = _plan(base / "plan", *static)
+    _compiled(False)
+    return (plan,
             _plan(base / "short", *static, "--only", "flow_type=short"),
             _plan(base / "long", *static, "--only", "flow_type=long"))
 

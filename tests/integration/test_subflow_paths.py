@@ -28,11 +28,11 @@ from pathdiv.analysis.metrics.table import compute_metrics
 from pathdiv.experiments.classroom.probe import (
     PORT,
     ProbePlan,
-    _fetch,
     _settled_core_tx,
     core_ports_towards,
     per_core_delta,
     placement_of,
+    probe_fetch,
 )
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.dataplane.ecmp_model import UDP, FiveTuple, PathModel
@@ -87,7 +87,7 @@ def _one_connection(net: Network, capdir: Path
     ports = core_ports_towards(net.topo, plan.client)
     net.captures.start(capdir, 160, 200)
     before = _settled_core_tx(net, ports)
-    res = _fetch(net, plan, [MPTCP_BYTES], mptcp=True)
+    res = probe_fetch(net, plan, [MPTCP_BYTES], mptcp=True)
     counters = per_core_delta(before, _settled_core_tx(net, ports))
     net.captures.stop()
     opened = len(res[0]["placed"].split(";")) if res[0]["placed"] else net.cfg.subflows

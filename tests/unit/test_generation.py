@@ -206,9 +206,10 @@ def test_a_stats_only_reanalysis_keeps_the_recorded_fidelity_table(tmp_path):
 
 def test_a_full_reanalysis_that_cannot_measure_a_recorded_run_again_changes_nothing(
         tmp_path, monkeypatch):
-    """A run's captures deleted once its metrics were in: measuring the runs again would
-    leave its rows out of metrics.csv. The analysis is refused, naming the run, and the
-    folder keeps its metrics; with every run measured it goes on."""
+    """A run of metrics.csv that this analysis neither measured nor kept (its run folder
+    gone, captures that cannot be read): measuring the runs again would leave its rows
+    out of metrics.csv. The analysis is refused, naming the run, and the folder keeps
+    its metrics; with every run measured it goes on."""
     from tests.support.study_data import synthetic_metrics
 
     metrics = synthetic_metrics(2, repetitions=2, conditions=["noisy"], flow_types=["long"])
@@ -217,8 +218,8 @@ def test_a_full_reanalysis_that_cannot_measure_a_recorded_run_again_changes_noth
     recorded = (tmp_path / "metrics.csv").read_bytes()
     gone = sorted(set(metrics["run_id"]))[0]
 
-    def measure(folder, out, notes, keep=lambda ids: ids != gone):
-        notes.append(f"run {gone} was not measured: CaptureSetError: no capture files")
+    def measure(folder, out, notes, keep=lambda ids: ids != gone, recorded=None):
+        notes.append(f"run {gone} was not measured: CaptureFormatError: not a capture")
         path = Path(out) / "metrics.csv"
         metrics[metrics["run_id"].map(keep)].to_csv(path, index=False)
         return path
@@ -230,6 +231,54 @@ def test_a_full_reanalysis_that_cannot_measure_a_recorded_run_again_changes_noth
     assert (tmp_path / "metrics.csv").read_bytes() == recorded
     assert not (tmp_path / "stats.json").exists()
     monkeypatch.setattr(analyze, "compute_metrics",
-                        lambda folder, out, notes: measure(folder, out, [], lambda i: True))
+                        lambda folder, out, notes, recorded=None:
+                        measure(folder, out, [], lambda i: True))
     analyze.analyze_folder(tmp_path)
     assert (tmp_path / "stats.json").exists()
+
+
+def test_runs_whose_captures_were_deleted_keep_their_rows_beside_runs_added_later(
+        tmp_path):
+    """A researcher trims the captures of measured runs, then adds runs: the analysis
+    measures the new ones and keeps the trimmed ones' recorded rows, saying so; rows
+    from another analysis (or of no record) are refused, naming the run and the fix,
+    and the folder is left as it was."""
+    import pandas as pd
+
+    from pathdiv.analysis.metrics import measured
+    from tests.unit.test_metrics import run, tcp_spec
+
+    for name, size in (("r1", 3000), ("r2", 4000)):
+        run(tmp_path, [tcp_spec(size_bytes=size)], name=name)
+    analyze.analyze_folder(tmp_path)
+    first = pd.read_csv(tmp_path / "metrics.csv")
+    assert (tmp_path / "runs" / "r1" / "timeline.csv").exists()
+    shutil.rmtree(tmp_path / "runs" / "r1" / "captures")  # trimmed to save disk
+    run(tmp_path, [tcp_spec(size_bytes=5000)], name="r3")  # added later
+    analyze.analyze_folder(tmp_path)
+    now = pd.read_csv(tmp_path / "metrics.csv")
+    assert sorted(now["run_id"]) == ["r1", "r2", "r3"]
+    kept = now[now["run_id"] == "r1"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept, first[first["run_id"] == "r1"]
+                                  .reset_index(drop=True)[kept.columns])
+    assert sorted(pd.read_csv(tmp_path / "transfer_metrics.csv")["run_id"]) == [
+        "r1", "r2", "r3"]
+    assert (tmp_path / "runs" / "r1" / "timeline.csv").exists()  # kept with its rows
+    assert "r1" in json.loads((tmp_path / "measured.json").read_text())["runs"]
+    said = "kept as measured before its captures were deleted"
+    assert said in (tmp_path / "report.md").read_text()
+    assert any(said in n for n in json.loads((tmp_path / "stats.json").read_text())["notes"])
+    assert verify(tmp_path) == []
+
+    record = json.loads((tmp_path / "measured.json").read_text())
+    record["runs"]["r1"]["analysis"] = "0" * 64  # measured by another pathdiv
+    (tmp_path / "measured.json").write_text(json.dumps(record))
+    before = (tmp_path / "metrics.csv").read_bytes()
+    with pytest.raises(ValueError, match=r"rows of run r1, whose captures are gone, .*"
+                                         r"another analysis .*Restore .*r1/captures"):
+        analyze.analyze_folder(tmp_path)
+    assert (tmp_path / "metrics.csv").read_bytes() == before
+    (tmp_path / measured.MEASURED_FILE).unlink()  # measured before pathdiv recorded it
+    with pytest.raises(ValueError, match=r"run r1.*no record of the analysis"):
+        analyze.analyze_folder(tmp_path)
+    assert (tmp_path / "metrics.csv").read_bytes() == before

@@ -150,6 +150,51 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def private_uses(path: Path, root: Path = REPO) -> list[str]:
+    """'file:line: name' for every private name (a leading underscore, not a dunder) of
+    a pathdiv module that `path` imports or reaches through a module it imported."""
+    tree = ast.parse(path.read_text())
+    aliases: set[str] = set()  # names bound to pathdiv modules
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases |= {a.asname or a.name.split(".")[0] for a in node.names
+                        if a.name.startswith("pathdiv")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pathdiv"):
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    out.append(f"{node.lineno}: {node.module}.{a.name}")
+                aliases.add(a.asname or a.name)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in aliases:
+                out.append(f"{node.lineno}: {ast.unparse(node)}")
+    return [f"{path.relative_to(root)}:{line}" for line in sorted(set(out))]
+
+
+def test_scripts_and_benchmarks_use_only_the_public_names_of_the_product():
+    """scripts/ and benchmarks/ stand where a user stands: what they need of a module is
+    made public there (a private helper may change or go without notice)."""
+    found = [use for folder in ("scripts", "benchmarks")
+             for path in sorted((REPO / folder).rglob("*.py")) for use in private_uses(path)]
+    assert not found, "private names of pathdiv modules used outside the product:\n" + \
+        "\n".join(found)
+
+
+def test_private_uses_names_an_imported_and_a_reached_private_name(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("from pathdiv.analysis.capture.pcap import _MAGICS, read_pcap\n"
+                       "import pathdiv.analysis.capture.pcap as pcap\n"
+                       "pcap._record_offsets(b'', '<', None)\nprint(pcap.__name__)\n")
+    assert private_uses(planted, tmp_path) == [
+        "planted.py:1: pathdiv.analysis.capture.pcap._MAGICS",
+        "planted.py:3: pcap._record_offsets"]
+
+
 def test_find_cycle_finds_a_planted_circle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None

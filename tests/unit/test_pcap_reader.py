@@ -14,12 +14,14 @@ from scapy.packet import Raw
 from scapy.utils import PcapWriter
 
 from pathdiv.analysis.capture.pcap import (
+    RECORD_HEADER,
     CaptureFormatError,
     TruncatedCaptureWarning,
     int_to_ip,
     ip_to_int,
     mptcp_token,
     read_pcap,
+    read_records,
 )
 from tests.support.pcap_synth import mp_capable, mp_join_syn
 
@@ -169,3 +171,25 @@ def test_short_frame_at_the_end_of_the_file(tmp_path: Path) -> None:
     t = read_pcap(tmp_path / "x.pcap")
     assert list(t["proto"]) == [6, 1] and list(t["tcp_ok"]) == [True, False]
     assert t["ack"][1] == 0 and t["wire_len"][1] == 42
+
+
+@pytest.mark.parametrize("kw", [{}, {"endianness": ">"}], ids=["little", "big-endian"])
+def test_read_records_gives_each_frame_row_for_row_with_read_pcap(tmp_path: Path,
+                                                                  kw: dict) -> None:
+    """What scripts walk beyond the table (every TCP option): the i-th record's frame is
+    the i-th row's packet, a cut last record is left out as read_pcap leaves it out, and
+    what read_pcap refuses is refused."""
+    packets = crafted()
+    write(tmp_path / "x.pcap", packets, **kw)
+    data, offsets, link_header = read_records(tmp_path / "x.pcap")
+    assert link_header == 14 and len(offsets) == len(read_pcap(tmp_path / "x.pcap"))
+    for off, pkt in zip(offsets, packets, strict=True):
+        frame = data[int(off) + RECORD_HEADER:][:min(len(pkt), 160)]
+        assert frame == bytes(pkt)[:160]
+    (tmp_path / "cut.pcap").write_bytes(data[:int(offsets[-1]) + 20])
+    assert len(read_records(tmp_path / "cut.pcap").offsets) == len(packets) - 1
+    (tmp_path / "empty.pcap").write_bytes(b"")
+    assert len(read_records(tmp_path / "empty.pcap").offsets) == 0
+    (tmp_path / "a.pcapng").write_bytes(b"\x0a\x0d\x0d\x0a" + bytes(40))
+    with pytest.raises(CaptureFormatError, match="is pcapng"):
+        read_records(tmp_path / "a.pcapng")

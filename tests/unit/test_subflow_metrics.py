@@ -6,6 +6,7 @@ import math
 import os
 import socket
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -281,3 +282,94 @@ def test_a_record_that_never_comes_is_waited_for_only_the_bound(tmp_path) -> Non
     collect_server_cpu([row], tmp_path, ["h6"], wait_s=0.3)
     assert row.server_cpu_ms != row.server_cpu_ms  # NaN: no server record
     assert time.monotonic() - t0 < 20.0  # returned at its bound, not waiting on
+
+
+def test_only_the_logs_of_servers_whose_records_are_missing_are_read_again(
+        tmp_path, monkeypatch) -> None:
+    """h6 logged its request before the client read the last byte, h7 logs late: h6's
+    log is read once, h7's until its record is there (at k=16 every read of every log
+    was 1,024 files each 20 ms)."""
+    import threading
+
+    import pathdiv.analysis.safefiles as safefiles
+    from pathdiv.experiments.traffic.rounds import collect_server_cpu, cpu_log_name
+
+    early, late_row = _row_from(4000), _row_from(4001)
+    late_row.server = "h7"
+    (tmp_path / cpu_log_name("h6")).write_text(
+        '{"client_addr": "10.0.0.2", "client_port": 4000, "cpu_ms": 1.5}\n')
+    (tmp_path / cpu_log_name("h7")).write_text("")
+    reads: list[str] = []
+    real = safefiles.read_beneath
+
+    def counted(dirfd, rel, limit):
+        reads.append(str(rel))
+        return real(dirfd, rel, limit)
+
+    monkeypatch.setattr(safefiles, "read_beneath", counted)
+
+    def late() -> None:
+        (tmp_path / cpu_log_name("h7")).write_text(
+            '{"client_addr": "10.0.0.2", "client_port": 4001, "cpu_ms": 2.5}\n')
+
+    timer = threading.Timer(0.2, late)
+    timer.start()
+    try:
+        collect_server_cpu([early, late_row], tmp_path, ["h6", "h7", "h8"], wait_s=30.0)
+    finally:
+        timer.cancel()
+    assert (early.server_cpu_ms, late_row.server_cpu_ms) == (1.5, 2.5)
+    assert reads.count(cpu_log_name("h6")) == 1
+    assert reads.count(cpu_log_name("h7")) >= 2
+    assert cpu_log_name("h8") not in reads  # serves no row: never read
+
+
+def test_a_server_log_too_large_or_a_link_is_not_read_nor_waited_for(
+        tmp_path, monkeypatch) -> None:
+    """The logs are written by guest or namespace processes: read bounded, through no
+    link; a refused log leaves its rows without a server CPU, at once."""
+    import time
+
+    import pathdiv.experiments.traffic.rounds as rounds
+    from pathdiv.experiments.traffic.rounds import collect_server_cpu, cpu_log_name
+
+    monkeypatch.setattr(rounds, "CPU_LOG_BYTES", 100)
+    big, linked = _row_from(4000), _row_from(4001)
+    linked.server = "h7"
+    record = '{"client_addr": "10.0.0.2", "client_port": 4000, "cpu_ms": 1.5}\n'
+    (tmp_path / cpu_log_name("h6")).write_text(record * 3)  # > 100 bytes
+    (tmp_path / "elsewhere").write_text(record.replace("4000", "4001"))
+    (tmp_path / cpu_log_name("h7")).symlink_to(tmp_path / "elsewhere")
+    t0 = time.monotonic()
+    collect_server_cpu([big, linked], tmp_path, ["h6", "h7"], wait_s=30.0)
+    assert time.monotonic() - t0 < 10.0  # not waited for until the bound
+    assert math.isnan(big.server_cpu_ms) and math.isnan(linked.server_cpu_ms)
+
+
+def test_the_logs_a_labelled_server_writes_are_the_ones_read_under_that_label(
+        tmp_path, monkeypatch) -> None:
+    """start_servers names each server's CPU log and read_cpu_logs finds it, through one
+    name: with a label other than the default too (the background load's servers)."""
+    from types import SimpleNamespace
+
+    import pathdiv.experiments.traffic.rounds as rounds
+
+    started: dict[str, list[str]] = {}
+
+    def transfer(host, argv, stderr=None):
+        started[host] = argv
+        return SimpleNamespace(stdout=None)
+
+    net = SimpleNamespace(topo=SimpleNamespace(hosts=["h1", "h2"]), transfer=transfer)
+    monkeypatch.setattr(rounds, "virtual_clock", lambda: False)
+    monkeypatch.setattr(rounds, "wait_for_line", lambda *a, **k: "ready")
+    traffic = rounds.Traffic("background", 0, "tcp", 9000, 5.0)
+    rounds.start_servers(net, traffic, tmp_path, "background-server")
+    for host, argv in started.items():
+        path = Path(argv[argv.index("--cpu-log") + 1])
+        path.write_text(f'{{"client_addr": "10.0.0.9", "client_port": 5, "cpu_ms": 3.0, '
+                        f'"host": "{host}"}}\n')
+    logs = rounds.read_cpu_logs(tmp_path, ["h1", "h2"], "background-server")
+    assert {h: [r["host"] for r in recs] for h, recs in logs.items()} == {
+        "h1": ["h1"], "h2": ["h2"]}
+    assert rounds.read_cpu_logs(tmp_path, ["h1", "h2"]) == {}  # the transfer servers' own
