@@ -36,6 +36,7 @@ from pathdiv.experiments.fabric.environment import (
 from pathdiv.experiments.fabric.hostsetup import host_commands, receive_commands
 from pathdiv.experiments.fabric.lifecycle import StartStop
 from pathdiv.experiments.fabric.netstate import host_spec
+from pathdiv.experiments.fabric.nftlib import LOW_FDS
 from pathdiv.experiments.fabric.nodeprocs import few_descriptors, terminate
 from pathdiv.experiments.fabric.nodescript import ScriptError, failure_message, render, run_scripts
 from pathdiv.experiments.fabric.reach import ReachReport, check_reach
@@ -88,6 +89,7 @@ class Network(StartStop):
             set_mptcp_d_parameters(*self.cfg.mptcp_d)
         mininet = Mininet(topo=None, build=False, controller=None, autoSetMacs=False)
         self.mininet = mininet
+        LOW_FDS.fill()  # low numbers for libnftables, before the nodes' shells take them
         with few_descriptors(len(self.topo.nodes)):
             for name in self.topo.switches:
                 mininet.addSwitch(name, cls=self.plane.switch_class(), inNamespace=True)
