@@ -1,6 +1,7 @@
 """What the reserve of low descriptor numbers costs a libnftables call
 (experiments/fabric/lowfds.py): `Nft.ruleset`, which releases the reserve around the
-library call and takes it back, against the same library call alone.
+library call and takes it back, against the same call with an empty reserve (the
+library call alone).
 
     sudo .venv/bin/python benchmarks/nft_reserve.py [--pairs 7] [--calls 300]
 
@@ -49,10 +50,13 @@ def main() -> int:
     if os.geteuid() != 0:
         sys.exit("nft_reserve: run as root (a network namespace and its ruleset)")
     from pathdiv.experiments.fabric import nftlib
+    from pathdiv.experiments.fabric.lowfds import LowDescriptors
 
     nft = nftlib.Nft.open()
     if nft is None:
         sys.exit("nft_reserve: libnftables.so.1 cannot be loaded here")
+    reserve, needed = nftlib.LOW_FDS, nftlib.NEEDED_FDS
+    empty = LowDescriptors(0)  # releases and takes back nothing
     holder = subprocess.Popen(["unshare", "-n", "sleep", "600"])
     try:
         time.sleep(0.3)
@@ -60,15 +64,14 @@ def main() -> int:
         subprocess.run(["nsenter", "-t", str(pid), "-n", "nft", "add", "table", "inet",
                         "pd_bench"], check=True)
 
+
         def reserved() -> float:
+            nftlib.LOW_FDS, nftlib.NEEDED_FDS = reserve, needed
             return median_call_s(lambda: nft.ruleset(pid), args.calls)
 
         def alone() -> float:
-            def call() -> str:
-                return nft._library(pid, "nft list ruleset", lambda ctx: (
-                    nft._nft.nft_run_cmd_from_buffer(ctx, b"list ruleset")),
-                    nftlib.NFT_CTX_OUTPUT_JSON)
-            return median_call_s(call, args.calls)
+            nftlib.LOW_FDS, nftlib.NEEDED_FDS = empty, 0  # the library, no reserve
+            return median_call_s(lambda: nft.ruleset(pid), args.calls)
 
         steal0, wall0 = steal_ticks(), time.monotonic()
         xs, ys = [], []
@@ -77,6 +80,7 @@ def main() -> int:
             ys.append(alone())
         wall = time.monotonic() - wall0
     finally:
+        nftlib.LOW_FDS, nftlib.NEEDED_FDS = reserve, needed
         holder.kill()
         holder.wait()
     ratios = [x / y for x, y in zip(xs, ys, strict=True)]
