@@ -60,11 +60,12 @@ STUDY001 = (
     Pair("study001-control-silent-qs", "study001-control-silent-qs-seed212"),
     Pair("study001-noisy-r10", "study001-noisy-r10-seed201"),
 )
-# Seeds 003 and 004: both seeds on one lab kernel where a first seed was run again on
-# today's (`-current`), else the committed first seed (its page says what differs).
+# Seeds 003 and 004: both seeds on one lab kernel where a figure ran again (Figs. 8-9 on
+# the minRTT scheduler their configs name, `-minrtt`), else the committed first seed (its
+# page says what differs).
 SEED003 = (
-    Pair("seed003/fig8-current", "seed003/fig8-seed2"),
-    Pair("seed003/fig9-current", "seed003/fig9-seed2"),
+    Pair("seed003/fig8-minrtt", "seed003/fig8-minrtt-seed2"),
+    Pair("seed003/fig9-minrtt", "seed003/fig9-minrtt-seed2"),
     Pair("seed003/fig10", "seed003/fig10-seed2"),
     Pair("seed003/fig11", "seed003/fig11-seed2"),
 )
@@ -110,6 +111,10 @@ JUGGLER_ONE_SEED = ("study001-control-noisy-juggler-qs", "study001-control-silen
 SEED003_PAGE_PAIRS = (
     Pair("seed003/fig8", "seed003/fig8-seed2"),
     Pair("seed003/fig9", "seed003/fig9-seed2"),
+    Pair("seed003/fig8-current", "seed003/fig8-seed2"),
+    Pair("seed003/fig9-current", "seed003/fig9-seed2"),
+    Pair("seed003/fig8-minrtt", "seed003/fig8-minrtt-seed2"),
+    Pair("seed003/fig9-minrtt", "seed003/fig9-minrtt-seed2"),
     Pair("seed003/fig10", "seed003/fig10-seed2"),
     Pair("seed003/fig11", "seed003/fig11-seed2"),
 )
