@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import resource
+import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -18,6 +20,23 @@ def cpu_times() -> list[int]:
     """The host's aggregate CPU times (the /proc/stat ``cpu`` line), in ticks."""
     with open("/proc/stat") as f:
         return [int(x) for x in f.readline().split()[1:]]
+
+
+def steal_ticks() -> int:
+    """The host's stolen CPU time so far, in ticks (the eighth field of /proc/stat's cpu
+    line; 0 where the kernel does not count it)."""
+    times = cpu_times()
+    return times[7] if len(times) > 7 else 0
+
+
+def median_call_s(fn: Callable[[], object], calls: int) -> float:
+    """The median wall time of ``calls`` calls of ``fn``, in seconds."""
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def steal_share(before: list[int], after: list[int]) -> float:

@@ -32,21 +32,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from hoststat import median_call_s, steal_ticks
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def steal_ticks() -> int:
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()
-    return int(fields[8]) if len(fields) > 8 else 0
-
-
-def median_call_s(fn: Callable[[], object], calls: int) -> float:
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def process_s(argv: list[str], env: dict[str, str]) -> float:

@@ -19,22 +19,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
 
-
-def steal_ticks() -> int:
-    fields = Path("/proc/stat").read_text().splitlines()[0].split()
-    return int(fields[8]) if len(fields) > 8 else 0
-
-
-def median_call_s(fn: Callable[[], object], calls: int) -> float:
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+from hoststat import median_call_s, steal_ticks
 
 
 def spread(values: list[float], scale: float = 1.0) -> str:
