@@ -3,7 +3,7 @@
 On the virtual clock the work a guest process does moves the packets (docs/decisions/
 0008-network-reuse.md): the runner loading pathdiv's modules from their compiled files,
 or compiling them from source because those files are missing or stale, changed every
-FCT of the long static-TCP run of test_lab_reuse.py, by up to 9 s. The guest only reads
+FCT of the long static-TCP run of test_lab_reuse.py, by up to 10.3 s. The guest only reads
 the checkout (the jail's user cannot write there), so which modules it finds compiled
 was whatever host processes had left: in the test suite the host lane's processes
 compile modules while the lab lane boots, so the same run gave other FCTs in the plan
