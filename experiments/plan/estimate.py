@@ -582,9 +582,29 @@ class PlanClock:
             total += slowest
         return total
 
+    def overdue_s(self, now: float | None = None) -> float:
+        """How long the run under way that is furthest past its expected time (scaled as
+        `remaining_s` scales it) has run beyond it; 0 when none is. `remaining_s` counts
+        such a run as ending now, so without this the ETA of a run that takes far longer
+        than its estimate (a k=16 build) would read "~0 s left" for as long as it runs."""
+        if now is None:
+            return 0.0
+        scale = self.scale()
+        worst = 0.0
+        for lanes in self.lanes:
+            for lane in lanes:
+                left = [r for r in lane if r in self.left]
+                if left and left[0] in self.since:
+                    own = (self.expected[left[0]] + self.boot.get(left[0], 0.0)) * scale
+                    worst = max(worst, now - self.since[left[0]] - own)
+        return worst
+
     def text(self, now: float | None = None) -> str:
         if not self.left:
             return "done"
         basis = f", x{self.scale():.2f} so far" if self.planned_s else ""
         src = f" ({self.source}{basis})" if self.source else ""
-        return f"~{format_duration(self.remaining_s(now))} left{src}"
+        late = self.overdue_s(now)
+        past = f"; a run under way is {format_duration(late)} past its estimate" \
+            if late >= 1.0 else ""
+        return f"~{format_duration(self.remaining_s(now))} left{past}{src}"

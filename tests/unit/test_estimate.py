@@ -89,6 +89,22 @@ def test_the_eta_of_a_plan_with_its_long_runs_left_is_not_a_count():
     assert clock.text().startswith(f"~{format_duration(left)} left")
 
 
+def test_a_run_past_its_estimate_is_said_to_be_so_not_about_to_end():
+    runs = host_plan()[:2]
+    expected = {r.run_id: expected_run_s(r) for r in runs}
+    clock = PlanClock(one_lane(runs), expected, source="from default costs")
+    first = runs[0]
+    clock.started(first.run_id, 0.0)
+    on_time = clock.text(now=expected[first.run_id] / 2)
+    assert "past its estimate" not in on_time
+    late_by = 600.0
+    now = expected[first.run_id] + late_by
+    # the ETA still counts the run under way as ending now, and says how late it is
+    assert clock.remaining_s(now) == pytest.approx(expected[runs[1].run_id])
+    assert clock.overdue_s(now) == pytest.approx(late_by)
+    assert f"a run under way is {format_duration(late_by)} past its estimate" in clock.text(now)
+
+
 def test_slower_runs_stretch_the_eta_but_one_run_does_not_swing_it():
     runs = host_plan()[:6]
     expected = {r.run_id: expected_run_s(r) for r in runs}
