@@ -72,6 +72,7 @@ from pathdiv.experiments.execute.boot import (
     lab_kernel_image,
     lane_cpu,
 )
+from pathdiv.experiments.execute.cpuslots import claimed_cpu
 from pathdiv.experiments.execute.keeper import NetworkKeeper
 from pathdiv.experiments.execute.lab_runs import LabRuns, in_parallel, progress_file
 from pathdiv.experiments.execute.run import execute_attempts, run_line
@@ -431,8 +432,6 @@ class PlanExecution:
         """One boot of the lab kernel on `clock` runs `group` in order."""
         assert self.image is not None
         which = f" #{lane + 1}" if lane is not None else ""
-        self.say(f"booting the lab kernel{which} ({self.image.parent.name}, {clock} clock) "
-                 f"for {len(group)} run(s)")
         with self.lock:
             for run in group:  # no earlier manifest beside the running marker
                 self.set_aside(run)
@@ -442,12 +441,16 @@ class PlanExecution:
         name = self.shard.name if self.shard else None
         if lane is not None:
             name = f"{name}-job-{lane}" if name else f"job-{lane}"
-        LabRuns(self.folder, group, self.image,
-                   lambda text: self.show(text, lane or 0), self.finished,
-                   progress=progress_file(name), clock=clock,
-                   memory_mb=boot_mb(group, self.planned),
-                   log=self.say, stop=stop, cpu=lane_cpu(lane, host_cpus())
-                   ).execute()
+        cpus = host_cpus()
+        with claimed_cpu(lane_cpu(lane, cpus), cpus) as (cpu, how):
+            self.say(f"booting the lab kernel{which} ({self.image.parent.name}, {clock} "
+                     f"clock) for {len(group)} run(s), on host {how}")
+            LabRuns(self.folder, group, self.image,
+                    lambda text: self.show(text, lane or 0), self.finished,
+                    progress=progress_file(name), clock=clock,
+                    memory_mb=boot_mb(group, self.planned),
+                    log=self.say, stop=stop, cpu=cpu
+                    ).execute()
 
 
 def _load() -> float | None:
