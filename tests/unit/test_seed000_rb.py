@@ -78,3 +78,96 @@ def test_runs_longer_than_rbs_pattern_allows():
     segs = [(0, "a"), *[(k, "b") for k in range(1, 6)], (6, "a"), (7, "a")]
     assert rb.longer_runs_pct(segs) == pytest.approx(100 * 5 / 8)
     assert rb.longer_runs_pct(segs, longer_than=5) == 0.0
+
+
+def test_burst_parts_add_up_to_burstiness_and_split_at_the_first_ack():
+    # a burst of 8 (the initial windows), then after the first ACK two bursts of 2
+    ts = np.r_[np.zeros(8), 1.0, 1.0, 2.0, 2.0]
+    wire = np.full(12, FRAME)
+    initial, later = rb.burst_parts(ts, wire, 20.0, 0.5)
+    assert initial == pytest.approx(64 / 12)
+    assert later == pytest.approx(8 / 12)
+    whole = rb.burstiness(rb.burst_sizes(ts, wire, 20.0))[0]
+    assert initial + later == pytest.approx(whole)
+    sent = pd.DataFrame({"ts": ts, "wire_len": wire, "subflow": [1] * 12})
+    m = rb.transfer_wire(sent, 20.0, list(range(12)), 0.5)
+    assert m["burstiness_initial_windows"] == pytest.approx(initial)
+
+
+def test_egress_kinds_name_the_hops_from_server_to_client():
+    from pathdiv.topologies.fattree import FatTree
+
+    topo = FatTree(4)
+    assert rb.egress_kind(topo, "h1:h1-eth0") == "server access"
+    assert rb.egress_kind(topo, "e1:e1-eth0") == "client access"
+    assert rb.egress_kind(topo, "e1:e1-eth2") == "edge to agg"
+    assert rb.egress_kind(topo, "a1:a1-eth0") == "agg to edge"
+    assert rb.egress_kind(topo, "a3:a3-eth2") == "agg to core"
+    assert rb.egress_kind(topo, "c1:c1-eth1") == "core to agg"
+    assert rb.hop_names([0, 5, 9, 12, 7, 3], ["host", "edge", "core", "core", "edge",
+                                              "host"]) == [
+        "server access", "edge to agg", "agg to core", "core to agg", "agg to edge",
+        "client access"]
+    assert rb.hop_names([0, 3], ["host", "host"]) == ["server access", "client access"]
+
+
+def test_a_packet_is_lost_at_the_first_hop_it_did_not_cross():
+    assert rb.drop_hop({0, 5, 9}, (0, 5, 9, 12, 7, 3)) == 3
+    assert rb.drop_hop({0, 5, 9, 12, 7, 3}, (0, 5, 9, 12, 7, 3)) is None
+
+
+def test_losses_and_resends_followed_along_the_subflows_path():
+    # one subflow over links 0 (server) -> 4 -> 3 -> 2 (client), one pod; seq 100 lost at
+    # the client's access queue and resent, seq 200 lost on the edge's uplink and resent,
+    # seq 300 resent
+    # although delivered (spurious); the first ACK at t = 0.5
+    rows = []
+
+    def send(seq: int, ip_id: int, ts: float, links: list[int]) -> None:
+        rows.extend({"subflow": 7, "seq": seq, "ip_id": ip_id, "payload": 100,
+                     "wire_len": FRAME, "link": lk, "ts": ts + k * 1e-3}
+                    for k, lk in enumerate(links))
+
+    send(0, 1, 0.0, [0, 4, 3, 2])
+    send(100, 2, 0.1, [0, 4, 3])
+    send(200, 3, 0.6, [0])
+    send(300, 4, 0.7, [0, 4, 3, 2])
+    send(100, 5, 1.0, [0, 4, 3, 2])
+    send(200, 6, 1.1, [0, 4, 3, 2])
+    send(300, 7, 1.2, [0, 4, 3, 2])
+    data = pd.DataFrame(rows).sort_values("ts", kind="stable")
+    out = rb.transfer_losses(data, 0, 2, ["host", "edge", "host", "edge", "edge"], 0.5)
+    assert out["sent"] == 7 and out["lost"] == 2
+    assert out["lost client access"] == 1 and out["lost edge to agg"] == 1
+    assert out["lost_initial_windows"] == 1
+    assert out["resent"] == 3
+    assert out["resent_after_loss_client_access"] == 1
+    assert out["resent_after_loss_elsewhere"] == 1
+    assert out["resent_not_lost"] == 1
+    # without the link's rate no burst is long; at 20 Mbit/s each packet alone
+    assert out["sent_in_big_bursts"] == 0 and out["lost_in_small_bursts"] == 2
+    out = rb.transfer_losses(data, 0, 2, ["host", "edge", "host", "edge", "edge"], 0.5, 20.0)
+    assert out["sent_in_small_bursts"] == 7 and out["lost_in_small_bursts"] == 2
+
+
+def test_subflows_per_later_burst():
+    # before t0 a burst of 4 on two subflows (not counted); then a burst of 3 on one
+    # subflow and a burst of 2 on two: (3 * 1 + 2 * 2) / 5
+    ts = np.r_[np.zeros(4), 1.0, 1.0, 1.0, 2.0, 2.0]
+    wire = np.full(9, FRAME)
+    sfs = np.array([1, 2, 1, 2, 3, 3, 3, 1, 2])
+    assert rb.later_burst_subflows(ts, wire, 20.0, sfs, 0.5) == pytest.approx(7 / 5)
+
+
+def test_data_ack_of_a_dss_option_and_the_windows_headroom():
+    # DSS with an 8-byte data ACK (flags A|a) and no mapping, after two NOPs
+    dss = bytes([30, 12, 0x20, 0x03]) + (5000).to_bytes(8, "big")
+    assert rb.dss_data_ack(b"\x01\x01" + dss) == (5000, 8)
+    assert rb.dss_data_ack(bytes([30, 8, 0x20, 0x01]) + (7).to_bytes(4, "big")) == (7, 4)
+    assert rb.dss_data_ack(bytes([30, 4, 0x20, 0x00])) is None  # no data ACK
+    flow = ("10.0.0.1", 80, "10.0.1.1", 5000)
+    sent = [rb.Segment(0.0, 0, 1000, flow), rb.Segment(0.2, 1000, 1000, flow),
+            rb.Segment(0.3, 2000, 1000, flow)]
+    acks = [rb.DataAck(0.1, 5000, 1000, 3000)]  # window 2000 from DSN 1000
+    room = rb.window_headroom(sent, acks)
+    assert np.isnan(room[0]) and room[1] == 1000 and room[2] == 0
