@@ -77,6 +77,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from pathdiv.analysis.capture import pcap
 from pathdiv.analysis.capture.flows import (
     group_connections,
     match_transfers,
@@ -693,21 +694,6 @@ class DataAck:
     right_edge: int
 
 
-def pcap_frames(path: Path) -> Iterator[tuple[float, bytes]]:
-    """(time, frame) of every record of a classic pcap file."""
-    data = path.read_bytes()
-    if len(data) < 24:
-        return
-    endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    nano = data[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
-    pos = 24
-    while pos + 16 <= len(data):
-        sec, frac, incl, _ = struct.unpack_from(endian + "IIII", data, pos)
-        pos += 16
-        yield sec + frac * (1e-9 if nano else 1e-6), data[pos:pos + incl]
-        pos += incl
-
-
 def tcp_options(opts: bytes) -> Iterator[tuple[int, bytes]]:
     """(kind, whole option) of raw TCP options."""
     i = 0
@@ -740,7 +726,7 @@ def data_acks(path: Path, server_port: int) -> list[DataAck]:
     scale: dict[int, int] = {}
     out: list[DataAck] = []
     high = 0
-    for ts, frame in pcap_frames(path):
+    for ts, frame in pcap.frames(path):
         if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
             continue
         tcp = frame[14 + (frame[14] & 0x0F) * 4:]

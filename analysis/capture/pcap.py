@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -142,6 +143,22 @@ def read_records(path: str | Path) -> Records:
         return Records(buf, np.zeros(0, dtype=np.int64), 0)
     endian, _, l2 = _format(buf, path)
     return Records(buf, _record_offsets(buf, endian, path)[0], l2)
+
+
+def frames(path: str | Path) -> Iterator[tuple[float, bytes]]:
+    """(time in seconds, frame bytes from its link header) of every whole record of one
+    pcap file, in file order, as `read_records` finds them; for a reader that walks each
+    frame's bytes itself. CaptureFormatError as for `read_pcap`."""
+    path = Path(path)
+    buf = _capture_bytes(path)
+    if len(buf) < GLOBAL_HEADER:
+        return
+    endian, tick, _ = _format(buf, path)
+    head = struct.Struct(endian + "III")
+    for off in _record_offsets(buf, endian, path)[0].tolist():
+        sec, frac, incl = head.unpack_from(buf, off)
+        start = off + RECORD_HEADER
+        yield sec + frac * tick, bytes(buf[start:start + incl])
 
 
 def read_pcap(path: str | Path) -> pd.DataFrame:

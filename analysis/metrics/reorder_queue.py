@@ -19,9 +19,11 @@ Pure: `segments_from_pcap` reads a classic pcap with the standard library only.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from pathdiv.analysis.capture import pcap
 
 MPTCP_OPTION, DSS_SUBTYPE = 30, 2
 
@@ -68,29 +70,13 @@ def dss_mapping(opts: bytes) -> tuple[int, int, int] | None:
     return None
 
 
-def _records(path: Path) -> Iterator[tuple[float, bytes]]:
-    """(time, frame) of every record of a classic pcap (Ethernet link type)."""
-    data = path.read_bytes()
-    if len(data) < 24:
-        return
-    magic = data[:4]
-    endian = "<" if magic in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
-    pos = 24
-    while pos + 16 <= len(data):
-        sec, frac, incl, _ = struct.unpack_from(endian + "IIII", data, pos)
-        pos += 16
-        yield sec + frac * (1e-9 if nano else 1e-6), data[pos:pos + incl]
-        pos += incl
-
-
 def segments_from_pcap(path: Path, sender_port: int) -> list[Segment]:
     """The data segments sent from `sender_port` in a capture, with their DSNs (a segment
     without a mapping of its own takes the last one of its subflow that covers it)."""
     isn: dict[tuple, int] = {}
     last: dict[tuple, tuple[int, int, int]] = {}
     out = []
-    for ts, frame in _records(path):
+    for ts, frame in pcap.frames(path):
         if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 6:
             continue
         ihl = (frame[14] & 0x0F) * 4
