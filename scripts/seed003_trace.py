@@ -16,6 +16,14 @@ share of samples with nothing queued and nothing in flight (the subflow had no d
 estimate, the pacing gain and rate, cwnd, packets in flight, RTT, bytes queued.
 `compact`: the same rows for several traces as one CSV (gzipped if the name ends in .gz),
 small enough to commit beside a reproduction.
+`eq2`: per run (a run's captures folder), after the measured sender's start-up (from the
+first sample where every one of its sockets has paced at 1.25 or 0.75, PROBE_BW's
+probing gains) to its last sample: each sender socket's throughput, mean bandwidth
+estimate BW_i, pacing rate, β_i (Eq. 2 from the sampled BW_j) and median min RTT (the
+measured connection's and the background flows'; path = the second octet of the peer's
+address, docs/paths.md), the connection's
+throughput against Eq. 2's prediction, the time mean of max_j BW_j, and the bytes the
+connection had acknowledged when its start-up ended.
 """
 
 from __future__ import annotations
@@ -33,6 +41,9 @@ from pathlib import Path
 from typing import Any
 
 PROBE_GAIN = 1.25
+PROBE_BW_FIRST_GAINS = (1.25, 0.75)
+MEASURED_SENDER = "pdp-h2"  # the measured server's namespace
+MEASURED_TRACE = f"cc_trace-{MEASURED_SENDER}.jsonl"
 SERIES_FIELDS = ("t_s", "thr_mbps", "bw_mbps", "pacing_gain", "pacing_mbps", "cwnd",
                  "inflight", "rtt_ms", "min_rtt_ms", "notsent_bytes", "retrans")
 
@@ -132,6 +143,79 @@ def compact(traces: Iterable[Path], step: float) -> str:
     return buf.getvalue()
 
 
+def _path(sock: str) -> int:
+    """The path of a socket 'remote:rport' (peers are 10.<path>.x.x, docs/paths.md)."""
+    return int(sock.split(".")[1])
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    v = list(values)
+    return round(statistics.mean(v), 3) if v else None
+
+
+def _rate(samples: Sequence[dict[str, Any]], start: float, end: float) -> float | None:
+    """Mbit/s acknowledged between the samples nearest after `start` and before `end`."""
+    inside = [d for d in samples if start <= d["t"] <= end]
+    if len(inside) < 2 or inside[-1]["t"] <= inside[0]["t"]:
+        return None
+    acked = inside[-1]["bytes_acked"] - inside[0]["bytes_acked"]
+    return round(8 * acked / (inside[-1]["t"] - inside[0]["t"]) / 1e6, 3)
+
+
+def eq2(captures: Path) -> dict[str, Any]:
+    """One run's sender sockets held against Eq. 2 (see the module's description)."""
+    measured = read(captures / MEASURED_TRACE)
+    if not measured:
+        return {"run": str(captures), "error": f"no samples in {MEASURED_TRACE}"}
+    starts = []
+    for samples in measured.values():
+        probing = [d["t"] for d in samples
+                   if d.get("bbr_pacing_gain") in PROBE_BW_FIRST_GAINS]
+        starts.append(probing[0] if probing else None)
+    t0 = min(d["t"] for s in measured.values() for d in s)
+    end = max(d["t"] for s in measured.values() for d in s)
+    steady = max((t for t in starts if t is not None), default=end)
+    by_t: dict[float, dict[str, float]] = defaultdict(dict)
+    for sock, samples in measured.items():
+        for d in samples:
+            if steady <= d["t"] <= end and d.get("bbr_bw_mbps") is not None:
+                by_t[d["t"]][sock] = d["bbr_bw_mbps"]
+    complete = [bws for bws in by_t.values() if len(bws) == len(measured)]
+    betas: dict[str, list[float]] = defaultdict(list)
+    for bws in complete:
+        top, squares = max(bws.values()), sum(b * b for b in bws.values())
+        for sock, b in bws.items():
+            betas[sock].append(b * top / squares if squares else 1.0)
+    sockets = []
+    for name in sorted(captures.glob("cc_trace-*.jsonl")):
+        for sock, samples in read(name).items():
+            inside = [d for d in samples if steady <= d["t"] <= end]
+            sockets.append({
+                "sender": name.stem.removeprefix("cc_trace-"), "socket": sock,
+                "path": _path(sock), "cc": samples[0]["cc"],
+                "thr_mbps": _rate(samples, steady, end),
+                "bw_mbps": _mean(d["bbr_bw_mbps"] for d in inside
+                                 if d.get("bbr_bw_mbps") is not None),
+                "pacing_mbps": _mean(d["pacing_mbps"] for d in inside),
+                "beta": _mean(betas[sock]) if name.name == MEASURED_TRACE else None,
+                "rtt_ms": _mean(d["rtt_us"] / 1000 for d in inside),
+                "min_rtt_ms": round(statistics.median(d["min_rtt_us"] for d in inside) / 1000, 1)
+                if inside else None,
+                "cwnd": _mean(d["snd_cwnd"] for d in inside),
+                "inflight": _mean(d["unacked"] for d in inside)})
+    acked_at_steady = sum(max((d["bytes_acked"] for d in s if d["t"] <= steady), default=0)
+                          for s in measured.values())
+    conn = [s for s in sockets if s["sender"] == MEASURED_SENDER]
+    return {
+        "run": str(captures), "start_s": round(t0, 3),
+        "startup_s": round(steady - t0, 3), "acked_in_startup_mb": round(acked_at_steady / 1e6, 3),
+        "steady_s": round(end - steady, 3),
+        "conn_thr_mbps": round(sum(s["thr_mbps"] or 0 for s in conn), 3),
+        "eq2_max_bw_mbps": _mean(max(bws.values()) for bws in complete),
+        "conn_pacing_mbps": round(sum(s["pacing_mbps"] or 0 for s in conn), 3),
+        "sockets": sockets}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -146,12 +230,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     k.add_argument("traces", type=Path, nargs="+")
     k.add_argument("--out", type=Path, required=True)
     k.add_argument("--step", type=float, default=0.1)
+    e = sub.add_parser("eq2")
+    e.add_argument("captures", type=Path, nargs="+", help="runs' captures folders")
     args = parser.parse_args(argv)
     if args.cmd == "cycles":
         for path in args.traces:
             for sock, samples in read(path).items():
                 print(json.dumps({"trace": str(path), "socket": sock,
                                   **cycles(samples, args.from_s)}))
+    elif args.cmd == "eq2":
+        for folder in args.captures:
+            print(json.dumps(eq2(folder)))
     elif args.cmd == "series":
         for sock, samples in read(args.trace).items():
             print(f"== {sock} {samples[0]['cc']}")
