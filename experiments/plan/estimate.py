@@ -25,6 +25,9 @@ the links on its path, switches + 1). Per MB of payload alone, as until 2026-11-
 permutation (every host at once, most pairs across the core: 5.5 links a transfer) or the
 long flows of the study001 plans cost 3-6 times what the estimate said.
 
+A parallel-paths run (seed 003's testbed) is one measured fetch beside the paths'
+background downloads, whatever the workload pattern says (`paths_work`).
+
 The rates are the nftables plane's. Another data plane adds what its registry entry says
 it pays (`config/planes.py`, `PlaneCost`): per switch of a run that builds its network
 (every run, on a plane whose networks are not reused), and per MB of payload through one
@@ -71,6 +74,7 @@ from pathdiv.experiments.config.workloads import PATTERNS, open_loop
 from pathdiv.experiments.plan.lanes import boots
 from pathdiv.experiments.plan.runs import Run
 from pathdiv.topologies.fattree import FatTree
+from pathdiv.topologies.paths import ParallelPaths
 
 UNSHAPED_MBPS = 1000.0
 REFERENCE_NODES = 36  # k=4: 20 switches + 16 hosts, what fixed_s is measured at
@@ -115,6 +119,10 @@ DEFAULT_RATES: dict[tuple[str, str], Rate] = {
     ("lab", "virtual"): Rate(fixed_s=7.8, per_round_s=0.0, per_mb_s=0.0, per_sim_s=0.0,
                              build_s=17.2, per_link_mb_s=0.0143),
 }
+# the background downloads of a parallel-paths run start this long before the measured
+# one (experiments/traffic/paths_run.py, BACKGROUND_WARMUP_S: the traffic layer sits
+# after the plan, so the figure is stated here and a test holds the two equal)
+BACKGROUND_LEAD_S = 2.0
 BOOT_S = 3.0  # one boot of the lab kernel to its runner (docs/benchmarks.md: 2.8-3.0 s)
 
 def plane_of(name: str | None) -> str:
@@ -177,6 +185,9 @@ def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
     """The nodes, rounds, payload and simulated traffic time of one run."""
     w = cfg.data["workload"]
     topo = cfg.topology()
+    if isinstance(topo, ParallelPaths):
+        return paths_work(topo, cfg.flow_sizes()[flow_type], float(w["timeout_s"]),
+                          float(w.get("measure_s") or 0))
     nodes = len(topo.switches) + len(topo.hosts)
     switches = len(topo.switches) if isinstance(topo, FatTree) else 0
     size = cfg.flow_sizes()[flow_type]
@@ -200,6 +211,27 @@ def run_work(cfg: Config, flow_type: str, seed: int) -> Work:
     # pairs are drawn from the seed, so its mean is that of all pairs
     hops = mean_switches(topo) if isinstance(topo, FatTree) else 0.0
     return Work(nodes, count, mb, sim, n, switches, mb * hops)
+
+
+def paths_work(topo: ParallelPaths, size: int, timeout_s: float, measure_s: float) -> Work:
+    """One measured connection over parallel paths, with their background downloads.
+
+    The run is one transfer, not the workload pattern's rounds among the background
+    hosts. Its traffic lasts the background's head start and then `measure_s` (the fetch
+    is cut there), else until the measured flow has its bytes: at most its fair share of
+    each bottleneck beside that path's background flows, and never past the timeout.
+    While it lasts the background (or the MPTCP connection itself) keeps every
+    bottleneck full, so the packets that cost wall time on the virtual clock are the
+    paths' rates over that time, each crossing two routers (three links)."""
+    rates = [(spec.params.bw_mbps or UNSHAPED_MBPS) * 1e6 for spec in topo.specs]
+    share = sum(r / (1 + spec.background_flows) for r, spec in zip(rates, topo.specs, strict=True))
+    fetch = measure_s if measure_s > 0 else min(timeout_s, size * 8 / share)
+    lead = BACKGROUND_LEAD_S if topo.background_pairs() else 0.0
+    seconds = lead + fetch
+    carried_mb = sum(rates) * seconds / 8 / 1e6
+    routers = 2
+    return Work(len(topo.nodes), 1, carried_mb, seconds, len(topo.hosts), 0,
+                carried_mb * routers)
 
 
 def mean_switches(topo: FatTree) -> float:

@@ -11,6 +11,7 @@ import pytest
 from pathdiv.experiments.config.load import load
 from pathdiv.experiments.plan import history
 from pathdiv.experiments.plan.estimate import (
+    BACKGROUND_LEAD_S,
     BOOT_S,
     MIN_CONFIG_RUNS,
     Estimator,
@@ -35,6 +36,7 @@ from pathdiv.experiments.plan.lanes import (
     phases,
 )
 from pathdiv.experiments.plan.runs import expand
+from pathdiv.experiments.traffic.paths_run import BACKGROUND_WARMUP_S
 from tests.conftest import REPO
 
 # The plans below build a network for every run (network.reuse false), the model's
@@ -72,6 +74,36 @@ def test_a_runs_work_counts_its_payload_rounds_and_nodes():
     assert work.payload_mb == pytest.approx(2 * 2 * 7 * 25)
     assert (work.nodes, work.rounds) == (36, 2)
     assert work.sim_s == pytest.approx(2 * 7 * 25e6 * 8 / 20e6)
+
+
+def test_a_parallel_paths_run_is_one_measured_fetch_not_the_patterns_rounds():
+    # seed003's Fig. 8 at the paper's settings: 2 x 100 Mbit/s, 2 background downloads
+    # per path, 800 MB asked, the fetch cut at 60 s. Its first ETA read 11 h 34 min for
+    # 30 runs that take about 90 min: the silent pattern's 24 rounds of 800 MB among the
+    # six hosts, background hosts included.
+    cfg = load(REPO / "configs/seed003-fig8-paper.yaml")
+    run = expand(cfg, repetitions=1)[0]
+    work = run_work(run.config, run.flow_type, run.workload_seed)
+    assert work.rounds == 1
+    assert work.sim_s == pytest.approx(BACKGROUND_LEAD_S + 60)
+    # both bottlenecks full for that time, each packet over three links
+    assert work.payload_mb == pytest.approx(2 * 100e6 * 62 / 8 / 1e6)
+    assert work.link_mb == pytest.approx(3 * work.payload_mb)
+    assert BACKGROUND_LEAD_S == BACKGROUND_WARMUP_S
+
+
+def test_a_parallel_paths_fetch_without_a_cut_lasts_its_share_of_the_paths():
+    cfg = load(REPO / "configs/seed003-fig8-paper.yaml").with_overrides(
+        [("workload.measure_s", 0), ("workload.flow_types", {"long": "100MB"})])
+    run = expand(cfg, repetitions=1)[0]
+    work = run_work(run.config, run.flow_type, run.workload_seed)
+    # a third of each 100 Mbit/s path beside its two background downloads
+    assert work.sim_s == pytest.approx(BACKGROUND_LEAD_S + 100e6 * 8 / (2 * 100e6 / 3))
+    slow = load(REPO / "configs/seed003-fig8-paper.yaml").with_overrides(
+        [("workload.measure_s", 0), ("workload.timeout_s", 5)])
+    run = expand(slow, repetitions=1)[0]
+    assert run_work(run.config, run.flow_type, run.workload_seed).sim_s == \
+        pytest.approx(BACKGROUND_LEAD_S + 5)
 
 
 def test_the_eta_of_a_plan_with_its_long_runs_left_is_not_a_count():
