@@ -96,12 +96,29 @@ def virtual_of(cfg: Config) -> bool:
 
 
 def run_need_mb(cfg: Config) -> int:
+    if cfg.topology_kind != "fattree":
+        return other_need_mb(cfg)
     return need_mb(cfg.k, bool(cfg.data["capture"]["enabled"]), virtual_of(cfg),
                    cfg.captured_links == "access")
 
 
+def other_need_mb(cfg: Config) -> int:
+    """MB a network that is not a fat tree needs (parallel paths: a few nodes, one
+    transfer and its background), by the same terms: its nodes, its captured links and
+    a fetch process per host."""
+    topo = cfg.topology()
+    nodes, hosts = len(topo.nodes), len(topo.hosts)
+    links = len(topo.links) if cfg.data["capture"]["enabled"] else 0
+    per_link = capture_ring_kb(virtual_of(cfg)) / 1024 + CAPTURE_WRITE_MB + PER_CAPTURE_MB
+    return int(HEADROOM * (BASE_MB + PER_NODE_MB * nodes + per_link * links
+                           + FETCH_PROCESS_MB * hosts))
+
+
 def network_of(cfg: Config) -> str:
     """'a k=8 fat tree with captures' (what the messages call `cfg`'s network)."""
+    if cfg.topology_kind != "fattree":
+        kind = "parallel-paths" if cfg.topology_kind == "paths" else cfg.topology_kind
+        return f"a {kind} network of {len(cfg.topology().nodes)} nodes"
     captures = ""
     if cfg.data["capture"]["enabled"]:
         captures = (" with captures of its access links" if cfg.captured_links == "access"

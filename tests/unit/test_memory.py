@@ -121,3 +121,15 @@ def test_k_above_8_on_a_real_clock_is_refused():
     assert problems[0].startswith("topology.k: 16 runs on the lab kernel's virtual clock "
                                   "only")
     assert clock_problems(plan(("topology.k", 8), ("lab.clock", "real"))) == []
+
+
+def test_a_parallel_paths_network_is_sized_by_its_own_nodes_not_a_default_fat_tree():
+    # seed003's testbed: 10 nodes, six hosts; `check` called it "a k=4 fat tree with
+    # captures" needing 440 MB (topology.k's default)
+    runs = expand(load(REPO / "configs/seed003-fig8-paper.yaml"), repetitions=1)
+    text = chosen(runs)
+    assert "fat tree" not in text
+    assert "a parallel-paths network of 10 nodes needs about" in text
+    need = int(text.split("needs about ")[1].split(" MB")[0])
+    assert need < need_mb(4, captures=True)
+    assert config_mb(runs[0].config) == AUTO_FLOOR_MB
