@@ -19,6 +19,7 @@ Pure parts (the guest command, the watchdog bound, what the guest shows) come fi
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -26,10 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pathdiv.analysis import safefiles
 from pathdiv.experiments.config.load import Config
 from pathdiv.experiments.dataplane.base import DataPlaneError
 from pathdiv.experiments.execute.boot import LabBoot, prepare
 from pathdiv.experiments.execute.runstate import run_state, set_aside, write_failed
+from pathdiv.experiments.fabric.nodescript import script_ended
 from pathdiv.experiments.manifest import read_json_dict
 from pathdiv.experiments.plan.designations import rounds
 from pathdiv.experiments.plan.runs import Run
@@ -149,13 +152,53 @@ def folder_activity(folder: Path) -> tuple[int, int, int]:
     return files, size, newest
 
 
-def format_progress(doc: dict[str, Any]) -> str:
-    """Progress postfix from the guest's progress file: 'run_id round n/N in the lab kernel'."""
+STATE_TAIL_BYTES = 64  # the end of a node script's state file: its last step line
+TALLY_EVERY_S = 15.0  # a k=16 build has 1,664 state files: read them this seldom
+
+
+def build_tally(network: Path) -> tuple[int, int] | None:
+    """(ended, written) node scripts of a build under `network` (a run's `network`
+    folder, which the guest writes): state files whose last line is their last step,
+    and scripts written so far; None before the first. Read as hostile: through no link,
+    a bounded tail of each."""
+    try:
+        top = safefiles.open_dir(network if network.is_absolute() else Path.cwd() / network)
+    except OSError:
+        return None
+    ended = written = 0
+    try:
+        for sub in ("nodes", "switches"):
+            try:
+                dirfd = safefiles.open_subdir(top, sub)
+            except OSError:
+                continue
+            try:
+                for name, info in safefiles.iter_names(dirfd):
+                    if not name.endswith(".state") or not stat.S_ISREG(info.st_mode):
+                        continue
+                    written += 1
+                    try:
+                        tail, _ = safefiles.read_tail_beneath(dirfd, name, STATE_TAIL_BYTES)
+                    except OSError:
+                        continue
+                    ended += script_ended(tail.decode("ascii", errors="replace"))
+            finally:
+                os.close(dirfd)
+    finally:
+        os.close(top)
+    return (ended, written) if written else None
+
+
+def format_progress(doc: dict[str, Any], tally: tuple[int, int] | None = None) -> str:
+    """Progress postfix from the guest's progress file: 'run_id round n/N in the lab
+    kernel'; while the network is built, how many node scripts have ended (`tally`)."""
     head = str(doc.get("run_id", "?"))
     if doc.get("rounds"):
         head += f" round {doc.get('round', 0)}/{doc['rounds']}"
     else:
         head += " building the network"
+        if tally is not None:
+            head += f" ({tally[0]:,} of {tally[1]:,} node scripts ended)"
     return f"{head} in the lab kernel"
 
 
@@ -192,6 +235,9 @@ class LabRuns:
         self.changed_at = time.monotonic()  # wall time the guest last showed life
         self.signs: Signs | None = None  # what it showed at the last poll
         self.run_started: dict[str, float] = {}  # guest seconds each run was first seen
+        self.tally: tuple[int, int] | None = None  # node scripts of the build (`_tally`)
+        self.tally_at = -TALLY_EVERY_S
+        self.tally_of: Any = None
 
     @property
     def heartbeat_file(self) -> Path:
@@ -250,7 +296,7 @@ class LabRuns:
         doc = read_json_dict(self.folder / self.progress)
         if doc:
             self.progress_doc = doc
-            self.on_progress(format_progress(doc))
+            self.on_progress(format_progress(doc, self._tally(doc)))
         beat = read_json_dict(self.heartbeat_file)
         if beat is not None:
             self.heartbeat = beat
@@ -268,6 +314,18 @@ class LabRuns:
                     current.run_id, self.frozen_s)
         if why:
             raise LabKernelError(why)
+
+    def _tally(self, doc: dict[str, Any]) -> tuple[int, int] | None:
+        """The node scripts of the run being built (`build_tally`), read at most every
+        TALLY_EVERY_S; None once its traffic runs."""
+        if doc.get("rounds"):
+            return None
+        now = time.monotonic()
+        if now - self.tally_at >= TALLY_EVERY_S or self.tally_of != doc.get("run_id"):
+            self.tally_at, self.tally_of = now, doc.get("run_id")
+            self.tally = build_tally(self.folder / "runs" / str(doc.get("run_id", "?"))
+                                     / "network")
+        return self.tally
 
     def collect(self) -> None:
         for run in self.runs:

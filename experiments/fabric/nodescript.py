@@ -103,6 +103,22 @@ def state_path(stem: str) -> str:
     return f"{stem}.state"
 
 
+_STEP = re.compile(r"step (\d+) of (\d+)\s*$")
+
+
+def script_ended(state_tail: str) -> bool:
+    """Whether a state file ending in `state_tail` says its script ran its last step
+    (`started` alone counts as still running)."""
+    lines = state_tail.strip().splitlines()
+    if not lines:
+        return False
+    last = lines[-1].strip()
+    if last == "started":
+        return False
+    found = _STEP.search(last)
+    return found is not None and found.group(1) == found.group(2)
+
+
 def render(commands: list[list[str]], stem: str, title: str = "") -> NodeScript:
     """The script for `commands` (in order); batch files are named `{stem}.{n}.{program}`,
     its progress goes to `state_path(stem)` (`started`, then `step N of M` as each ends)."""

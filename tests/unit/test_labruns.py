@@ -374,6 +374,35 @@ def test_progress_names_the_run_and_round():
         "q building the network in the lab kernel"
 
 
+def test_a_long_build_says_how_many_node_scripts_have_ended(tmp_path):
+    # a k=16 build runs its 1,664 node scripts for 40-80 min: the bar said "building the
+    # network" all along; now it counts the state files the scripts keep
+    from pathdiv.experiments.fabric.nodescript import render
+
+    network = tmp_path / "network"
+    (network / "nodes").mkdir(parents=True)
+    (network / "switches").mkdir()
+    assert labruns.build_tally(network) is None  # nothing written yet
+    script = render([["ip", "link", "set", "lo", "up"], ["sysctl", "-w", "a.b=1"]], "x")
+    assert "step 2 of 2" in script.script
+    (network / "nodes" / "h1.setup.state").write_text("started\nstep 1 of 2\nstep 2 of 2\n")
+    (network / "nodes" / "h2.setup.state").write_text("started\nstep 1 of 2\n")
+    (network / "nodes" / "h3.setup.state").write_text("started\n")
+    (network / "switches" / "e1.start.state").write_text("started\n" + "".join(
+        f"step {n} of 18\n" for n in range(1, 19)))
+    (network / "nodes" / "h1.setup.sh").write_text("# not a state file\n")
+    # the guest writes this folder: a link is not followed, even to an ended state file
+    outside = tmp_path / "outside.state"
+    outside.write_text("step 1 of 1\n")
+    (network / "nodes" / "h4.setup.state").symlink_to(outside)
+    assert labruns.build_tally(network) == (2, 4)
+    text = labruns.format_progress({"run_id": "q", "round": 0, "rounds": 0}, (2, 4))
+    assert text == "q building the network (2 of 4 node scripts ended) in the lab kernel"
+    # once the traffic runs, rounds say how far it is
+    assert "node scripts" not in labruns.format_progress(
+        {"run_id": "q", "round": 1, "rounds": 3}, (4, 4))
+
+
 def test_the_guest_reads_the_kernel_description_only_from_its_environment(monkeypatch):
     monkeypatch.delenv(boot.GUEST_ENV, raising=False)
     assert boot.guest_kernel_description() is None
