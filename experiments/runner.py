@@ -358,7 +358,8 @@ class PlanExecution:
         try:
             for what, lanes in self.phases:
                 if what == "host":
-                    for run in lanes[0]:
+                    for index, run in enumerate(lanes[0]):
+                        self.keeper.runs_after = len(lanes[0]) - index - 1
                         self.host_run(run)
                     self.keeper.close()
                 elif self.image is not None:

@@ -94,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     keeper = NetworkKeeper()  # consecutive runs share a network (execute.keeper)
     beat = Heartbeat(heartbeat_path(args.progress) if args.progress is not None else None)
-    for run in found:
+    for index, run in enumerate(found):
         beat.run_id = run.run_id
+        keeper.runs_after = len(found) - index - 1
         run_dir = args.folder / "runs" / run.run_id
         if run_dir.exists():
             shutil.rmtree(run_dir)

@@ -46,6 +46,11 @@ class NetworkKeeper:
         self.key: str | None = None
         self.clean = False  # the run that used it ended normally
         self.runs = 0  # runs the kept network served
+        # runs the caller executes after the current one (None: unknown). With none left,
+        # nothing can reuse the network, so no reference is taken: a snapshot of every
+        # node, which at k=16 ran 10 min of guest CPU and tripped the frozen-guest
+        # watchdog (docs/benchmarks.md, "Bigger fat trees")
+        self.runs_after: int | None = None
 
     def acquire(self, cfg: Config, plane: type[DataPlane], workdir: Path
                 ) -> tuple[Network, dict[str, Any]]:
@@ -81,7 +86,10 @@ class NetworkKeeper:
         net = Network(cfg, plane, workdir)
         net.__enter__()
         self.net, self.key, self.runs, self.clean = net, key, 1, False
-        if key is not None:
+        if key is not None and self.runs_after == 0:
+            info["reference"] = "not taken: no later run of this boot can reuse the network"
+            self.key = None
+        elif key is not None:
             self.reuse = NetworkReuse(net)
             mismatch = self.reuse.take_reference()
             if mismatch:  # netstate's model of a clean node is wrong: never reuse it

@@ -103,6 +103,10 @@ class NetworkReuse:
                 except NftError as exc:
                     text += section("nft", str(exc))
             apart[name] = text
+            # kept beside the node's batch file: what the reset was checked against, and
+            # a sign of life for the lab kernel's watchdog (at k=16 these reads take
+            # minutes of guest CPU in which the clock stands still)
+            (folder / f"{name}.{label}.apart").write_text(text)
         return {name: parse_snapshot(node.waitOutput() + apart[name], is_host)
                 for name, node, is_host, _ in sent}
 
