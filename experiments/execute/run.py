@@ -290,7 +290,7 @@ def execute_run(run: Run, run_dir: Path, on_round: OnRound | None = None,
     manifest = start_manifest(run)
     started = time.monotonic()
     if run.config.topology_kind == "paths":
-        return execute_paths_run(run, run_dir, manifest, started)
+        return execute_paths_run(run, run_dir, manifest, started, on_round)
     own = keeper is None  # without a keeper the network lives for this run only
     ctx = RunContext(run, run_dir, manifest, keeper or NetworkKeeper(), on_round,
                      started_procs=[forks()])
@@ -318,14 +318,16 @@ def execute_run(run: Run, run_dir: Path, on_round: OnRound | None = None,
 
 
 def execute_paths_run(run: Run, run_dir: Path, manifest: dict[str, Any],
-                      started: float) -> dict[str, Any]:
+                      started: float, on_round: OnRound | None = None) -> dict[str, Any]:
     """A run on the parallel-paths topology (experiments/traffic/paths_run.py): one
     measured fetch beside the paths' background flows; its measurements go to paths.json,
-    which the analysis reads in place of transfers.csv and the fat tree's captures."""
+    which the analysis reads in place of transfers.csv and the fat tree's captures.
+    `on_round(1, 1)` when the traffic starts (the progress said "building the network"
+    for the whole of a 60-s fetch)."""
     timings = manifest["timings"]
     try:
         t0 = time.monotonic()
-        result = run_paths(run.config, run.flow_type, run_dir / "captures")
+        result = run_paths(run.config, run.flow_type, run_dir / "captures", on_round)
         # build and teardown are inside the run's own time here, not apart
         timings.update(build_s=0.0, traffic_s=round(time.monotonic() - t0, 3),
                        teardown_s=0.0)

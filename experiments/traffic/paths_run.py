@@ -36,7 +36,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -381,9 +381,11 @@ class PathsRun:
         }
 
 
-def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
+def run_paths(cfg: Config, flow_type: str, out: Path,
+              on_round: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """One run (see the module's description); writes captures under `out` and returns the
-    measurements. The congestion controls it needs are allowed for the run only."""
+    measurements. The congestion controls it needs are allowed for the run only.
+    `on_round(1, 1)` is called as the traffic starts (its one round)."""
     run = PathsRun(cfg, flow_type, out)
     out.mkdir(parents=True, exist_ok=True)
     previous = allow_cc(*run.congestion_controls())
@@ -393,6 +395,8 @@ def run_paths(cfg: Config, flow_type: str, out: Path) -> dict[str, Any]:
             try:
                 run.start_captures()
                 run.start_tracers()
+                if on_round is not None:
+                    on_round(1, 1)
                 run.start_background()
                 run.start_server()
                 fetched = run.fetch()
