@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -102,18 +103,21 @@ def dataplane_class(name: str):
 
 
 def build_patch_driver(work: Path, patch_name: str, files: list[str], driver: str,
-                       sources: list[str]) -> Path:
+                       sources: list[str],
+                       earlier: Sequence[tuple[str, list[str]]] = ()) -> Path:
     """Compile a user-space driver (kernels/test/`driver`.c) against kernel C files that a
     patch creates (`files`: paths in the kernel tree, written into `work`), plus the
-    `sources` among them; skip when no C compiler is found. Returns the binary."""
+    `sources` among them; skip when no C compiler is found. `earlier`: (patch, files) of
+    the patches whose files these build on. Returns the binary."""
     from pathdiv.kernels.build import KERNELS_DIR, new_file_from_patch
 
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip(f"no C compiler (cc/gcc) to build the user-space {driver}")
-    patch = (KERNELS_DIR / "patches" / patch_name).read_text()
-    for path in files:
-        (work / Path(path).name).write_text(new_file_from_patch(patch, path))
+    for name, paths in [*earlier, (patch_name, files)]:
+        patch = (KERNELS_DIR / "patches" / name).read_text()
+        for path in paths:
+            (work / Path(path).name).write_text(new_file_from_patch(patch, path))
     binary = work / driver
     subprocess.run(
         [cc, "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1",

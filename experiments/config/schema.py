@@ -192,6 +192,9 @@ SCHEMA = Section(
                                "kernel (RB scheduler)", choices=("host", "lab")),
                 "scheduler": Leaf(str, "default", "MPTCP packet scheduler "
                                   "(net.mptcp.scheduler); lab kernel: rb, roundrobin, "
+                                  "rbstrict = rb without its stand-in (new data only "
+                                  "on the pre-allocated subflow, waiting for its "
+                                  "window room: the RB paper's pre-allocation), "
                                   "arp = AR&P (redundant subflows for bad paths, "
                                   "new packets by predicted arrival), ar = its "
                                   "AR part only, redundant = copies on every other "

@@ -1,4 +1,4 @@
-"""The lab kernel as User-Mode Linux: release, schedulers, RB interleaving, write protection, stop.
+"""The lab kernel as User-Mode Linux: release, schedulers, rb and rbstrict, write protection, stop.
 
 Boots the cached UML kernel (built first when it is not: about 15 minutes on 2 cores,
 once per patch/fragment change) on the host's root, in virtual time unless said otherwise.
@@ -50,8 +50,8 @@ def test_release_schedulers_and_rb_interleaving(lab_kernel, tmp_path):
     assert res.kernel_release == kernel_release(lab_kernel)
     assert res.clock == "virtual"
     first, report_text = res.stdout.split("\n", 1)
-    assert first.split() == ["default", "rb", "roundrobin", "arp", "ar", "redundant",
-                              "minrtt"]
+    assert first.split() == ["default", "rb", "roundrobin", "rbstrict", "arp", "ar",
+                              "redundant", "minrtt"]
     report = json.loads(report_text)
     runs = {run["scheduler"]: run for run in report["runs"]}
     fractions = {name: run["interleave_fraction"] for name, run in runs.items()}
@@ -62,6 +62,39 @@ def test_release_schedulers_and_rb_interleaving(lab_kernel, tmp_path):
         assert run["packet_pairs"] > 500, (name, run)
     assert fractions["rb"] >= 0.95, fractions
     assert fractions["default"] <= 0.1, fractions
+
+
+def test_rbstrict_sends_every_packet_on_its_pre_allocated_subflow(lab_kernel, tmp_path):
+    """rb without the stand-in (patch 0023). Four subflows over one path, 20 Mbit/s behind
+    a 10-packet queue: cubic's losses leave the subflows' windows uneven. With one slot
+    per subflow (rb_resolution=1) the pattern is the subflows in turn, 0 1 2 3 0 1 2 3 ...,
+    whatever their RTTs; the turn fraction is the share of DSNs on the same subflow as the
+    DSN one turn before. rbstrict waits for the pre-allocated subflow's room and keeps the
+    turns (misses only where the set of subflows changes); rb lets a subflow with room
+    stand in and loses them."""
+    share = tmp_path / "share"
+    share.mkdir()
+    lab = uml.REPO_DIR / "tests" / "support" / "mptcp_lab.py"
+    res = uml.run_in_uml(
+        ["sh", "-c", "echo 1 > /sys/module/mptcp/parameters/rb_resolution && "
+         f"exec {sys.executable} {lab} check --schedulers rbstrict rb --rate-mbit 20 "
+         f"--queue-pkts 10 --out {share / 'check'}"],
+        share=share, kernel=lab_kernel, timeout_s=1200)
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = {run["scheduler"]: run for run in json.loads(res.stdout)["runs"]}
+    turns = {name: run["turn_fraction"] for name, run in runs.items()}
+    interleaved = {name: run["interleave_fraction"] for name, run in runs.items()}
+    print(f"uml seconds={res.seconds:.0f} turns={turns} interleaved={interleaved} "
+          f"fct_s={ {name: run['mean_fct_s'] for name, run in runs.items()} }")
+    for name, run in runs.items():
+        assert run["complete"], (name, run["bytes"])
+        assert run["capture_dropped"] == 0, (name, run)
+        assert run["subflows_seen"] == 4, (name, run)
+        assert run["packet_pairs"] > 500, (name, run)
+    assert turns["rbstrict"] >= 0.9, turns
+    assert interleaved["rbstrict"] >= 0.95, interleaved
+    # the measure tells the two apart: rb's stand-ins break the turns here
+    assert turns["rb"] <= 0.8, turns
 
 
 def test_the_guest_writes_only_into_the_share(lab_kernel, tmp_path):

@@ -9,7 +9,9 @@ Modes (each prints one JSON object on stdout):
   check    per scheduler: one transfer captured with tcpdump; reports completion, the
            fraction of consecutive data sequence numbers sent on different subflows, the
            fraction of consecutive packets on the wire on different subflows (the order
-           they left the sender: with --rate-mbit, through a queue of its own) and
+           they left the sender: with --rate-mbit, through a queue of its own), the
+           fraction of DSNs on the same subflow as the DSN N before (N subflows: on
+           equal paths, 1.0 when every packet kept its pre-allocated subflow) and
            the share of data segments that repeat a DSN (copies; --cc sets the
            congestion control of both namespaces, also for goodput and fct)
   goodput  one N-subflow transfer, no shaping: goodput in Mbit/s
@@ -177,6 +179,37 @@ def interleave_fraction(packets: Sequence[tuple[int, tuple, int]]) -> tuple[floa
         return 0.0, 0
     switches = sum(1 for (_, a), (_, b) in pairs if a != b)
     return switches / len(pairs), len(pairs)
+
+
+def turn_fraction(packets: Sequence[tuple[int, tuple, int]]) -> tuple[float, int]:
+    """Share of data sequence numbers carried by the same subflow as the DSN p before them,
+    in DSN order, p being the number of subflows that carry the 2N DSNs around it (N: the
+    subflows seen): 1.0 when the subflows take turns in one fixed order, as the rb pattern
+    pre-allocates the packets with equal shares, also after a subflow left. A stand-in
+    (rb's swap of two packets' subflows) counts up to four misses: the two packets and the
+    two p DSNs later, compared with them. One subflow's run of DSNs also repeats itself:
+    read the fraction beside interleave_fraction.
+
+    Retransmitted copies are dropped and counting starts at the first packet of the last
+    subflow to appear, as in interleave_fraction. Returns (fraction, packets counted)."""
+    first: dict[int, tuple] = {}
+    for dsn, flow, _ in packets:
+        first.setdefault(dsn, flow)
+    flows = [flow for _, flow in sorted(first.items())]
+    seen: dict[tuple, int] = {}
+    for k, flow in enumerate(flows):
+        seen.setdefault(flow, k)
+    if not seen:
+        return 0.0, 0
+    flows, n = flows[max(seen.values()):], len(seen)
+    counted = len(flows) - n
+    if counted <= 0:
+        return 0.0, 0
+    hits = 0
+    for k in range(n, len(flows)):
+        p = len(set(flows[k - n:k + n]))
+        hits += flows[k] == flows[k - p]
+    return hits / counted, counted
 
 
 def wire_interleave_fraction(packets: Sequence[tuple[int, tuple, int]]) -> tuple[float, int]:
@@ -526,8 +559,9 @@ def transfer(scheduler: str, size: int, flows: int, subflows: int,
         packets = data_packets(capture)
         frac, pairs = interleave_fraction(packets)
         wire, _ = wire_interleave_fraction(packets)
+        turns, _ = turn_fraction(packets)
         report.update(interleave_fraction=round(frac, 4), packet_pairs=pairs,
-                      wire_interleave_fraction=round(wire, 4),
+                      wire_interleave_fraction=round(wire, 4), turn_fraction=round(turns, 4),
                       subflows_seen=len({flow for _, flow, _ in packets}),
                       copied_share=round(copied_share(packets), 4))
     return report

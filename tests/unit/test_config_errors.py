@@ -73,6 +73,18 @@ def test_the_rb_scheduler_on_the_host_kernel_names_the_levels_and_the_fix():
     assert plan_problems(expand(lab, flow_types=["query"])) == []
 
 
+def test_rbstrict_is_a_lab_scheduler_refused_on_the_host_kernel_as_rb_is():
+    cfg = validate({"hosts": {"transport": "mptcp", "scheduler": "rbstrict"}})
+    assert plan_problems(expand(cfg, flow_types=["query"]), host=STOCK) == [
+        "hosts.scheduler: 'rbstrict' is not in this machine's kernel 6.18 (available: "
+        "default); the pathdiv lab kernel has it: set hosts.kernel: lab [runs of every run]"]
+    lab = validate({"hosts": {"transport": "mptcp", "scheduler": "rbstrict", "kernel": "lab"}})
+    assert plan_problems(expand(lab, flow_types=["query"])) == []
+    with pytest.raises(ConfigError, match=r"hosts\.scheduler: 'rb-strict' is not allowed; "
+                       r"choose one of default, rb, .*rbstrict"):
+        validate({"hosts": {"scheduler": "rb-strict"}})
+
+
 def test_the_lab_kernels_abilities_come_from_its_recipe():
     assert fragment_ccs("CONFIG_TCP_CONG_ADVANCED=y\nCONFIG_TCP_CONG_BBR=y\n"
                         "# CONFIG_TCP_CONG_VEGAS is not set\n") == {"reno", "bbr"}
@@ -83,7 +95,8 @@ def test_the_lab_kernels_abilities_come_from_its_recipe():
     assert patch_schedulers([sched + cc]) == {"default", "rb"}
     assert patch_ccs([sched + cc]) == {"lia"}
     lab = lab_kernel_abilities()
-    assert {"default", "rb", "roundrobin", "arp", "ar", "redundant", "minrtt"} <= lab.schedulers
+    assert {"default", "rb", "rbstrict", "roundrobin", "arp", "ar", "redundant",
+            "minrtt"} <= lab.schedulers
     assert "lia" not in lab.schedulers
     assert {"cubic", "bbr", "dctcp", "lia", "olia", "coupled-bbr"} <= lab.ccs
     assert lab.netem and lab.mptcp

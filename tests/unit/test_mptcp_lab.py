@@ -86,6 +86,24 @@ def test_interleave_fraction_skips_the_time_before_all_subflows_joined():
     assert (frac, pairs) == (1.0, 10)
 
 
+def test_turn_fraction_sees_a_stand_in_that_interleaving_does_not():
+    a, b, c = ("a",), ("b",), ("c",)
+    turns = [(k, (a, b, c)[k % 3], 1) for k in range(12)]
+    # counting from c's first packet (DSN 2): DSNs 5..11 against the DSN three before
+    assert mptcp_lab.turn_fraction(turns) == (1.0, 7)
+    # DSN 7 was b's turn, c stood in and b took c's next one (rb's swap): still
+    # interleaved, but four misses: DSNs 7 and 8, and 10 and 11 compared with them
+    swapped = [*turns[:7], (7, c, 1), (8, b, 1), *turns[9:]]
+    assert mptcp_lab.interleave_fraction(swapped) == (1.0, 9)
+    assert mptcp_lab.turn_fraction(swapped) == (3 / 7, 7)
+    # a retransmitted copy of DSN 5 on another subflow is ignored
+    assert mptcp_lab.turn_fraction([*turns, (5, a, 1)]) == (1.0, 7)
+    assert mptcp_lab.turn_fraction([]) == (0.0, 0)
+    # c leaves after DSN 11: a and b keep their turns, one miss where the set changes
+    left = [*turns, *((k, (a, b)[k % 2], 1) for k in range(12, 24))]
+    assert mptcp_lab.turn_fraction(left) == (18 / 19, 19)
+
+
 def test_wire_interleave_fraction_follows_the_capture_order_not_the_dsns():
     a, b, c = ("a",), ("b",), ("c",)
     # DSNs dealt round robin, but each subflow sent its share as one run (the lab kernel's
