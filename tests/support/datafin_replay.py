@@ -136,6 +136,8 @@ def data_ack_of(opts: Sequence[bytes]) -> int | None:
 # --- packets ---------------------------------------------------------------------------
 
 def checksum(data: bytes) -> int:
+    """RFC 1071's sum; the same as experiments/fabric/reach.py's, repeated because this
+    script runs in the guest by path, on the standard library only."""
     if len(data) % 2:
         data += b"\0"
     total = sum(struct.unpack(f"!{len(data) // 2}H", data))

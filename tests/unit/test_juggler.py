@@ -10,11 +10,11 @@ calls as net/core/juggler.c does for one flow (make room, arrive, hand up what i
 from __future__ import annotations
 
 import random
-import subprocess
 
 import pytest
 
 from tests.conftest import build_patch_driver
+from tests.support.line_driver import LineDriver
 
 JUGGLER_PATCH = "0016-net-add-Juggler-a-reordering-buffer-at-the-entry-of-GRO.patch"
 PASS, HELD, HELD_OOO = range(3)
@@ -31,19 +31,7 @@ def driver(tmp_path_factory):
                               "juggler_driver", ["juggler_queue.c"])
 
 
-class Driver:
-    def __init__(self, binary) -> None:
-        self.proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
-
-    def ask(self, line: str) -> str:
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        answer = self.proc.stdout.readline().strip()
-        assert not answer.startswith("error"), answer
-        return answer
-
+class Driver(LineDriver):
     def close(self) -> None:
         assert self.proc.stdin
         self.proc.stdin.close()

@@ -8,33 +8,20 @@ from __future__ import annotations
 
 import itertools
 import random
-import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import build_patch_driver
+from tests.support.line_driver import LineDriver
 
 ALLOC_PATCH = "0002-mptcp-add-the-packet-allocation-of-the-rb-scheduler.patch"
 ALL = (1 << 16) - 1
 
 
-class Alloc:
+class Alloc(LineDriver):
     """One allocation state inside a running driver process."""
-
-    def __init__(self, binary: Path) -> None:
-        self.proc = subprocess.Popen(
-            [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-
-    def ask(self, line: str) -> str:
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        answer = self.proc.stdout.readline().strip()
-        assert not answer.startswith("error"), answer
-        return answer
 
     def params(self, resolution: int = 4, equal_pct: int = 20, refresh_srtts: int = 4,
                default_rtt_us: int = 1000) -> None:

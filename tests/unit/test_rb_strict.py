@@ -9,32 +9,19 @@ both decisions on stdin/stdout, so every test can set rbstrict beside rb.
 from __future__ import annotations
 
 import random
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
 from tests.conftest import build_patch_driver
+from tests.support.line_driver import LineDriver
 
 ALLOC_PATCH = "0002-mptcp-add-the-packet-allocation-of-the-rb-scheduler.patch"
 STRICT_PATCH = "0023-mptcp-add-rbstrict-rb-without-the-stand-in.patch"
 
 
-class Decide:
+class Decide(LineDriver):
     """One allocation pattern inside a running driver process."""
-
-    def __init__(self, binary) -> None:
-        self.proc = subprocess.Popen(
-            [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-
-    def ask(self, line: str) -> str:
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        answer = self.proc.stdout.readline().strip()
-        assert not answer.startswith("error"), answer
-        return answer
 
     def compute(self, rtts: dict[int, int]) -> list[int]:
         pairs = " ".join(f"{i}:{r}" for i, r in rtts.items())

@@ -7,11 +7,10 @@ driver (kernels/test/reorder_hold_driver.c) keeps one socket's state.
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from tests.conftest import build_patch_driver
+from tests.support.line_driver import LineDriver
 
 HOLD_PATCH = "0005-tcp-add-a-reorder-hold-for-sprayed-flows.patch"
 PASS, START, START_ACK, ACK, WAIT, CANCEL = range(6)
@@ -24,24 +23,15 @@ def driver(tmp_path_factory):
                               ["net/ipv4/tcp_reorder_hold.h"], "reorder_hold_driver", [])
 
 
-class Receiver:
+class Receiver(LineDriver):
     """A TCP receiver's sequence space with the hold's state in the driver: feeds segments
     (numbered by MSS) and records which ACKs go out and whether they carry SACKs."""
 
     def __init__(self, binary) -> None:
-        self.proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        super().__init__(binary)
         self.rcv_nxt = self.rcv_wup = 0
         self.ofo: set[int] = set()
         self.acks: list[tuple[int, bool]] = []  # (cumulative ACK, SACK blocks shown)
-
-    def ask(self, line: str) -> str:
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        answer = self.proc.stdout.readline().strip()
-        assert not answer.startswith("error"), answer
-        return answer
 
     def send_ack(self) -> None:
         shown = self.ask(f"hides {int(not self.ofo)} {self.rcv_nxt}") == "0" and bool(self.ofo)
