@@ -9,28 +9,18 @@ driver (kernels/test/mptcp_d_driver.c) answers one command per line.
 from __future__ import annotations
 
 import random
-import subprocess
 
 import pytest
 
 from pathdiv.experiments.config.load import ConfigError, validate
 from pathdiv.kernels.abilities import lab_kernel_abilities
 from tests.conftest import build_patch_driver
+from tests.support.line_driver import LineDriver
 
 PATCH = "0010-mptcp-add-the-mptcp-d-congestion-control.patch"
 
 
-class Driver:
-    def __init__(self, binary) -> None:
-        self.proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
-
-    def ask(self, line: str) -> str:
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        return self.proc.stdout.readline().strip()
-
+class Driver(LineDriver):
     def window(self, self_slot: int, paths: list[tuple[int, int]]) -> int:
         return int(self.ask(f"W {self_slot} " + " ".join(f"{c}:{r}" for c, r in paths)))
 
