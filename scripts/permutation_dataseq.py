@@ -26,75 +26,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import struct
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from pathdiv.analysis.capture.dss import MASK, dss_fields
 from pathdiv.analysis.capture.flows import (
     capture_files,
     group_connections,
     match_transfers,
     split_subflows,
 )
-from pathdiv.analysis.capture.pcap import RECORD_HEADER, ip_to_int, read_pcap, read_records
+from pathdiv.analysis.capture.pcap import ip_to_int, read_pcap
 from pathdiv.analysis.metrics.table import load_transfers
 from pathdiv.topologies.conditions import topology_of
 from pathdiv.topologies.fattree import FatTree
 
 WARMUP_S = 0.5
 BIN_S = 0.01
-MASK = 0xFFFFFFFF
-TCPOPT_WSCALE, TCPOPT_MPTCP, MPTCP_DSS = 3, 30, 2
-
-
-def option_fields(path: Path) -> pd.DataFrame:
-    """Per frame of a pcap (in file order, as read_pcap returns them): TCP window, window
-    scale (SYNs; -1 none), and from MPTCP's DSS option the data sequence (-1 none), its
-    length and the DATA_ACK (-1 none), each in its low 32 bits."""
-    buf, offsets, link_header = read_records(path)
-    n = len(offsets)
-    win, wscale = np.zeros(n, np.int64), np.full(n, -1, np.int64)
-    dsn, dlen, dack = np.full(n, -1, np.int64), np.zeros(n, np.int64), np.full(n, -1, np.int64)
-    for i, off in enumerate(offsets):
-        frame = int(off) + RECORD_HEADER
-        if link_header and buf[frame + 12:frame + 14] != b"\x08\x00":
-            continue
-        ip = frame + link_header
-        if buf[ip] >> 4 != 4 or buf[ip + 9] != 6:
-            continue
-        tcp = ip + (buf[ip] & 15) * 4
-        if tcp + 20 > len(buf):
-            continue
-        win[i] = struct.unpack_from(">H", buf, tcp + 14)[0]
-        end = min(tcp + (buf[tcp + 12] >> 4) * 4, len(buf))
-        j = tcp + 20
-        while j + 1 < end:
-            kind = buf[j]
-            if kind == 0:
-                break
-            if kind == 1:
-                j += 1
-                continue
-            length = buf[j + 1]
-            if kind == TCPOPT_WSCALE and j + 2 < end:
-                wscale[i] = buf[j + 2]
-            elif kind == TCPOPT_MPTCP and length >= 4 and buf[j + 2] >> 4 == MPTCP_DSS:
-                flags, p = buf[j + 3], j + 4
-                if flags & 1:  # DATA_ACK present, 8 bytes when flag a
-                    wide = bool(flags & 2)
-                    dack[i] = struct.unpack_from(">Q" if wide else ">I", buf, p)[0] & MASK
-                    p += 8 if wide else 4
-                if flags & 4 and p + 4 <= end:  # mapping: DSN (8 bytes when m), SSN, length
-                    wide = bool(flags & 8)
-                    dsn[i] = struct.unpack_from(">Q" if wide else ">I", buf, p)[0] & MASK
-                    p += (8 if wide else 4) + 4
-                    if p + 2 <= end:
-                        dlen[i] = struct.unpack_from(">H", buf, p)[0]
-            j += max(length, 2)
-    return pd.DataFrame({"win": win, "wscale": wscale, "dsn": dsn, "dlen": dlen,
-                         "dack": dack})
 
 
 def access_packets(run_dir: Path, topo: FatTree) -> pd.DataFrame:
@@ -107,7 +57,7 @@ def access_packets(run_dir: Path, topo: FatTree) -> pd.DataFrame:
         intf = link.b.intf if link.b.intf in files else link.a.intf
         for path in files.get(intf, []):
             t = read_pcap(path)
-            t = pd.concat([t, option_fields(path)], axis=1)
+            t = pd.concat([t, dss_fields(path)], axis=1)
             t["link"] = np.int16(index[link.name])
             tables.append(t)
     out = pd.concat(tables, ignore_index=True)

@@ -40,10 +40,19 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
+from pathdiv.analysis.capture.dss import MASK, dss_fields
+from pathdiv.analysis.capture.pcap import ip_to_int, read_pcap
+
 PROBE_GAIN = 1.25
 PROBE_BW_FIRST_GAINS = (1.25, 0.75)
 MEASURED_SENDER = "pdp-h2"  # the measured server's namespace
 MEASURED_TRACE = f"cc_trace-{MEASURED_SENDER}.jsonl"
+RECEIVER_CAPTURES = "h1-eth*.pcap"  # the measured client's interfaces
+WINDOW_BIN_S = 0.1
+WINDOW_FULL = 0.9
 SERIES_FIELDS = ("t_s", "thr_mbps", "bw_mbps", "pacing_gain", "pacing_mbps", "cwnd",
                  "inflight", "rtt_ms", "min_rtt_ms", "notsent_bytes", "retrans")
 
@@ -216,6 +225,67 @@ def eq2(captures: Path) -> dict[str, Any]:
         "sockets": sockets}
 
 
+def starved(samples: Sequence[dict[str, Any]], from_s: float = 0.0) -> float | None:
+    """The share of a socket's samples after `from_s` with nothing queued and room in
+    its congestion window (see the module's description)."""
+    inside = [d for d in samples if d["t"] >= from_s]
+    if not inside:
+        return None
+    idle = sum(1 for d in inside if d["notsent_bytes"] == 0 and d["unacked"] < d["snd_cwnd"])
+    return round(idle / len(inside), 4)
+
+
+def _unwrap(values: np.ndarray, base: int) -> np.ndarray:
+    """Low-32-bit sequence numbers as offsets from `base` (negative: before it)."""
+    rel = (values - base) & MASK
+    return np.where(rel >= 2**31, rel - 2**32, rel)
+
+
+def window(captures: Path, receivers: set[str], from_s: float = 10.0) -> dict[str, Any]:
+    """One MPTCP run's connection-level window at its receiver (module description)."""
+    files = sorted(captures.glob(RECEIVER_CAPTURES))
+    if not files:
+        return {"run": str(captures), "error": f"no {RECEIVER_CAPTURES} in the folder"}
+    frames = []
+    for path in files:
+        t = read_pcap(path)[["ts", "src", "dst", "sport", "dport", "flags", "payload"]]
+        frames.append(t.join(dss_fields(path)))
+    pk = pd.concat(frames, ignore_index=True).sort_values("ts", kind="stable")
+    rx = pk["src"].isin({ip_to_int(a) for a in receivers})
+    data = pk[~rx & (pk["dsn"] >= 0) & (pk["dlen"] > 0)]
+    acks = pk[rx & (pk["dack"] >= 0)]
+    if data.empty or acks.empty:
+        return {"run": str(captures), "error": "no DSS mapping or DATA_ACK: not an MPTCP run"}
+    syn = pk[rx & (pk["wscale"] >= 0) & (pk["flags"] & 0x02 > 0)]
+    scale = {(r.src, r.sport, r.dst, r.dport): int(r.wscale) for r in syn.itertuples()}
+    shift = np.array([scale.get((r.src, r.sport, r.dst, r.dport), 0)
+                      for r in acks.itertuples()], dtype=np.int64)
+    base = int(data["dsn"].iloc[0])
+    sent = np.maximum.accumulate(_unwrap(data["dsn"].to_numpy(), base)
+                                 + data["dlen"].to_numpy())
+    acked = np.maximum.accumulate(_unwrap(acks["dack"].to_numpy(), base))
+    rwnd = acks["win"].to_numpy() * 2.0 ** shift
+    t0 = float(data["ts"].iloc[0]) + from_s
+    grid = np.arange(t0, float(pk["ts"].iloc[-1]), WINDOW_BIN_S)
+    i_d = np.searchsorted(data["ts"].to_numpy(), grid, side="right") - 1
+    i_a = np.searchsorted(acks["ts"].to_numpy(), grid, side="right") - 1
+    if len(grid) < 2 or (i_a < 0).any():
+        return {"run": str(captures), "error": f"under {from_s + 2 * WINDOW_BIN_S} s of data"}
+    held = sent[i_d] - acked[i_a]
+    wnd = rwnd[i_a]
+    full = held >= WINDOW_FULL * wnd
+    moved = np.diff(sent[i_d]) > 0  # new data reached the receiver in the bin
+    starts_full = full[:-1]
+    stalled = ~moved
+    return {
+        "run": str(captures), "bins": int(len(grid) - 1),
+        "held_mb_median": round(float(np.median(held)) / 1e6, 3),
+        "rwnd_mb_median": round(float(np.median(wnd)) / 1e6, 3),
+        "window_full_share": round(float(starts_full.mean()), 4),
+        "stalled_share": round(float(stalled.mean()), 4),
+        "stalled_full_share": round(float(starts_full[stalled].mean()), 4)
+        if stalled.any() else None}
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -232,12 +302,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     k.add_argument("--step", type=float, default=0.1)
     e = sub.add_parser("eq2")
     e.add_argument("captures", type=Path, nargs="+", help="runs' captures folders")
+    st = sub.add_parser("starved")
+    st.add_argument("traces", type=Path, nargs="+")
+    st.add_argument("--from-s", type=float, default=10.0,
+                    help="leave out the first seconds (start-up)")
+    w = sub.add_parser("window")
+    w.add_argument("captures", type=Path, nargs="+", help="runs' captures folders")
+    w.add_argument("--from-s", type=float, default=10.0,
+                   help="seconds after the connection's first mapping left out")
     args = parser.parse_args(argv)
     if args.cmd == "cycles":
         for path in args.traces:
             for sock, samples in read(path).items():
                 print(json.dumps({"trace": str(path), "socket": sock,
                                   **cycles(samples, args.from_s)}))
+    elif args.cmd == "starved":
+        for path in args.traces:
+            for sock, samples in read(path).items():
+                print(json.dumps({"trace": str(path), "socket": sock, "cc": samples[0]["cc"],
+                                  "starved_share": starved(samples, args.from_s)}))
+    elif args.cmd == "window":
+        for folder in args.captures:
+            measured = read(folder / MEASURED_TRACE)
+            receivers = {sock.split(":")[0] for sock in measured}
+            print(json.dumps(window(folder, receivers, args.from_s)))
     elif args.cmd == "eq2":
         for folder in args.captures:
             print(json.dumps(eq2(folder)))

@@ -106,6 +106,21 @@ def mp_capable(key_a: int | None = None, key_b: int | None = None) -> tuple[int,
 def mp_join_syn(token: int, nonce: int, address_id: int) -> tuple[int, bytes]:
     return (30, bytes([0x10, address_id]) + token.to_bytes(4, "big") + nonce.to_bytes(4, "big"))
 
+def dss(dack: int | None = None, dsn: int | None = None, dlen: int = 0,
+        wide_ack: bool = False, wide_dsn: bool = False) -> tuple[int, bytes]:
+    """An MPTCP DSS option (RFC 8684, 3.3): a DATA_ACK and/or a mapping of `dlen` bytes
+    at data sequence `dsn` (subflow sequence 1, no checksum), 4 or 8 bytes wide."""
+    flags, body = 0, b""
+    if dack is not None:
+        flags |= 0x01 | (0x02 if wide_ack else 0)
+        body += dack.to_bytes(8 if wide_ack else 4, "big")
+    if dsn is not None:
+        flags |= 0x04 | (0x08 if wide_dsn else 0)
+        body += dsn.to_bytes(8 if wide_dsn else 4, "big") + (1).to_bytes(4, "big")
+        body += dlen.to_bytes(2, "big")
+    return (30, bytes([2 << 4, flags]) + body)
+
+
 
 @dataclass
 class SubflowSpec:
