@@ -53,6 +53,7 @@ MEASURED_TRACE = f"cc_trace-{MEASURED_SENDER}.jsonl"
 RECEIVER_CAPTURES = "h1-eth*.pcap"  # the measured client's interfaces
 WINDOW_BIN_S = 0.1
 WINDOW_FULL = 0.9
+STALL_S = 0.1  # a gap in new data at the receiver counted as a stall
 SERIES_FIELDS = ("t_s", "thr_mbps", "bw_mbps", "pacing_gain", "pacing_mbps", "cwnd",
                  "inflight", "rtt_ms", "min_rtt_ms", "notsent_bytes", "retrans")
 
@@ -248,7 +249,7 @@ def window(captures: Path, receivers: set[str], from_s: float = 10.0) -> dict[st
         return {"run": str(captures), "error": f"no {RECEIVER_CAPTURES} in the folder"}
     frames = []
     for path in files:
-        t = read_pcap(path)[["ts", "src", "dst", "sport", "dport", "flags", "payload"]]
+        t = read_pcap(path)[["ts", "src", "dst", "sport", "dport", "flags"]]
         frames.append(t.join(dss_fields(path)))
     pk = pd.concat(frames, ignore_index=True).sort_values("ts", kind="stable")
     rx = pk["src"].isin({ip_to_int(a) for a in receivers})
@@ -284,7 +285,45 @@ def window(captures: Path, receivers: set[str], from_s: float = 10.0) -> dict[st
         "window_full_share": round(float(starts_full.mean()), 4),
         "stalled_share": round(float(stalled.mean()), 4),
         "stalled_full_share": round(float(starts_full[stalled].mean()), 4)
-        if stalled.any() else None}
+        if stalled.any() else None,
+        "stalls_ended_by": stall_ends(data, acks, base, t0)}
+
+
+def stall_ends(data: pd.DataFrame, acks: pd.DataFrame, base: int, t0: float) -> dict[str, int]:
+    """Per gap of over STALL_S after `t0` in which no new data reached the receiver while
+    it held data behind a missing byte (head-of-line blocking, not an idle sender): the
+    segment that ended it, the one carrying the byte the receiver's DATA_ACK waited for,
+    counted by its path (the second octet of the receiver's address, docs/paths.md) and
+    whether the receiver had seen that mapping before (a resend) or not (a first copy)."""
+    ts = data["ts"].to_numpy()
+    lo = _unwrap(data["dsn"].to_numpy(), base)
+    hi = lo + data["dlen"].to_numpy()
+    path = (data["dst"].to_numpy() >> 16) & 0xFF
+    top = np.maximum.accumulate(hi)
+    new = np.flatnonzero(np.r_[True, top[1:] > top[:-1]])
+    first_at: dict[int, int] = {}
+    for i, start in enumerate(lo.tolist()):
+        first_at.setdefault(start, i)
+    a_ts = acks["ts"].to_numpy()
+    a_top = np.maximum.accumulate(_unwrap(acks["dack"].to_numpy(), base))
+    out: dict[str, int] = defaultdict(int)
+    for a, b in itertools.pairwise(new):
+        if ts[a] < t0 or ts[b] - ts[a] <= STALL_S:
+            continue
+        j = int(np.searchsorted(a_ts, ts[a], side="right")) - 1
+        if j < 0:
+            continue
+        waited = a_top[j]
+        if top[a] <= waited:  # nothing held beyond the gap: the sender was idle
+            continue
+        fill = np.flatnonzero((ts > ts[a]) & (lo <= waited) & (hi > waited))
+        if not len(fill):
+            out["unfilled"] += 1
+            continue
+        k = int(fill[0])
+        kind = "resend" if first_at[int(lo[k])] < k else "first copy"
+        out[f"path {path[k]} {kind}"] += 1
+    return dict(sorted(out.items()))
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

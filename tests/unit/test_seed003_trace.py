@@ -146,6 +146,9 @@ def test_window_finds_the_stall_behind_a_gap_that_filled_the_receive_window(tmp_
     # the bins from 1.1 to 1.5 s got nothing new, and each began with the window full
     assert round(gap["stalled_share"] * gap["bins"]) == 4
     assert gap["stalled_full_share"] == 1.0
+    # the late mapping itself, sent once, ended the one stall
+    assert gap["stalls_ended_by"] == {"path 1 first copy": 1}
+    assert smooth["stalls_ended_by"] == {}
     assert smooth["stalled_share"] == 0.0 and smooth["window_full_share"] == 0.0
     assert smooth["held_mb_median"] == 0.0
 
