@@ -190,6 +190,21 @@ def parse_segment(packet: bytes, at: float) -> Segment | None:
                    len(tcp) - doff)
 
 
+def incoming(sock: socket.socket, deadline: float) -> Iterator[tuple[Segment, str]]:
+    """The TCP segments that reach a packet socket until `deadline` (monotonic), with
+    their source addresses; frames the socket's own side sent are skipped."""
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([sock], [], [], left)
+        if not ready:
+            return
+        frame, addr = sock.recvfrom(65535)
+        if addr[2] == PACKET_OUTGOING:
+            continue
+        seg = parse_segment(frame[14:], time.monotonic())  # past the Ethernet header
+        if seg is not None:
+            yield seg, socket.inet_ntoa(frame[14 + 12:14 + 16])
+
+
 # --- the crafted peer -------------------------------------------------------------------
 
 @dataclass
@@ -227,16 +242,8 @@ class Peer:
     def expect(self, match, timeout_s: float) -> Segment | None:
         """The next segment from the kernel for which `match` is true, or None after
         `timeout_s`; every segment read is logged."""
-        deadline = time.monotonic() + timeout_s
-        while (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([self.sock], [], [], left)
-            if not ready:
-                break
-            frame, addr = self.sock.recvfrom(65535)
-            if addr[2] == PACKET_OUTGOING:
-                continue
-            seg = parse_segment(frame[14:], time.monotonic())  # past the Ethernet header
-            if seg is None or seg.sport != PORT:
+        for seg, _ in incoming(self.sock, time.monotonic() + timeout_s):
+            if seg.sport != PORT:
                 continue
             self.log.append(seg)
             if seg.flags & RST:
@@ -400,29 +407,41 @@ def mac_of(ns: str, dev: str) -> str:
 
 
 @contextlib.contextmanager
-def replay_lab() -> Iterator[tuple[str, str]]:
-    """The two namespaces and their veth pair; yields (kernel's MAC, peer's MAC)."""
-    for ns in (NS_KERNEL, NS_PEER):
+def veth_lab(ns_kernel: str, ns_peer: str, dev_kernel: str, dev_peer: str,
+             kernel_addrs: Sequence[str], peer_addr: str,
+             mptcp: Sequence[Sequence[str]]) -> Iterator[tuple[str, str]]:
+    """Two namespaces joined by one veth pair: the kernel's side with `kernel_addrs` and
+    the `ip mptcp` commands in `mptcp`, the peer's side with no address (a permanent
+    neighbour entry for `peer_addr` on the kernel's side). Yields (kernel's MAC, peer's
+    MAC); the namespaces are deleted on the way out."""
+    for ns in (ns_kernel, ns_peer):
         sh("ip", "netns", "del", ns, check=False)
     try:
-        for ns in (NS_KERNEL, NS_PEER):
+        for ns in (ns_kernel, ns_peer):
             sh("ip", "netns", "add", ns)
             sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "link", "add", DEV_KERNEL, "netns", NS_KERNEL, "type", "veth",
-           "peer", "name", DEV_PEER, "netns", NS_PEER)
-        for ns, dev in ((NS_KERNEL, DEV_KERNEL), (NS_PEER, DEV_PEER)):
+        sh("ip", "link", "add", dev_kernel, "netns", ns_kernel, "type", "veth",
+           "peer", "name", dev_peer, "netns", ns_peer)
+        for ns, dev in ((ns_kernel, dev_kernel), (ns_peer, dev_peer)):
             sh("sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1", ns=ns)
             sh("ip", "-n", ns, "link", "set", dev, "up")
-        sh("ip", "-n", NS_KERNEL, "addr", "add", f"{KERNEL_ADDR}/24", "dev", DEV_KERNEL)
-        sh("ip", "-n", NS_KERNEL, "mptcp", "limits", "set", "subflows", "4",
-           "add_addr_accepted", "0")
-        kernel_mac, peer_mac = mac_of(NS_KERNEL, DEV_KERNEL), mac_of(NS_PEER, DEV_PEER)
-        sh("ip", "-n", NS_KERNEL, "neigh", "replace", PEER_ADDR, "lladdr", peer_mac,
-           "dev", DEV_KERNEL, "nud", "permanent")
+        for addr in kernel_addrs:
+            sh("ip", "-n", ns_kernel, "addr", "add", f"{addr}/24", "dev", dev_kernel)
+        for cmd in mptcp:
+            sh("ip", "-n", ns_kernel, "mptcp", *cmd)
+        kernel_mac, peer_mac = mac_of(ns_kernel, dev_kernel), mac_of(ns_peer, dev_peer)
+        sh("ip", "-n", ns_kernel, "neigh", "replace", peer_addr, "lladdr", peer_mac,
+           "dev", dev_kernel, "nud", "permanent")
         yield kernel_mac, peer_mac
     finally:
-        for ns in (NS_KERNEL, NS_PEER):
+        for ns in (ns_kernel, ns_peer):
             sh("ip", "netns", "del", ns, check=False)
+
+
+def replay_lab() -> contextlib.AbstractContextManager[tuple[str, str]]:
+    """This replay's namespaces: the kernel's listener side and the crafted peer."""
+    return veth_lab(NS_KERNEL, NS_PEER, DEV_KERNEL, DEV_PEER, [KERNEL_ADDR], PEER_ADDR,
+                    [("limits", "set", "subflows", "4", "add_addr_accepted", "0")])
 
 
 @contextlib.contextmanager

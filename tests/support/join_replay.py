@@ -35,13 +35,12 @@ import argparse
 import contextlib
 import json
 import os
-import select
 import socket
 import struct
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -49,19 +48,17 @@ from datafin_replay import (  # a sibling module: the script runs by path in the
     ACK,
     ETH_P_IP,
     MPTCP_KIND,
-    PACKET_OUTGOING,
     PSH,
     RST,
     SYN,
     Segment,
     dss,
+    incoming,
     join_hmac,
     key_token_idsn,
-    mac_of,
     mp_capable,
-    parse_segment,
-    sh,
     tcp_segment,
+    veth_lab,
 )
 
 NS_KERNEL, NS_PEER = "jr-k", "jr-p"
@@ -110,18 +107,10 @@ class Server:
     def expect(self, match: Callable[[Segment], bool], timeout_s: float) -> Segment | None:
         """The kernel's next segment to the server for which `match` is true, or None
         after `timeout_s`; every segment read is logged (resets included)."""
-        deadline = time.monotonic() + timeout_s
-        while (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select([self.sock], [], [], left)
-            if not ready:
-                break
-            frame, addr = self.sock.recvfrom(65535)
-            if addr[2] == PACKET_OUTGOING:
+        for seg, source in incoming(self.sock, time.monotonic() + timeout_s):
+            if seg.dport != PORT:
                 continue
-            seg = parse_segment(frame[14:], time.monotonic())
-            if seg is None or seg.dport != PORT:
-                continue
-            setattr(seg, "src", socket.inet_ntoa(frame[14 + 12:14 + 16]))  # noqa: B010
+            setattr(seg, "src", source)  # noqa: B010
             self.log.append(seg)
             if match(seg):
                 return seg
@@ -236,33 +225,12 @@ def connect(size: int, timeout_s: float) -> dict:
     return {"connected_at": started, "bytes": total, "done_at": done_at}
 
 
-@contextlib.contextmanager
-def replay_lab() -> Iterator[tuple[str, str]]:
-    """The two namespaces and their veth pair; yields (kernel's MAC, peer's MAC)."""
-    for ns in (NS_KERNEL, NS_PEER):
-        sh("ip", "netns", "del", ns, check=False)
-    try:
-        for ns in (NS_KERNEL, NS_PEER):
-            sh("ip", "netns", "add", ns)
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "link", "add", DEV_KERNEL, "netns", NS_KERNEL, "type", "veth",
-           "peer", "name", DEV_PEER, "netns", NS_PEER)
-        for ns, dev in ((NS_KERNEL, DEV_KERNEL), (NS_PEER, DEV_PEER)):
-            sh("sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1", ns=ns)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-        for addr in (KERNEL_ADDR, JOIN_ADDR):
-            sh("ip", "-n", NS_KERNEL, "addr", "add", f"{addr}/24", "dev", DEV_KERNEL)
-        sh("ip", "-n", NS_KERNEL, "mptcp", "limits", "set", "subflows", "2",
-           "add_addr_accepted", "0")
-        sh("ip", "-n", NS_KERNEL, "mptcp", "endpoint", "add", JOIN_ADDR, "dev", DEV_KERNEL,
-           "subflow")
-        kernel_mac, peer_mac = mac_of(NS_KERNEL, DEV_KERNEL), mac_of(NS_PEER, DEV_PEER)
-        sh("ip", "-n", NS_KERNEL, "neigh", "replace", PEER_ADDR, "lladdr", peer_mac,
-           "dev", DEV_KERNEL, "nud", "permanent")
-        yield kernel_mac, peer_mac
-    finally:
-        for ns in (NS_KERNEL, NS_PEER):
-            sh("ip", "netns", "del", ns, check=False)
+def replay_lab() -> contextlib.AbstractContextManager[tuple[str, str]]:
+    """This replay's namespaces: the kernel's client side, with a `subflow` endpoint on
+    its second address, and the crafted server."""
+    return veth_lab(NS_KERNEL, NS_PEER, DEV_KERNEL, DEV_PEER, [KERNEL_ADDR, JOIN_ADDR],
+                    PEER_ADDR, [("limits", "set", "subflows", "2", "add_addr_accepted", "0"),
+                                ("endpoint", "add", JOIN_ADDR, "dev", DEV_KERNEL, "subflow")])
 
 
 def run(scenario: str, gap_s: float, timeout_s: float) -> dict:

@@ -5,6 +5,7 @@ reset reason back. The HMACs are checked by the lab kernel itself in the replay.
 from __future__ import annotations
 
 from tests.support import join_replay as replay
+from tests.support.datafin_replay import parse_segment
 
 
 def test_join_synack_layout():
@@ -17,7 +18,7 @@ def test_a_reset_reason_is_read_from_the_kernels_mp_tcprst():
     rst = bytes([30, 4, replay.MP_TCPRST_SUB << 4, 0])  # MP_TCPRST, reason 0 (unspecified)
     packet = replay.tcp_segment(replay.JOIN_ADDR, replay.PEER_ADDR, 40541, replay.PORT, 1, 1,
                                 replay.RST | replay.ACK, rst)
-    seg = replay.parse_segment(packet, at=0.0)
+    seg = parse_segment(packet, at=0.0)
     assert replay.suboption(seg, replay.MP_TCPRST_SUB) == rst
     assert replay.suboption(seg, replay.MP_JOIN_SUB) is None
     assert replay.src(seg) is None  # noted only by the server's reader
