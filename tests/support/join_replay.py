@@ -51,6 +51,7 @@ from datafin_replay import (  # a sibling module: the script runs by path in the
     PSH,
     RST,
     SYN,
+    Peer,
     Segment,
     dss,
     incoming,
@@ -87,20 +88,15 @@ def src(seg: Segment) -> str | None:
     return getattr(seg, "src", None)
 
 
-class Server:
-    """The crafted server's frames on one interface."""
+class Server(Peer):
+    """The crafted server's frames on one interface: a Peer that answers connections
+    the kernel opens (to PORT) instead of opening them."""
 
-    def __init__(self, dev: str, dst_mac: bytes, src_mac: bytes) -> None:
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
-        self.sock.bind((dev, ETH_P_IP))
-        self.head = dst_mac + src_mac + struct.pack("!H", ETH_P_IP)
-        self.log: list[Segment] = []
-        self.sent: list[dict] = []
-
-    def send(self, dst: str, dport: int, seq: int, ack: int, flags: int, options: bytes,
-             payload: bytes = b"", what: str = "") -> None:
-        self.sock.send(self.head + tcp_segment(PEER_ADDR, dst, PORT, dport, seq, ack, flags,
-                                               options, payload))
+    def send(self, dst: str, dport: int, seq: int, ack: int, flags: int,  # type: ignore[override]
+             options: bytes, payload: bytes = b"", what: str = "") -> None:
+        head = self.dst_mac + self.src_mac + struct.pack("!H", ETH_P_IP)
+        self.sock.send(head + tcp_segment(PEER_ADDR, dst, PORT, dport, seq, ack, flags,
+                                          options, payload))
         self.sent.append({"at": time.monotonic(), "dport": dport, "what": what,
                           "len": len(payload)})
 
@@ -115,12 +111,6 @@ class Server:
             if match(seg):
                 return seg
         return None
-
-    def must(self, match: Callable[[Segment], bool], timeout_s: float, what: str) -> Segment:
-        seg = self.expect(match, timeout_s)
-        if seg is None:
-            raise RuntimeError(f"no {what} from the kernel in {timeout_s} s")
-        return seg
 
 
 def run_peer(args: argparse.Namespace) -> dict:
