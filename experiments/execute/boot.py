@@ -69,8 +69,10 @@ def lane_cpu(lane: int | None, cpus: list[int]) -> int | None:
     take the CPUs this process may use in turn, so two lab kernels on two cores never
     share one; a single lab kernel takes the last (kernels/uml.py `pinned` says why
     binding helps: a noisy long run took 1.56x the wall time unbound, docs/benchmarks.md).
-    None (unbound) when this process may use one CPU only."""
-    if len(cpus) < 2:
+    A process that may use one CPU only (`taskset -c 0 pathdiv run ...`) gets that CPU:
+    binding there changes nothing for it, and its slot claim (execute/cpuslots.py) tells
+    the other pathdiv processes that the CPU holds a lab kernel. None: no CPU to use."""
+    if not cpus:
         return None
     return sorted(cpus)[-1 if lane is None else lane % len(cpus)]
 

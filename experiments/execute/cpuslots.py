@@ -84,7 +84,7 @@ def claimed_cpu(own: int | None, cpus: list[int],
     """The CPU a lab kernel whose lane prefers `own` (None: unbound) should run on, with
     a few words on how it was chosen; the claim lasts as long as the block."""
     if own is None:
-        yield None, "unbound (this process may use one CPU only)"
+        yield None, "unbound (no CPU given)"
         return
     dirfd = _slots_folder(folder)
     if dirfd is None:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pathdiv.experiments.execute.boot import lane_cpu
 from pathdiv.experiments.execute.cpuslots import claimed_cpu, slot_order
 
 
@@ -68,6 +69,16 @@ def test_an_unsafe_folder_is_not_used(tmp_path: Path):
     assert list(shared.iterdir()) == []
 
 
-def test_a_process_bound_to_one_cpu_leaves_its_lab_kernel_unbound(tmp_path: Path):
+def test_a_lane_with_no_cpu_leaves_its_lab_kernel_unbound(tmp_path: Path):
     with claimed_cpu(None, [3], tmp_path / "cpus") as (cpu, how):
         assert cpu is None and "unbound" in how
+
+
+def test_a_process_bound_to_one_cpu_claims_it_and_others_see_the_claim(tmp_path: Path):
+    folder = tmp_path / "cpus"
+    # `taskset -c 0 pathdiv run`: its lab kernel claims CPU 0, so a process free to use
+    # both CPUs whose lane prefers CPU 0 puts its lab kernel on CPU 1
+    with claimed_cpu(lane_cpu(None, [0]), [0], folder) as (cpu, how):
+        assert cpu == 0 and "slot 0" in how
+        with claimed_cpu(lane_cpu(0, [0, 1]), [0, 1], folder) as (other, _):
+            assert other == 1

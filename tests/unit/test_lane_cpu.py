@@ -10,9 +10,11 @@ def test_lanes_take_the_cpus_in_turn_and_never_share_one_while_there_are_enough(
     assert [lane_cpu(i, [0, 1]) for i in range(4)] == [0, 1, 0, 1]
 
 
-def test_a_single_lab_kernel_takes_the_last_cpu_and_a_single_cpu_binds_nothing():
+def test_a_single_lab_kernel_takes_the_last_cpu_and_a_process_on_one_cpu_takes_it():
     assert lane_cpu(None, [0, 1]) == 1
-    assert lane_cpu(0, [0]) is None and lane_cpu(None, [2]) is None
+    # a process limited to one CPU (taskset) runs its lab kernels there, claimed
+    assert lane_cpu(0, [0]) == 0 and lane_cpu(None, [2]) == 2 and lane_cpu(1, [2]) == 2
+    assert lane_cpu(0, []) is None
 
 
 def test_host_cpus_are_the_ones_this_process_may_use():
