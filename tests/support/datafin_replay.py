@@ -176,6 +176,7 @@ class Segment:
     flags: int
     mptcp: list[bytes]
     length: int
+    src: str = ""  # the sender's IPv4 address
 
 
 def parse_segment(packet: bytes, at: float) -> Segment | None:
@@ -187,12 +188,12 @@ def parse_segment(packet: bytes, at: float) -> Segment | None:
     sport, dport, seq, ack, off, flags = struct.unpack("!HHIIBB", tcp[:14])
     doff = (off >> 4) * 4
     return Segment(at, sport, dport, seq, ack, flags, parse_mptcp(tcp[20:doff]),
-                   len(tcp) - doff)
+                   len(tcp) - doff, socket.inet_ntoa(packet[12:16]))
 
 
-def incoming(sock: socket.socket, deadline: float) -> Iterator[tuple[Segment, str]]:
-    """The TCP segments that reach a packet socket until `deadline` (monotonic), with
-    their source addresses; frames the socket's own side sent are skipped."""
+def incoming(sock: socket.socket, deadline: float) -> Iterator[Segment]:
+    """The TCP segments that reach a packet socket until `deadline` (monotonic); frames
+    the socket's own side sent are skipped."""
     while (left := deadline - time.monotonic()) > 0:
         ready, _, _ = select.select([sock], [], [], left)
         if not ready:
@@ -202,7 +203,7 @@ def incoming(sock: socket.socket, deadline: float) -> Iterator[tuple[Segment, st
             continue
         seg = parse_segment(frame[14:], time.monotonic())  # past the Ethernet header
         if seg is not None:
-            yield seg, socket.inet_ntoa(frame[14 + 12:14 + 16])
+            yield seg
 
 
 # --- the crafted peer -------------------------------------------------------------------
@@ -242,7 +243,7 @@ class Peer:
     def expect(self, match, timeout_s: float) -> Segment | None:
         """The next segment from the kernel for which `match` is true, or None after
         `timeout_s`; every segment read is logged."""
-        for seg, _ in incoming(self.sock, time.monotonic() + timeout_s):
+        for seg in incoming(self.sock, time.monotonic() + timeout_s):
             if seg.sport != PORT:
                 continue
             self.log.append(seg)

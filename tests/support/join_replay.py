@@ -83,11 +83,6 @@ def suboption(seg: Segment, subtype: int) -> bytes | None:
     return None
 
 
-def src(seg: Segment) -> str | None:
-    """The source address Server.expect noted on a segment."""
-    return getattr(seg, "src", None)
-
-
 class Server(Peer):
     """The crafted server's frames on one interface: a Peer that answers connections
     the kernel opens (to PORT) instead of opening them."""
@@ -103,10 +98,9 @@ class Server(Peer):
     def expect(self, match: Callable[[Segment], bool], timeout_s: float) -> Segment | None:
         """The kernel's next segment to the server for which `match` is true, or None
         after `timeout_s`; every segment read is logged (resets included)."""
-        for seg, source in incoming(self.sock, time.monotonic() + timeout_s):
+        for seg in incoming(self.sock, time.monotonic() + timeout_s):
             if seg.dport != PORT:
                 continue
-            setattr(seg, "src", source)  # noqa: B010
             self.log.append(seg)
             if match(seg):
                 return seg
@@ -120,7 +114,7 @@ def run_peer(args: argparse.Namespace) -> dict:
     token_p, idsn_p = key_token_idsn(key_p)
 
     # 1. MP_CAPABLE: the kernel connects from KERNEL_ADDR
-    syn = srv.must(lambda s: bool(s.flags & SYN) and src(s) == KERNEL_ADDR, 10,
+    syn = srv.must(lambda s: bool(s.flags & SYN) and s.src == KERNEL_ADDR, 10,
                    "MP_CAPABLE SYN")
     if suboption(syn, MP_CAPABLE_SUB) is None:
         raise RuntimeError("the kernel's SYN has no MP_CAPABLE")
@@ -141,7 +135,7 @@ def run_peer(args: argparse.Namespace) -> dict:
     srv.send(KERNEL_ADDR, k_port1, iss1 + 1, k_next1, ACK, dss(data_ack), what="mpc-dack")
 
     # 2. MP_JOIN from JOIN_ADDR
-    jsyn = srv.must(lambda s: bool(s.flags & SYN) and src(s) == JOIN_ADDR, 10,
+    jsyn = srv.must(lambda s: bool(s.flags & SYN) and s.src == JOIN_ADDR, 10,
                     "MP_JOIN SYN")
     mpj = suboption(jsyn, MP_JOIN_SUB)
     if mpj is None or len(mpj) != 12 or mpj[4:8] != token_p:

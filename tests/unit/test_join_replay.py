@@ -21,4 +21,4 @@ def test_a_reset_reason_is_read_from_the_kernels_mp_tcprst():
     seg = parse_segment(packet, at=0.0)
     assert replay.suboption(seg, replay.MP_TCPRST_SUB) == rst
     assert replay.suboption(seg, replay.MP_JOIN_SUB) is None
-    assert replay.src(seg) is None  # noted only by the server's reader
+    assert seg.src == replay.JOIN_ADDR
