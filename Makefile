@@ -28,7 +28,7 @@ help:
 	@echo "make reproduce CONFIG=configs/noisy.yaml [ARGS=--preview]   reproduce the study into docs/reproduction/"
 	@echo "make lint                          ruff on the Python code, mypy on the whole product"
 	@echo "make kernel                        build the lab kernel (MPTCP rb scheduler), cached"
-	@echo "make kernel-test                   user-space tests of the patches' C code (rb, rbstrict, lia, olia, coupled-bbr gains and cycle clock, arp, reorder hold, mptcp-d, juggler)"
+	@echo "make kernel-test                   user-space tests of the patches' C code (rb, rbstrict, lia, olia, coupled-bbr gains and cycle clock, arp, minrtt's rbuf optimisation, reorder hold, mptcp-d, juggler)"
 	@echo "make clean-lab                     remove namespaces/links/processes a killed run left"
 
 need-root:
@@ -111,4 +111,5 @@ kernel-test: $(STAMP)
 	$(PY) -m pytest tests/unit/test_rb_alloc.py tests/unit/test_lia_wnd.py \
 		tests/unit/test_reorder_hold.py tests/unit/test_mptcp_d.py tests/unit/test_olia_inc.py \
 		tests/unit/test_coupled_bbr_gain.py tests/unit/test_coupled_bbr_cycle.py \
-		tests/unit/test_arp_plan.py tests/unit/test_juggler.py tests/unit/test_rb_strict.py -q
+		tests/unit/test_arp_plan.py tests/unit/test_juggler.py tests/unit/test_rb_strict.py \
+		tests/unit/test_rbuf_opti.py -q

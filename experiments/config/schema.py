@@ -198,8 +198,11 @@ SCHEMA = Section(
                                   "arp = AR&P (redundant subflows for bad paths, "
                                   "new packets by predicted arrival), ar = its "
                                   "AR part only, redundant = copies on every other "
-                                  "subflow, minrtt = lowest RTT with room (the AR&P "
-                                  "paper's baseline; default is upstream's)",
+                                  "subflow, minrtt = lowest RTT with room and, when "
+                                  "the peer's window blocks, the slow subflow halved "
+                                  "and the blocking data resent (MPTCP v0.94's "
+                                  "default, the AR&P paper's baseline), minrtt-plain "
+                                  "= minrtt without that; default is upstream's",
                                   choices=LAB_SCHEDULERS),
                 "subflow_paths": Leaf(str, "hashed", "where MPTCP subflows go: hashed = "
                                       "kernel path manager, ECMP's hash decides; disjoint "

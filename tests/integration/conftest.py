@@ -46,6 +46,7 @@ LAB_KERNEL_MODULES: dict[str, frozenset[str]] = {
     "test_uml_datafin.py": frozenset(),
     "test_uml_hostvariants.py": frozenset(),
     "test_uml_join.py": frozenset(),
+    "test_uml_rbuf_opti.py": frozenset(),
     "test_uml_juggler.py": frozenset(),
     "test_uml_seed003.py": frozenset(),
 }
