@@ -122,6 +122,9 @@ SEED003_PAGE_PAIRS = (
     Pair("seed003/fig9b-paper-r3", "seed003/fig9b-paper-r3-seed2"),
     Pair("seed003/fig9a-paper-r3", "seed003/fig9a-paper-r3-seed2"),
     Pair("seed003/fig9b-paper-r3-0024", "seed003/fig9b-paper-r3-0024-seed2"),
+    Pair("seed003/fig8-paper-0025", "seed003/fig8-paper-0025-seed2"),
+    Pair("seed003/fig9b-paper-0025", "seed003/fig9b-paper-0025-seed2"),
+    Pair("seed003/fig9a-paper-0025", "seed003/fig9a-paper-0025-seed2"),
 )
 SEED003_PAGE_CLAIMS = ("seed003/fig8", "seed003/fig9", "seed003/fig10", "seed003/fig11")
 SEED004_PAGE_CLAIMS = ("seed004/sweep", "seed004/short", "seed004/energy",
