@@ -123,6 +123,7 @@ SEED003_PAGE_PAIRS = (
     Pair("seed003/fig9a-paper-r3", "seed003/fig9a-paper-r3-seed2"),
     Pair("seed003/fig9b-paper-r3-0024", "seed003/fig9b-paper-r3-0024-seed2"),
     Pair("seed003/fig8-paper-0025", "seed003/fig8-paper-0025-seed2"),
+    Pair("seed003/fig8-paper-0025", "seed003/fig8-paper-0025-seed2-lia-olia"),
     Pair("seed003/fig9b-paper-0025", "seed003/fig9b-paper-0025-seed2"),
     Pair("seed003/fig9a-paper-0025", "seed003/fig9a-paper-0025-seed2"),
 )
