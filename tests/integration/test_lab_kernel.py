@@ -51,7 +51,7 @@ def test_release_schedulers_and_rb_interleaving(lab_kernel, tmp_path):
     assert res.clock == "virtual"
     first, report_text = res.stdout.split("\n", 1)
     assert first.split() == ["default", "rb", "roundrobin", "rbstrict", "arp", "ar",
-                              "redundant", "minrtt"]
+                              "redundant", "minrtt", "minrtt-plain"]
     report = json.loads(report_text)
     runs = {run["scheduler"]: run for run in report["runs"]}
     fractions = {name: run["interleave_fraction"] for name, run in runs.items()}
